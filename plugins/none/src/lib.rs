@@ -1,0 +1,268 @@
+//! The `none` backend: no sandbox at all (SPEC C4).
+//!
+//! Commands run on the host with the server's privileges. It exists so that
+//! `--sandbox off`, hosts without a native sandbox, and the terminal default
+//! all go through the same event stream as the real backends — and so that
+//! its badge says, truthfully, that nothing is isolated.
+//!
+//! Each exec is its own process group. `destroy` kills every group the
+//! sandbox started; a process that leaves its group (`setsid`) escapes it,
+//! which is one more reason this backend is called `none`.
+
+mod exec;
+mod procfs;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sandbox_plugin_api::sdk::{BackendImpl, EventSender, SandboxImpl};
+use sandbox_plugin_api::{
+    ErrorCode, ExecRequest, KillReason, PluginError, ProbeContext, ProbeReport, SandboxBackend,
+    SandboxInfo, SandboxSpec, SandboxState, capability,
+};
+
+use crate::exec::Exec;
+
+/// The badge text: what this backend enforces (nothing).
+pub const NOTE: &str = "none — no sandbox: commands run on the host with the server's privileges";
+
+/// How long `destroy` waits for killed commands to be reported.
+const DESTROY_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Finished execs whose process groups may still have members are kept as
+/// zombies (so their group id cannot be reused); past this many, reap the
+/// ones whose groups are empty.
+const ZOMBIE_SWEEP_AT: usize = 64;
+
+/// The `none` backend.
+#[derive(Debug, Default)]
+pub struct NoneBackend;
+
+impl BackendImpl for NoneBackend {
+    fn name(&self) -> &str {
+        "none"
+    }
+
+    fn probe(&self, _ctx: &ProbeContext) -> ProbeReport {
+        ProbeReport {
+            available: true,
+            note: NOTE.into(),
+            kind: SandboxBackend::None,
+            capabilities: vec![capability::STDIN.into(), capability::EXEC_TIMEOUT.into()],
+            ..ProbeReport::default()
+        }
+    }
+
+    fn launch(
+        &self,
+        spec: SandboxSpec,
+        events: EventSender,
+    ) -> Result<Box<dyn SandboxImpl>, PluginError> {
+        events.starting();
+        let workdir = match &spec.guest_workdir {
+            Some(dir) => dir.clone(),
+            None => std::env::current_dir().map_err(|e| {
+                PluginError::other(format!("the server has no working directory: {e}"))
+            })?,
+        };
+        if !workdir.is_dir() {
+            return Err(PluginError::new(
+                ErrorCode::INVALID_SPEC,
+                format!(
+                    "guestWorkdir {} is not a directory on this host",
+                    workdir.display()
+                ),
+            ));
+        }
+        let sandbox = NoneSandbox {
+            workdir,
+            events,
+            execs: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            destroyed: AtomicBool::new(false),
+        };
+        sandbox.events.ready();
+        tracing::debug!(session = %spec.session_id, "none sandbox ready");
+        Ok(Box::new(sandbox))
+    }
+}
+
+struct NoneSandbox {
+    workdir: PathBuf,
+    events: EventSender,
+    execs: Mutex<HashMap<u64, Arc<Exec>>>,
+    next_id: AtomicU64,
+    destroyed: AtomicBool,
+}
+
+impl NoneSandbox {
+    fn find(&self, exec_id: u64) -> Result<Arc<Exec>, PluginError> {
+        self.execs
+            .lock()
+            .map_err(|_| PluginError::other("exec table poisoned"))?
+            .get(&exec_id)
+            .cloned()
+            .ok_or_else(|| {
+                PluginError::new(
+                    ErrorCode::NOT_FOUND,
+                    format!("no exec {exec_id} in this sandbox"),
+                )
+            })
+    }
+
+    fn all_execs(&self) -> Vec<Arc<Exec>> {
+        self.execs
+            .lock()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Reaps finished execs whose process groups have emptied.
+    fn sweep_zombies(&self) {
+        let Ok(mut execs) = self.execs.lock() else {
+            return;
+        };
+        let finished: Vec<u64> = execs
+            .iter()
+            .filter(|(_, e)| e.has_ended())
+            .map(|(id, _)| *id)
+            .collect();
+        if finished.len() < ZOMBIE_SWEEP_AT {
+            return;
+        }
+        let live = procfs::live_process_groups();
+        for id in finished {
+            if let Some(exec) = execs.get(&id)
+                && !live.contains(&exec.pgid())
+            {
+                exec.reap();
+                execs.remove(&id);
+            }
+        }
+    }
+}
+
+impl SandboxImpl for NoneSandbox {
+    fn info(&self) -> SandboxInfo {
+        let state = if self.destroyed.load(Ordering::SeqCst) {
+            SandboxState::Destroyed
+        } else if self.all_execs().iter().any(|e| !e.has_ended()) {
+            SandboxState::Active
+        } else {
+            SandboxState::Warm
+        };
+        let mut details = serde_json::Map::new();
+        details.insert("workdir".into(), self.workdir.display().to_string().into());
+        details.insert("isolation".into(), "none".into());
+        SandboxInfo {
+            state,
+            error: None,
+            details,
+        }
+    }
+
+    fn exec(&self, request: ExecRequest) -> Result<u64, PluginError> {
+        if request.pty.is_some() {
+            return Err(PluginError::unsupported("a pseudo-terminal"));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let cwd = request.cwd.clone().unwrap_or_else(|| self.workdir.clone());
+        // Register before the threads start so a quick exit finds its entry.
+        let mut execs = self
+            .execs
+            .lock()
+            .map_err(|_| PluginError::other("exec table poisoned"))?;
+        if self.destroyed.load(Ordering::SeqCst) {
+            return Err(PluginError::new(
+                ErrorCode::DESTROYED,
+                "the sandbox was destroyed",
+            ));
+        }
+        let exec = Exec::spawn(id, &request, &cwd, self.events.clone())?;
+        execs.insert(id, exec);
+        drop(execs);
+        self.sweep_zombies();
+        Ok(id)
+    }
+
+    fn write_stdin(&self, exec_id: u64, data: &[u8]) -> Result<(), PluginError> {
+        self.find(exec_id)?.write_stdin(data)
+    }
+
+    fn close_stdin(&self, exec_id: u64) -> Result<(), PluginError> {
+        self.find(exec_id)?.close_stdin();
+        Ok(())
+    }
+
+    fn kill(&self, exec_id: u64, signal: i32) -> Result<(), PluginError> {
+        if !(1..=64).contains(&signal) {
+            return Err(PluginError::invalid(format!(
+                "{signal} is not a signal number"
+            )));
+        }
+        let exec = self.find(exec_id)?;
+        if exec.has_ended() {
+            return Err(PluginError::new(
+                ErrorCode::NOT_FOUND,
+                format!("exec {exec_id} has already ended"),
+            ));
+        }
+        exec.signal(signal, KillReason::Manual);
+        Ok(())
+    }
+
+    fn destroy(&self) -> Result<(), PluginError> {
+        self.destroyed.store(true, Ordering::SeqCst);
+        let execs: Vec<Arc<Exec>> = match self.execs.lock() {
+            Ok(mut map) => map.drain().map(|(_, e)| e).collect(),
+            Err(_) => return Err(PluginError::other("exec table poisoned")),
+        };
+        for exec in &execs {
+            // Finished execs too: their background processes belong to us.
+            exec.signal(libc::SIGKILL, KillReason::Destroyed);
+        }
+        let mut stuck = Vec::new();
+        for exec in &execs {
+            if !exec.wait_ended(DESTROY_PATIENCE) {
+                stuck.push(exec.id());
+            }
+            exec.reap();
+        }
+        if stuck.is_empty() {
+            Ok(())
+        } else {
+            Err(PluginError::other(format!(
+                "execs {stuck:?} did not end after SIGKILL"
+            )))
+        }
+    }
+}
+
+sandbox_plugin_api::export_backend!(NoneBackend);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandbox_plugin_api::testkit;
+
+    #[test]
+    fn conforms_to_the_plugin_contract() {
+        testkit::assert_conformance(|| NoneBackend, &testkit::Options::default());
+    }
+
+    #[test]
+    fn probe_is_honest_about_isolation() {
+        let report = NoneBackend.probe(&ProbeContext::default());
+        assert!(report.available);
+        assert_eq!(report.kind, SandboxBackend::None);
+        assert!(!report.kernel_boundary);
+        assert!(
+            !report.has(capability::FS_ISOLATION),
+            "none isolates nothing"
+        );
+        assert!(!report.has(capability::NET_PROXY_ONLY));
+    }
+}
