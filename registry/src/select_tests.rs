@@ -126,8 +126,11 @@ use SandboxBackend::{Microvm, Native, None as NoneKind};
 use SandboxSwitch::{Off, On};
 use Want::{Fail, Pick};
 
+/// rule, host, switch, explicit request, configured default, expectation.
+type Row = (&'static str, Host, SandboxSwitch, Option<&'static str>, Option<&'static str>, Want);
+
 #[rustfmt::skip]
-fn rows() -> Vec<(&'static str, Host, SandboxSwitch, Option<&'static str>, Option<&'static str>, Want)> {
+fn rows() -> Vec<Row> {
     vec![
         // rule                                                  host                 switch explicit          default           expected
         ("B5: --sandbox off → none",                              Host::LinuxAll,      Off, None,            None,             Pick("none", NoneKind, None)),
