@@ -1,1 +1,58 @@
-fn main() {}
+//! `cc_server`: runs AI-agent commands in sandboxes loaded as plugins.
+
+mod api;
+mod backends;
+mod cli;
+mod commands;
+mod config;
+mod env;
+mod input;
+mod logging;
+mod random;
+mod sessions;
+mod wire;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::config::Settings;
+
+/// The exit status when `cc_server` itself fails (as `env` and `docker` use it).
+pub const EXIT_FAILURE: u8 = 125;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init(matches!(cli.command, Command::Serve(_)));
+    let settings = match Settings::resolve(&cli.common) {
+        Ok(settings) => settings,
+        Err(e) => return fail(&anyhow::Error::new(e)),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&anyhow::Error::new(e).context("starting the async runtime")),
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Probe { json } => commands::probe::run(&settings, json).await,
+            Command::Serve(args) => commands::serve::run(&settings, args).await,
+            Command::Run(args) => commands::run::run(&settings, args).await,
+        }
+    });
+    // Plugin threads (a hung probe, say) must not keep the process alive.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
+        Ok(code) => code,
+        Err(e) => fail(&e),
+    }
+}
+
+/// Prints the error chain on one line and exits with [`EXIT_FAILURE`].
+fn fail(error: &anyhow::Error) -> ExitCode {
+    eprintln!("cc_server: error: {error:#}");
+    ExitCode::from(EXIT_FAILURE)
+}

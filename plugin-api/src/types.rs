@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 /// What a sandbox is asked to be (SPEC F1).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct SandboxSpec {
     /// The session this sandbox belongs to; the host's id for it.
@@ -43,6 +43,25 @@ pub struct SandboxSpec {
 
 fn default_true() -> bool {
     true
+}
+
+impl Default for SandboxSpec {
+    /// The seeds' defaults: network on, chat mode, every list empty.
+    fn default() -> Self {
+        Self {
+            session_id: String::new(),
+            workspace_id: String::new(),
+            agent_id: None,
+            bind_mounts: Vec::new(),
+            network_enabled: true,
+            egress_allowlist: Vec::new(),
+            guest_workdir: None,
+            mode: SandboxMode::Chat,
+            protected_paths: Vec::new(),
+            runner_state_dirs: Vec::new(),
+            exec_grant_roots: Vec::new(),
+        }
+    }
 }
 
 impl SandboxSpec {
@@ -452,6 +471,14 @@ mod tests {
         assert!(spec.runner_state_dirs.is_empty() && spec.exec_grant_roots.is_empty());
         assert_eq!(spec.agent_id, None);
         assert_eq!(spec.guest_workdir, None);
+        assert_eq!(
+            spec,
+            SandboxSpec {
+                session_id: "s".into(),
+                workspace_id: "w".into(),
+                ..SandboxSpec::default()
+            }
+        );
     }
 
     #[test]

@@ -127,7 +127,14 @@ use SandboxSwitch::{Off, On};
 use Want::{Fail, Pick};
 
 /// rule, host, switch, explicit request, configured default, expectation.
-type Row = (&'static str, Host, SandboxSwitch, Option<&'static str>, Option<&'static str>, Want);
+type Row = (
+    &'static str,
+    Host,
+    SandboxSwitch,
+    Option<&'static str>,
+    Option<&'static str>,
+    Want,
+);
 
 #[rustfmt::skip]
 fn rows() -> Vec<Row> {

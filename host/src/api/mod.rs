@@ -1,0 +1,314 @@
+//! The HTTP API. Every `/v1` route needs the bearer token; `/healthz` does
+//! not, and says nothing about sandboxing (SPEC B4).
+//!
+//! - `GET  /healthz`
+//! - `GET  /v1/backends` — every backend, its probe and source, the default
+//! - `GET  /v1/sandboxes`, `POST /v1/sandboxes[?backend=NAME]` (SandboxSpec → SandboxHandle)
+//! - `GET  /v1/sandboxes/{id}`, `DELETE /v1/sandboxes/{id}`
+//! - `POST /v1/sandboxes/{id}/exec` → NDJSON events, ending with `exit` or `killed`
+//! - `POST /v1/sandboxes/{id}/execs/{exec}/kill` (`{"signal": 15}`)
+
+pub mod token;
+
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::StreamExt as _;
+use sandbox_plugin_api::{ErrorCode, ExecRequest, SandboxHandle, SandboxSpec};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::input::{InputError, parse_strict};
+use crate::sessions::{SessionError, Sessions};
+use crate::{backends, env, wire};
+
+#[derive(Clone)]
+pub struct AppState {
+    sessions: Arc<Sessions>,
+    token: Arc<str>,
+}
+
+impl AppState {
+    pub fn new(sessions: Arc<Sessions>, token: String) -> Self {
+        Self {
+            sessions,
+            token: token.into(),
+        }
+    }
+}
+
+pub fn router(state: AppState) -> axum::Router {
+    let v1 = axum::Router::new()
+        .route("/backends", get(list_backends))
+        .route("/sandboxes", get(list_sandboxes).post(create_sandbox))
+        .route("/sandboxes/{id}", get(show_sandbox).delete(destroy_sandbox))
+        .route("/sandboxes/{id}/exec", post(exec))
+        .route("/sandboxes/{id}/execs/{exec_id}/kill", post(kill))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    axum::Router::new()
+        .route("/healthz", get(healthz))
+        .nest("/v1", v1)
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+        .with_state(state)
+}
+
+/// An error as the client sees it: a status and `{"error", "field"?}`.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+    field: Option<String>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+            field: None,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({"error": self.message});
+        if let Some(field) = self.field {
+            body["field"] = field.into();
+        }
+        let mut response = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
+    }
+}
+
+impl From<InputError> for ApiError {
+    fn from(e: InputError) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            message: e.to_string(),
+            field: e.field,
+        }
+    }
+}
+
+impl From<SessionError> for ApiError {
+    fn from(e: SessionError) -> Self {
+        let status = match &e {
+            SessionError::Select(_) => StatusCode::SERVICE_UNAVAILABLE,
+            SessionError::Launch { error, .. } if error.code == ErrorCode::INVALID_SPEC => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            SessionError::Launch { .. } | SessionError::Backend(_) | SessionError::Internal(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+            SessionError::Unsupported { .. } | SessionError::Exec(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            SessionError::BadId(_) => StatusCode::BAD_REQUEST,
+            SessionError::Conflict(_) => StatusCode::CONFLICT,
+            SessionError::NotFound(_) => StatusCode::NOT_FOUND,
+            SessionError::Destroyed(_) => StatusCode::GONE,
+        };
+        let field = matches!(e, SessionError::BadId(_)).then(|| "sessionId".to_owned());
+        Self {
+            status,
+            message: e.to_string(),
+            field,
+        }
+    }
+}
+
+async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(token) if token::matches(&state.token, token.trim()) => next.run(request).await,
+        Some(_) => ApiError::new(StatusCode::UNAUTHORIZED, "wrong bearer token").into_response(),
+        None => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "send `Authorization: Bearer <token>`; the token is in the server's token file",
+        )
+        .into_response(),
+    }
+}
+
+async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
+}
+
+async fn list_backends(State(state): State<AppState>) -> Json<serde_json::Value> {
+    let registry = state.sessions.registry();
+    Json(json!({
+        "backends": backends::backends_json(registry),
+        "problems": backends::problems_json(registry),
+        "default": backends::default_json(&state.sessions.select(None)),
+    }))
+}
+
+async fn list_sandboxes(State(state): State<AppState>) -> Json<Vec<SandboxHandle>> {
+    Json(state.sessions.list().iter().map(|s| s.handle()).collect())
+}
+
+async fn create_sandbox(
+    State(state): State<AppState>,
+    Query(query): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<SandboxHandle>), ApiError> {
+    if let Some(unknown) = query.keys().find(|k| k.as_str() != "backend") {
+        return Err(ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: format!("unknown query parameter `{unknown}`; the only one is `backend`"),
+            field: Some(unknown.clone()),
+        });
+    }
+    let spec: SandboxSpec = parse_strict(&body, "the sandbox spec")?;
+    let backend = query.get("backend").cloned();
+    // Launch in a task of its own: if the client leaves before it learns the
+    // sandbox exists, nobody else could destroy it, so the task does.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let sessions = Arc::clone(&state.sessions);
+    tokio::spawn(async move {
+        let created = sessions.create(spec, backend.as_deref()).await;
+        if let Err(Ok(orphan)) = tx.send(created) {
+            tracing::info!(session = %orphan.id, "the client left during launch; destroying the sandbox");
+            let _ = sessions.destroy(&orphan.id).await;
+        }
+    });
+    let session = rx.await.map_err(|_| {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the launch task failed")
+    })??;
+    Ok((StatusCode::CREATED, Json(session.handle())))
+}
+
+async fn show_sandbox(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<SandboxHandle>, ApiError> {
+    Ok(Json(state.sessions.get(&id)?.handle()))
+}
+
+async fn destroy_sandbox(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<SandboxHandle>, ApiError> {
+    Ok(Json(state.sessions.destroy(&id).await?))
+}
+
+/// The body of `POST …/exec`. `env` is added to a small base environment;
+/// `input`, when given, is written to stdin, which is then closed.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct ExecCall {
+    argv: Vec<String>,
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    input: Option<String>,
+    timeout_ms: Option<u64>,
+}
+
+async fn exec(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let call: ExecCall = parse_strict(&body, "the exec request")?;
+    if call.argv.is_empty() {
+        return Err(ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: "the exec request: argv is empty; give the command and its arguments".into(),
+            field: Some("argv".into()),
+        });
+    }
+    let session = state.sessions.get(&id)?;
+    let mut environment = env::api_base();
+    environment.extend(call.env);
+    let removed = env::sanitize(&mut environment);
+    if !removed.is_empty() {
+        tracing::info!(session = %id, "removed from the command's environment: {}", removed.join(", "));
+    }
+    let request = ExecRequest {
+        argv: call.argv,
+        env: environment,
+        cwd: call.cwd,
+        stdin: call.input.is_some(),
+        timeout_ms: call.timeout_ms,
+        pty: None,
+    };
+    let stream = session.exec(request).await?;
+    let exec_id = stream.exec_id;
+    if let Some(input) = call.input {
+        let session = Arc::clone(&session);
+        tokio::spawn(async move {
+            if let Err(e) = session.write_stdin(exec_id, input.into_bytes()).await {
+                tracing::debug!("writing the exec's input: {e}");
+            }
+            let _ = session.close_stdin(exec_id).await;
+        });
+    }
+    let started = wire::line(&wire::started_json(exec_id, session.backend_name()));
+    // Dropping this stream (the client went away) drops the ExecStream,
+    // whose guard kills the command.
+    let events = futures_util::stream::unfold(Some(stream), move |state| async move {
+        let mut stream = state?;
+        let line = match stream.next().await {
+            Some(event) => wire::line(&wire::event_json(&event)),
+            None if stream.ended() => return None,
+            None => {
+                let message = "the sandbox ended without reporting the command's exit";
+                return Some((
+                    Ok(Bytes::from(wire::line(&wire::error_json(exec_id, message)))),
+                    None,
+                ));
+            }
+        };
+        Some((Ok::<_, Infallible>(Bytes::from(line)), Some(stream)))
+    });
+    let body = futures_util::stream::once(async move { Ok::<_, Infallible>(Bytes::from(started)) })
+        .chain(events);
+    Ok((
+        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        Body::from_stream(body),
+    )
+        .into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct KillCall {
+    signal: Option<i32>,
+}
+
+async fn kill(
+    State(state): State<AppState>,
+    Path((id, exec_id)): Path<(String, u64)>,
+    body: Bytes,
+) -> Result<StatusCode, ApiError> {
+    let call: KillCall = if body.is_empty() {
+        KillCall::default()
+    } else {
+        parse_strict(&body, "the kill request")?
+    };
+    let session = state.sessions.get(&id)?;
+    session
+        .kill(exec_id, call.signal.unwrap_or(libc::SIGTERM))
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}

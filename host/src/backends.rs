@@ -1,0 +1,99 @@
+//! Start-up: find, load and probe every backend (SPEC B1), once.
+
+use std::sync::Arc;
+
+use sandbox_plugin_api::host::BackendObject;
+use sandbox_registry::select::{Platform, startup_line};
+use sandbox_registry::{
+    Builtin, DiscoverOptions, PLUGIN_PATH_ENV, Registry, Source, TracingLogger, search_path,
+};
+use serde_json::{Value, json};
+
+use crate::config::Settings;
+use crate::sessions::Policy;
+
+// `none` is compiled in, so the fallback never depends on a file (SPEC C4).
+inventory::submit! {
+    Builtin { make: || BackendObject::builtin(sandbox_backend_none::NoneBackend) }
+}
+
+/// Discovers and probes; every skipped file is logged as one warning line.
+pub fn discover(settings: &Settings) -> Registry {
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(std::path::Path::to_path_buf));
+    let options = DiscoverOptions {
+        search_path: search_path(
+            settings.plugins_dir.as_deref(),
+            std::env::var_os(PLUGIN_PATH_ENV).as_deref(),
+            exe_dir.as_deref(),
+        ),
+        probe_timeout: settings.probe_timeout,
+        backend_options: settings.backend_options.clone(),
+        logger: Arc::new(TracingLogger),
+    };
+    let registry = Registry::discover(&options);
+    for problem in &registry.problems {
+        tracing::warn!("skipped plugin {problem}");
+    }
+    registry
+}
+
+/// How sessions choose their backend, from the settings.
+pub fn policy(settings: &Settings) -> Policy {
+    Policy {
+        switch: settings.switch,
+        default_backend: settings.default_backend.clone(),
+        platform: Platform::current(),
+    }
+}
+
+/// The one line of SPEC B3.
+pub fn startup(settings: &Settings, registry: &Registry) -> String {
+    startup_line(settings.switch, Platform::current(), &registry.offers())
+}
+
+/// The default selection, or why there is none.
+pub type Default =
+    Result<sandbox_registry::select::Selection, sandbox_registry::select::SelectError>;
+
+/// Where a backend came from, as JSON.
+pub fn source_json(source: &Source) -> Value {
+    match source {
+        Source::Builtin => json!({"kind": "builtin"}),
+        Source::File {
+            path,
+            plugin,
+            version,
+            api_version,
+        } => json!({
+            "kind": "file", "path": path, "plugin": plugin, "pluginVersion": version, "apiVersion": api_version,
+        }),
+    }
+}
+
+/// Every backend with its probe, as JSON.
+pub fn backends_json(registry: &Registry) -> Value {
+    registry
+        .entries
+        .iter()
+        .map(|e| json!({"name": e.name(), "source": source_json(&e.source), "probe": e.report}))
+        .collect()
+}
+
+/// Every skipped file, as JSON.
+pub fn problems_json(registry: &Registry) -> Value {
+    registry
+        .problems
+        .iter()
+        .map(|p| json!({"path": p.path, "error": p.error.to_string()}))
+        .collect()
+}
+
+/// The default selection, as JSON.
+pub fn default_json(default: &Default) -> Value {
+    match default {
+        Ok(sel) => json!({"backend": sel.backend, "kind": sel.kind, "notice": sel.notice()}),
+        Err(e) => json!({"error": e.to_string()}),
+    }
+}

@@ -1,0 +1,99 @@
+//! The command line. This is a contract later work builds on: keep it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use sandbox_plugin_api::SandboxMode;
+use sandbox_registry::select::SandboxSwitch;
+
+/// The sandbox runtime for AI-agent commands.
+#[derive(Debug, Parser)]
+#[command(name = "cc_server", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes. Flags beat environment variables, which beat
+/// the config file.
+#[derive(Debug, Clone, Args)]
+pub struct Common {
+    /// The config file (TOML).
+    #[arg(long, global = true, env = "CC_SERVER_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Where backend libraries are loaded from.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub plugins_dir: Option<PathBuf>,
+    /// `on` wraps commands when the host offers a sandbox; `off` never does.
+    #[arg(long, global = true, env = "CC_SERVER_SANDBOX", value_name = "on|off")]
+    pub sandbox: Option<SandboxSwitch>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Lists every backend found, with its probe and the file it came from.
+    Probe {
+        /// One JSON document instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serves the HTTP API.
+    Serve(ServeArgs),
+    /// Runs one command in a fresh sandbox, then destroys it.
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (loopback by default).
+    #[arg(long, env = "CC_SERVER_LISTEN", value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// The bearer token file; created with mode 0600 if absent.
+    #[arg(long, env = "CC_SERVER_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The backend to run in (`bwrap`, `microvm`, `none`, `native`, …);
+    /// unset follows the server's default rules.
+    #[arg(long, env = "CC_SERVER_BACKEND", value_name = "NAME")]
+    pub backend: Option<String>,
+    /// A SandboxSpec JSON file; the flags below apply on top of it.
+    #[arg(long, value_name = "FILE")]
+    pub spec: Option<PathBuf>,
+    /// chat (writable binds), review, plan or orchestrate (read-only).
+    #[arg(long, value_name = "MODE")]
+    pub mode: Option<SandboxMode>,
+    /// Whether the command may reach the network (through the egress proxies).
+    #[arg(long, value_name = "on|off")]
+    pub network: Option<OnOff>,
+    /// Make a host path visible; `:ro` for read-only. Repeatable.
+    #[arg(long = "bind", value_name = "PATH[:ro]")]
+    pub binds: Vec<String>,
+    /// Never writable inside the sandbox. Repeatable.
+    #[arg(long = "protect", value_name = "PATH")]
+    pub protect: Vec<PathBuf>,
+    /// Working directory of the command (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// Kill the command after this many seconds.
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<f64>,
+    /// Print every event as one JSON object per line on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}

@@ -1,0 +1,5 @@
+//! One module per subcommand.
+
+pub mod probe;
+pub mod run;
+pub mod serve;

@@ -1,0 +1,328 @@
+//! `cc_server run`: one sandbox, one command, then destroy.
+//!
+//! The command's stdout and stderr pass through; each violation is printed
+//! to stderr as `cc_server: violation: <action> <target>`; the exit status is
+//! the command's (128 + signal when it was killed). Failures of `cc_server`
+//! itself exit with 125, a command that is not found with 127, one that may
+//! not be executed with 126.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use sandbox_plugin_api::{ErrorCode, EventBody, ExecRequest, SandboxBindMount, SandboxSpec};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::cli::{OnOff, RunArgs};
+use crate::config::Settings;
+use crate::sessions::{ExecStream, Session, SessionError, Sessions};
+use crate::{EXIT_FAILURE, backends, env, input, wire};
+
+pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode> {
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let spec = build_spec(&args, &cwd)?;
+    let settings_for_discovery = settings.clone();
+    let registry =
+        tokio::task::spawn_blocking(move || backends::discover(&settings_for_discovery)).await?;
+    let sessions = Sessions::new(Arc::new(registry), backends::policy(settings));
+
+    let session = sessions.create(spec, args.backend.as_deref()).await?;
+    if let Some(notice) = session.selection.notice() {
+        eprintln!("cc_server: {notice}");
+    }
+    let outcome = run_command(&session, &args).await;
+    session.destroy().await;
+    match outcome {
+        Ok(code) => Ok(code),
+        Err(SessionError::Exec(e)) if e.code == ErrorCode::COMMAND_NOT_FOUND => {
+            eprintln!("cc_server: {}", e.message);
+            Ok(ExitCode::from(127))
+        }
+        Err(SessionError::Exec(e)) if e.code == ErrorCode::PERMISSION_DENIED => {
+            eprintln!("cc_server: {}", e.message);
+            Ok(ExitCode::from(126))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The spec: `--spec FILE` or the current directory bound read-write and
+/// used as workdir; then the flags on top.
+fn build_spec(args: &RunArgs, cwd: &Path) -> anyhow::Result<SandboxSpec> {
+    let mut spec = match &args.spec {
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .with_context(|| format!("reading the spec file {}", path.display()))?;
+            input::parse_strict::<SandboxSpec>(
+                &bytes,
+                &format!("the spec file {}", path.display()),
+            )?
+        }
+        None => SandboxSpec {
+            bind_mounts: vec![SandboxBindMount {
+                host_path: cwd.to_path_buf(),
+                guest_path: None,
+                read_only: false,
+            }],
+            guest_workdir: Some(cwd.to_path_buf()),
+            ..SandboxSpec::default()
+        },
+    };
+    if spec.workspace_id.is_empty() {
+        spec.workspace_id = "cli".into();
+    }
+    if let Some(mode) = args.mode {
+        spec.mode = mode;
+    }
+    if let Some(network) = args.network {
+        spec.network_enabled = network == OnOff::On;
+    }
+    for bind in &args.binds {
+        spec.bind_mounts.push(parse_bind(bind, cwd)?);
+    }
+    for path in &args.protect {
+        spec.protected_paths.push(cwd.join(path));
+    }
+    if let Some(dir) = &args.workdir {
+        spec.guest_workdir = Some(cwd.join(dir));
+    }
+    Ok(spec)
+}
+
+/// `PATH`, `PATH:ro` or `PATH:rw`; relative paths are taken from `cwd`.
+fn parse_bind(text: &str, cwd: &Path) -> anyhow::Result<SandboxBindMount> {
+    let (path, read_only) = match text.rsplit_once(':') {
+        Some((path, "ro")) => (path, true),
+        Some((path, "rw")) => (path, false),
+        _ => (text, false),
+    };
+    if path.is_empty() {
+        anyhow::bail!("--bind {text}: the path is empty");
+    }
+    let host_path = cwd.join(PathBuf::from(path));
+    if !host_path.exists() {
+        anyhow::bail!("--bind {text}: {} does not exist", host_path.display());
+    }
+    Ok(SandboxBindMount {
+        host_path,
+        guest_path: None,
+        read_only,
+    })
+}
+
+fn exec_request(session: &Session, args: &RunArgs) -> anyhow::Result<ExecRequest> {
+    let mut environment = env::inherited();
+    let removed = env::sanitize(&mut environment);
+    if !removed.is_empty() {
+        tracing::info!(
+            "removed from the command's environment: {}",
+            removed.join(", ")
+        );
+    }
+    let timeout_ms = match args.timeout {
+        Some(secs) if secs.is_finite() && secs > 0.0 => Some((secs * 1000.0).ceil() as u64),
+        Some(secs) => anyhow::bail!("--timeout {secs}: give a positive number of seconds"),
+        None => None,
+    };
+    Ok(ExecRequest {
+        argv: args.command.clone(),
+        env: environment,
+        cwd: None,
+        // Forward our stdin when the backend can take it.
+        stdin: session.supports(sandbox_plugin_api::capability::STDIN),
+        timeout_ms,
+        pty: None,
+    })
+}
+
+async fn run_command(session: &Arc<Session>, args: &RunArgs) -> Result<ExitCode, SessionError> {
+    let request =
+        exec_request(session, args).map_err(|e| SessionError::Internal(format!("{e:#}")))?;
+    let forward_stdin = request.stdin;
+    let mut stream = session.exec(request).await?;
+    let exec_id = stream.exec_id;
+    if args.json {
+        print_json(&wire::started_json(exec_id, session.backend_name()));
+    }
+    if forward_stdin {
+        tokio::spawn(forward_stdin_to(Arc::clone(session), exec_id));
+    }
+    let signals = tokio::spawn(forward_signals(Arc::clone(session), exec_id));
+    let code = relay(&mut stream, session, args.json).await;
+    signals.abort();
+    Ok(code)
+}
+
+/// Passes the command's events through until its last one.
+async fn relay(stream: &mut ExecStream, session: &Arc<Session>, json: bool) -> ExitCode {
+    let mut stdout = tokio::io::stdout();
+    let mut stderr = tokio::io::stderr();
+    let mut stdout_open = true;
+    while let Some(event) = stream.next().await {
+        if json {
+            print_json(&wire::event_json(&event));
+        }
+        match event.body {
+            EventBody::Stdout(data) if !json && stdout_open => {
+                stdout_open = pass_through(&mut stdout, &data).await;
+                if !stdout_open {
+                    // Our reader went away: the command gets what a pipe would give it.
+                    let _ = session.kill(stream.exec_id, libc::SIGPIPE).await;
+                }
+            }
+            EventBody::Stderr(data) if !json => {
+                let _ = stderr.write_all(&data).await;
+                let _ = stderr.flush().await;
+            }
+            EventBody::Violation(v) => eprintln!("cc_server: violation: {} {}", v.action, v.target),
+            EventBody::Exit { code, .. } => return ExitCode::from(code.clamp(0, 255) as u8),
+            EventBody::Killed { reason, signal } => {
+                let signal = signal.unwrap_or(libc::SIGKILL);
+                if !json {
+                    eprintln!(
+                        "cc_server: the command was killed ({}, signal {signal})",
+                        reason.as_str()
+                    );
+                }
+                return ExitCode::from((128 + signal).clamp(0, 255) as u8);
+            }
+            _ => {}
+        }
+    }
+    let message = "the sandbox ended without reporting the command's exit";
+    if json {
+        print_json(&wire::error_json(stream.exec_id, message));
+    } else {
+        eprintln!("cc_server: error: {message}");
+    }
+    ExitCode::from(EXIT_FAILURE)
+}
+
+/// Writes and flushes; `false` once the other end is gone.
+async fn pass_through(out: &mut tokio::io::Stdout, data: &[u8]) -> bool {
+    out.write_all(data).await.is_ok() && out.flush().await.is_ok()
+}
+
+fn print_json(value: &serde_json::Value) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(wire::line(value).as_bytes());
+    let _ = out.flush();
+}
+
+async fn forward_stdin_to(session: Arc<Session>, exec_id: u64) {
+    let mut stdin = tokio::io::stdin();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match stdin.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if session
+                    .write_stdin(exec_id, buf[..n].to_vec())
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = session.close_stdin(exec_id).await;
+}
+
+/// SIGINT, SIGTERM and SIGHUP go to the command, as a shell would pass them.
+async fn forward_signals(session: Arc<Session>, exec_id: u64) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return;
+    };
+    loop {
+        let sig = tokio::select! {
+            _ = int.recv() => libc::SIGINT,
+            _ = term.recv() => libc::SIGTERM,
+            _ = hup.recv() => libc::SIGHUP,
+        };
+        let _ = session.kill(exec_id, sig).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(extra: &[&str]) -> RunArgs {
+        let mut argv = vec!["cc_server", "run"];
+        argv.extend_from_slice(extra);
+        match crate::cli::Cli::parse_from(argv).command {
+            crate::cli::Command::Run(args) => args,
+            other => panic!("not run: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn without_a_spec_the_current_directory_is_bound_and_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = build_spec(&args(&["--", "true"]), dir.path()).unwrap();
+        assert_eq!(spec.bind_mounts.len(), 1);
+        assert_eq!(spec.bind_mounts[0].host_path, dir.path());
+        assert!(!spec.bind_mounts[0].read_only);
+        assert_eq!(spec.guest_workdir.as_deref(), Some(dir.path()));
+        assert!(spec.network_enabled);
+    }
+
+    #[test]
+    fn flags_apply_on_top() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("data")).unwrap();
+        let spec = build_spec(
+            &args(&[
+                "--mode",
+                "review",
+                "--network",
+                "off",
+                "--bind",
+                "data:ro",
+                "--protect",
+                "secret",
+                "--workdir",
+                "data",
+                "--",
+                "true",
+            ]),
+            dir.path(),
+        )
+        .unwrap();
+        assert_eq!(spec.mode, sandbox_plugin_api::SandboxMode::Review);
+        assert!(!spec.network_enabled);
+        assert_eq!(spec.bind_mounts[1].host_path, dir.path().join("data"));
+        assert!(spec.bind_mounts[1].read_only);
+        assert_eq!(spec.protected_paths, vec![dir.path().join("secret")]);
+        assert_eq!(spec.guest_workdir, Some(dir.path().join("data")));
+    }
+
+    #[test]
+    fn a_bind_that_does_not_exist_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = build_spec(&args(&["--bind", "nope:ro", "--", "true"]), dir.path()).unwrap_err();
+        assert!(err.to_string().contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn a_spec_file_with_a_typo_is_refused_by_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("spec.json");
+        std::fs::write(&file, r#"{"sessionId":"x","networkEnable":false}"#).unwrap();
+        let err = build_spec(
+            &args(&["--spec", file.to_str().unwrap(), "--", "true"]),
+            dir.path(),
+        )
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("networkEnable"), "{err:#}");
+    }
+}

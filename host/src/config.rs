@@ -1,0 +1,166 @@
+//! The server config: a TOML file, overridden by environment variables,
+//! overridden by flags. Unknown keys are errors: a typo in a security setting
+//! must not pass silently.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sandbox_registry::select::SandboxSwitch;
+use serde::Deserialize;
+
+use crate::cli::Common;
+
+/// The default listen address: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
+
+/// The config file's contents.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// `on` or `off`.
+    pub sandbox: Option<String>,
+    /// The backend sessions use when they name none (a preference, stepped
+    /// down from when unavailable).
+    pub backend: Option<String>,
+    /// Where backend libraries are loaded from.
+    pub plugins_dir: Option<PathBuf>,
+    /// The API's listen address.
+    pub listen: Option<SocketAddr>,
+    /// The bearer token file.
+    pub token_file: Option<PathBuf>,
+    /// How long one backend probe may take at start-up.
+    pub probe_timeout_secs: Option<f64>,
+    /// Per-backend options, passed to each backend's probe.
+    #[serde(default)]
+    pub backends: BTreeMap<String, toml::Value>,
+}
+
+/// The settings every command uses, after merging.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub switch: SandboxSwitch,
+    pub default_backend: Option<String>,
+    pub plugins_dir: Option<PathBuf>,
+    pub probe_timeout: Duration,
+    pub backend_options: BTreeMap<String, serde_json::Value>,
+    pub file: FileConfig,
+}
+
+/// A config problem, naming the file and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the config file {path} is not valid: {message}")]
+    Parse { path: PathBuf, message: String },
+}
+
+impl FileConfig {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim().replace('\n', " "),
+        })
+    }
+}
+
+impl Settings {
+    pub fn resolve(common: &Common) -> Result<Self, ConfigError> {
+        let file = match &common.config {
+            Some(path) => FileConfig::load(path)?,
+            None => FileConfig::default(),
+        };
+        let config_path = common.config.clone().unwrap_or_default();
+        let switch = match (common.sandbox, &file.sandbox) {
+            (Some(switch), _) => switch,
+            (None, Some(text)) => text.parse().map_err(|message| ConfigError::Parse {
+                path: config_path.clone(),
+                message: format!("sandbox: {message}"),
+            })?,
+            (None, None) => SandboxSwitch::On,
+        };
+        let probe_timeout = file.probe_timeout_secs.unwrap_or(10.0);
+        if !(probe_timeout.is_finite() && probe_timeout > 0.0) {
+            return Err(ConfigError::Parse {
+                path: config_path,
+                message: "probe_timeout_secs must be a positive number of seconds".into(),
+            });
+        }
+        let backend_options = file
+            .backends
+            .iter()
+            .filter_map(|(name, value)| serde_json::to_value(value).ok().map(|v| (name.clone(), v)))
+            .collect();
+        Ok(Self {
+            switch,
+            default_backend: file.backend.clone(),
+            plugins_dir: common
+                .plugins_dir
+                .clone()
+                .or_else(|| file.plugins_dir.clone()),
+            probe_timeout: Duration::from_secs_f64(probe_timeout),
+            backend_options,
+            file,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn common(config: Option<PathBuf>, sandbox: Option<SandboxSwitch>) -> Common {
+        Common {
+            config,
+            plugins_dir: None,
+            sandbox,
+        }
+    }
+
+    #[test]
+    fn flags_beat_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(
+            &path,
+            "sandbox = \"off\"\nbackend = \"microvm\"\nplugins_dir = \"/p\"\n[backends.microvm]\naccel = \"tcg\"\n",
+        )
+        .unwrap();
+        let from_file = Settings::resolve(&common(Some(path.clone()), None)).unwrap();
+        assert_eq!(from_file.switch, SandboxSwitch::Off);
+        assert_eq!(from_file.default_backend.as_deref(), Some("microvm"));
+        assert_eq!(from_file.plugins_dir, Some(PathBuf::from("/p")));
+        assert_eq!(from_file.backend_options["microvm"]["accel"], "tcg");
+        let flagged = Settings::resolve(&common(Some(path), Some(SandboxSwitch::On))).unwrap();
+        assert_eq!(flagged.switch, SandboxSwitch::On);
+    }
+
+    #[test]
+    fn typos_are_errors_that_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "sandbx = \"off\"\n").unwrap();
+        let err = Settings::resolve(&common(Some(path.clone()), None))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains("sandbx"),
+            "{err}"
+        );
+        std::fs::write(&path, "sandbox = \"maybe\"\n").unwrap();
+        let err = Settings::resolve(&common(Some(path), None))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`on` or `off`"), "{err}");
+    }
+}

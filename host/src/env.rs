@@ -1,0 +1,185 @@
+//! The environment a sandboxed command starts with (SPEC H5).
+//!
+//! Injection vectors are removed before any process starts, on every backend:
+//! each makes an interpreter or the dynamic linker run code the command did
+//! not ask for. This list is the one place they are named.
+
+use std::collections::BTreeMap;
+
+/// Exact names removed from every command's environment, with why.
+pub const STRIPPED: &[(&str, &str)] = &[
+    (
+        "LD_PRELOAD",
+        "loads a library into every dynamically linked process",
+    ),
+    (
+        "LD_AUDIT",
+        "loads an auditing library into the dynamic linker",
+    ),
+    (
+        "LD_LIBRARY_PATH",
+        "makes the linker resolve libraries from attacker-chosen paths",
+    ),
+    ("LD_DEBUG_OUTPUT", "makes the linker write files"),
+    (
+        "GCONV_PATH",
+        "makes glibc load iconv modules from a chosen path",
+    ),
+    (
+        "HOSTALIASES",
+        "redirects host name lookups through a chosen file",
+    ),
+    (
+        "NODE_OPTIONS",
+        "passes --require/--import to every node process",
+    ),
+    ("NODE_PATH", "adds module search paths for node"),
+    ("BASH_ENV", "a file every non-interactive bash sources"),
+    ("ENV", "a file every POSIX sh sources"),
+    ("PROMPT_COMMAND", "runs on every interactive bash prompt"),
+    ("PYTHONSTARTUP", "a file the python REPL runs"),
+    (
+        "PYTHONPATH",
+        "adds module search paths for python (sitecustomize)",
+    ),
+    ("PYTHONHOME", "replaces python's standard library"),
+    ("PYTHONINSPECT", "drops python into a REPL after the script"),
+    ("PERL5OPT", "command-line options for every perl"),
+    ("PERL5LIB", "module search paths for perl"),
+    ("PERLLIB", "module search paths for perl"),
+    ("RUBYOPT", "command-line options (-r) for every ruby"),
+    ("RUBYLIB", "module search paths for ruby"),
+    (
+        "JAVA_TOOL_OPTIONS",
+        "JVM options (-javaagent) for every java",
+    ),
+    ("_JAVA_OPTIONS", "JVM options for every java"),
+    ("JDK_JAVA_OPTIONS", "JVM options for the java launcher"),
+    (
+        "GIT_SSH_COMMAND",
+        "runs a chosen command for every git-over-ssh",
+    ),
+    ("GIT_SSH", "runs a chosen program for every git-over-ssh"),
+    ("GIT_EXEC_PATH", "replaces git's helper programs"),
+    (
+        "GIT_CONFIG_GLOBAL",
+        "replaces git's global config (hooks, aliases, fsmonitor)",
+    ),
+    ("GIT_CONFIG_SYSTEM", "replaces git's system config"),
+    (
+        "GIT_TEMPLATE_DIR",
+        "installs hooks into every new repository",
+    ),
+    (
+        "GIT_ASKPASS",
+        "runs a chosen program to ask for credentials",
+    ),
+    (
+        "SSH_ASKPASS",
+        "runs a chosen program to ask for credentials",
+    ),
+    ("PAGER", "runs a chosen program for paged output"),
+    ("GIT_PAGER", "runs a chosen program for git's paged output"),
+    ("EDITOR", "runs a chosen program as the editor"),
+    ("VISUAL", "runs a chosen program as the editor"),
+    ("LESSOPEN", "runs a chosen input preprocessor in less"),
+    ("MANPAGER", "runs a chosen program for man pages"),
+];
+
+/// Name prefixes removed from every command's environment, with why.
+pub const STRIPPED_PREFIXES: &[(&str, &str)] = &[
+    (
+        "DYLD_",
+        "macOS dynamic linker injection (DYLD_INSERT_LIBRARIES and the rest)",
+    ),
+    ("LD_PRELOAD_", "variants of LD_PRELOAD"),
+    (
+        "GIT_CONFIG_",
+        "GIT_CONFIG_COUNT/KEY_n/VALUE_n inject git config entries",
+    ),
+    (
+        "BASH_FUNC_",
+        "exported bash functions, run in place of commands",
+    ),
+];
+
+/// Whether a variable is an injection vector.
+pub fn is_stripped(name: &str) -> bool {
+    STRIPPED.iter().any(|(n, _)| *n == name)
+        || STRIPPED_PREFIXES.iter().any(|(p, _)| name.starts_with(p))
+}
+
+/// Removes every injection vector; returns the names removed.
+pub fn sanitize(env: &mut BTreeMap<String, String>) -> Vec<String> {
+    let removed: Vec<String> = env.keys().filter(|k| is_stripped(k)).cloned().collect();
+    for name in &removed {
+        env.remove(name);
+    }
+    removed
+}
+
+/// The base environment of an API exec: enough to run ordinary tools.
+pub fn api_base() -> BTreeMap<String, String> {
+    let mut env = BTreeMap::from([
+        (
+            "PATH".to_owned(),
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_owned(),
+        ),
+        ("LANG".to_owned(), "C.UTF-8".to_owned()),
+    ]);
+    for name in ["HOME", "USER", "LOGNAME", "TMPDIR", "TZ"] {
+        if let Ok(value) = std::env::var(name) {
+            env.insert(name.to_owned(), value);
+        }
+    }
+    env
+}
+
+/// The current process's environment (for `cc_server run`), as UTF-8 pairs.
+pub fn inherited() -> BTreeMap<String, String> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn injection_vectors_are_removed_and_the_rest_kept() {
+        let mut env: BTreeMap<String, String> = [
+            ("LD_PRELOAD", "/tmp/evil.so"),
+            ("DYLD_INSERT_LIBRARIES", "/tmp/evil.dylib"),
+            ("NODE_OPTIONS", "--require /tmp/x.js"),
+            ("BASH_FUNC_ls%%", "() { evil; }"),
+            ("GIT_CONFIG_COUNT", "1"),
+            ("PATH", "/usr/bin"),
+            ("HOME", "/home/a"),
+            ("TERM", "xterm"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let mut removed = sanitize(&mut env);
+        removed.sort();
+        assert_eq!(
+            removed,
+            [
+                "BASH_FUNC_ls%%",
+                "DYLD_INSERT_LIBRARIES",
+                "GIT_CONFIG_COUNT",
+                "LD_PRELOAD",
+                "NODE_OPTIONS"
+            ]
+        );
+        assert_eq!(env.keys().collect::<Vec<_>>(), ["HOME", "PATH", "TERM"]);
+    }
+
+    #[test]
+    fn every_entry_has_a_reason() {
+        for (name, why) in STRIPPED.iter().chain(STRIPPED_PREFIXES) {
+            assert!(!name.is_empty() && why.len() > 10, "{name}");
+        }
+    }
+}

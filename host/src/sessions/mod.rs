@@ -1,0 +1,497 @@
+//! Sessions: one sandbox each, from selection to teardown. The CLI's `run`
+//! and the HTTP API both go through here, so every dispatch path gets the
+//! same selection, the same checks and the same wrapping (SPEC B10).
+
+mod router;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use sandbox_plugin_api::host::{BackendObject, SandboxObject};
+use sandbox_plugin_api::{
+    ErrorCode, Event, ExecRequest, PluginError, SandboxBackend, SandboxHandle, SandboxSpec,
+    SandboxState, capability,
+};
+use sandbox_registry::Registry;
+use sandbox_registry::select::{Platform, Request, SandboxSwitch, SelectError, Selection, select};
+
+use self::router::Router;
+
+/// Why a session operation failed. The API maps each to a status code.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Select(#[from] SelectError),
+    #[error("backend `{backend}` refused the sandbox: {error}")]
+    Launch { backend: String, error: PluginError },
+    #[error("backend `{backend}` cannot {what}; it does not list the `{capability}` capability")]
+    Unsupported {
+        backend: String,
+        what: &'static str,
+        capability: &'static str,
+    },
+    #[error("invalid session id `{0}`: use 1 to 128 letters, digits, `.`, `_` or `-`")]
+    BadId(String),
+    #[error("a session `{0}` already exists")]
+    Conflict(String),
+    #[error("no session `{0}`")]
+    NotFound(String),
+    #[error("session `{0}` was destroyed")]
+    Destroyed(String),
+    #[error("the command could not be started: {0}")]
+    Exec(PluginError),
+    #[error("{0}")]
+    Backend(PluginError),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// How sessions choose their backend.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub switch: SandboxSwitch,
+    pub default_backend: Option<String>,
+    pub platform: Platform,
+}
+
+enum Slot {
+    Launching,
+    Live(Arc<Session>),
+}
+
+/// Every live session of this server.
+pub struct Sessions {
+    registry: Arc<Registry>,
+    policy: Policy,
+    slots: Mutex<HashMap<String, Slot>>,
+}
+
+impl Sessions {
+    pub fn new(registry: Arc<Registry>, policy: Policy) -> Self {
+        Self {
+            registry,
+            policy,
+            slots: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The backend a session would get (SPEC B5–B9).
+    pub fn select(&self, explicit: Option<&str>) -> Result<Selection, SelectError> {
+        let request = Request {
+            switch: self.policy.switch,
+            explicit,
+            configured_default: self.policy.default_backend.as_deref(),
+        };
+        select(request, self.policy.platform, &self.registry.offers())
+    }
+
+    /// Selects a backend and launches a sandbox in it.
+    pub async fn create(
+        &self,
+        mut spec: SandboxSpec,
+        explicit: Option<&str>,
+    ) -> Result<Arc<Session>, SessionError> {
+        let selection = self.select(explicit)?;
+        let entry = self.registry.get(&selection.backend).ok_or_else(|| {
+            SessionError::Internal(format!(
+                "selected backend `{}` is not loaded",
+                selection.backend
+            ))
+        })?;
+        if spec.session_id.is_empty() {
+            spec.session_id = new_session_id()?;
+        }
+        let id = spec.session_id.clone();
+        if !valid_id(&id) {
+            return Err(SessionError::BadId(id));
+        }
+        self.reserve(&id)?;
+        let router = Arc::new(Router::default());
+        let backend = entry.backend.clone();
+        let launch_router = Arc::clone(&router);
+        let launched = blocking(move || backend.launch(&spec, launch_router)).await;
+        let sandbox = match launched {
+            Ok(Ok(sandbox)) => sandbox,
+            Ok(Err(error)) => {
+                self.release(&id);
+                return Err(SessionError::Launch {
+                    backend: selection.backend.clone(),
+                    error,
+                });
+            }
+            Err(e) => {
+                self.release(&id);
+                return Err(e);
+            }
+        };
+        let session = Arc::new(Session {
+            id: id.clone(),
+            backend: entry.backend.clone(),
+            kind: entry.report.kind,
+            note: entry.report.note.clone(),
+            kernel_boundary: entry.report.kernel_boundary,
+            capabilities: entry.report.capabilities.clone(),
+            selection,
+            sandbox,
+            router,
+            running: AtomicUsize::new(0),
+            fate: Mutex::new(Fate::Live),
+        });
+        self.slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, Slot::Live(Arc::clone(&session)));
+        tracing::info!(session = %session.id, backend = session.backend_name(), "sandbox launched");
+        Ok(session)
+    }
+
+    fn reserve(&self, id: &str) -> Result<(), SessionError> {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if slots.contains_key(id) {
+            return Err(SessionError::Conflict(id.to_owned()));
+        }
+        slots.insert(id.to_owned(), Slot::Launching);
+        Ok(())
+    }
+
+    fn release(&self, id: &str) {
+        self.slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+    }
+
+    pub fn get(&self, id: &str) -> Result<Arc<Session>, SessionError> {
+        match self.slots.lock().unwrap_or_else(|p| p.into_inner()).get(id) {
+            Some(Slot::Live(session)) => Ok(Arc::clone(session)),
+            _ => Err(SessionError::NotFound(id.to_owned())),
+        }
+    }
+
+    pub fn list(&self) -> Vec<Arc<Session>> {
+        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sessions: Vec<Arc<Session>> = slots
+            .values()
+            .filter_map(|slot| match slot {
+                Slot::Live(s) => Some(Arc::clone(s)),
+                Slot::Launching => None,
+            })
+            .collect();
+        sessions.sort_by(|a, b| a.id.cmp(&b.id));
+        sessions
+    }
+
+    /// Destroys a session and forgets it.
+    pub async fn destroy(&self, id: &str) -> Result<SandboxHandle, SessionError> {
+        let session = {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            match slots.remove(id) {
+                Some(Slot::Live(session)) => session,
+                Some(Slot::Launching) => {
+                    slots.insert(id.to_owned(), Slot::Launching);
+                    return Err(SessionError::NotFound(id.to_owned()));
+                }
+                None => return Err(SessionError::NotFound(id.to_owned())),
+            }
+        };
+        session.destroy().await;
+        Ok(session.handle())
+    }
+
+    /// Destroys every session (server shutdown).
+    pub async fn destroy_all(&self) {
+        let ids: Vec<String> = self.list().iter().map(|s| s.id.clone()).collect();
+        for id in ids {
+            let _ = self.destroy(&id).await;
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Fate {
+    Live,
+    Destroyed,
+    Failed(String),
+}
+
+/// One sandbox and what the host knows about it.
+pub struct Session {
+    pub id: String,
+    backend: BackendObject,
+    kind: SandboxBackend,
+    note: String,
+    kernel_boundary: bool,
+    capabilities: Vec<String>,
+    /// Why this backend (for notices).
+    pub selection: Selection,
+    sandbox: SandboxObject,
+    router: Arc<Router>,
+    running: AtomicUsize,
+    fate: Mutex<Fate>,
+}
+
+impl Session {
+    pub fn backend_name(&self) -> &str {
+        self.backend.name()
+    }
+
+    /// Whether the backend listed this capability in its probe.
+    pub fn supports(&self, capability: &str) -> bool {
+        self.capabilities.iter().any(|c| c == capability)
+    }
+
+    /// What the client is told (SPEC F8): the backend really running (B8).
+    pub fn handle(&self) -> SandboxHandle {
+        let fate = self.fate.lock().map(|f| f.clone()).unwrap_or(Fate::Live);
+        let (state, error, details) = match fate {
+            Fate::Destroyed => (SandboxState::Destroyed, None, serde_json::Map::new()),
+            Fate::Failed(e) => (SandboxState::Error, Some(e), serde_json::Map::new()),
+            Fate::Live => {
+                let mut info = self.sandbox.info();
+                info.details
+                    .insert("runningExecs".into(), self.running().into());
+                (info.state, info.error, info.details)
+            }
+        };
+        SandboxHandle {
+            session_id: self.id.clone(),
+            backend: self.kind,
+            backend_name: self.backend.name().to_owned(),
+            note: self.note.clone(),
+            kernel_boundary: self.kernel_boundary,
+            state,
+            error,
+            details,
+        }
+    }
+
+    fn check_capabilities(&self, request: &ExecRequest) -> Result<(), SessionError> {
+        let needs = [
+            (request.stdin, capability::STDIN, "feed stdin"),
+            (
+                request.pty.is_some(),
+                capability::PTY,
+                "give a command a terminal",
+            ),
+            (
+                request.timeout_ms.is_some(),
+                capability::EXEC_TIMEOUT,
+                "enforce a timeout",
+            ),
+        ];
+        for (needed, capability, what) in needs {
+            if needed && !self.supports(capability) {
+                return Err(SessionError::Unsupported {
+                    backend: self.backend.name().to_owned(),
+                    what,
+                    capability,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a command; its events arrive on the returned stream. Dropping
+    /// the stream before the command ends kills the command.
+    pub async fn exec(self: &Arc<Self>, request: ExecRequest) -> Result<ExecStream, SessionError> {
+        if !matches!(
+            *self.fate.lock().unwrap_or_else(|p| p.into_inner()),
+            Fate::Live
+        ) {
+            return Err(SessionError::Destroyed(self.id.clone()));
+        }
+        self.check_capabilities(&request)?;
+        let sandbox = self.sandbox.clone();
+        let exec_id = blocking(move || sandbox.exec(&request))
+            .await?
+            .map_err(|e| match e.code {
+                ErrorCode::DESTROYED => SessionError::Destroyed(self.id.clone()),
+                _ => SessionError::Exec(e),
+            })?;
+        let subscription = self.router.subscribe(exec_id);
+        self.running.fetch_add(1, Ordering::SeqCst);
+        Ok(ExecStream {
+            exec_id,
+            early: subscription.early.into(),
+            live: subscription.live,
+            guard: ExecGuard {
+                session: Arc::clone(self),
+                exec_id,
+                state: Progress::Running,
+            },
+        })
+    }
+
+    /// Writes to a running command's stdin.
+    pub async fn write_stdin(&self, exec_id: u64, data: Vec<u8>) -> Result<(), SessionError> {
+        let sandbox = self.sandbox.clone();
+        blocking(move || sandbox.write_stdin(exec_id, &data))
+            .await?
+            .map_err(SessionError::Backend)
+    }
+
+    /// Closes a running command's stdin.
+    pub async fn close_stdin(&self, exec_id: u64) -> Result<(), SessionError> {
+        let sandbox = self.sandbox.clone();
+        blocking(move || sandbox.close_stdin(exec_id))
+            .await?
+            .map_err(SessionError::Backend)
+    }
+
+    /// Signals a running command.
+    pub async fn kill(&self, exec_id: u64, signal: i32) -> Result<(), SessionError> {
+        let sandbox = self.sandbox.clone();
+        blocking(move || sandbox.kill(exec_id, signal))
+            .await?
+            .map_err(SessionError::Backend)
+    }
+
+    /// Ends the sandbox; idempotent. The session is destroyed afterwards
+    /// even if the backend reported a failure (then with that error).
+    pub async fn destroy(&self) {
+        let sandbox = self.sandbox.clone();
+        let result = blocking(move || sandbox.destroy()).await;
+        self.router.close();
+        let fate = match result {
+            Ok(Ok(())) => Fate::Destroyed,
+            Ok(Err(e)) => Fate::Failed(format!("destroy failed: {e}")),
+            Err(e) => Fate::Failed(e.to_string()),
+        };
+        if let Fate::Failed(e) = &fate {
+            tracing::error!(session = %self.id, "{e}");
+        }
+        *self.fate.lock().unwrap_or_else(|p| p.into_inner()) = fate;
+        tracing::info!(session = %self.id, "sandbox destroyed");
+    }
+
+    /// How many commands are running.
+    pub fn running(&self) -> usize {
+        self.running.load(Ordering::SeqCst)
+    }
+}
+
+/// A command's events, in order, ending with `exit` or `killed`.
+pub struct ExecStream {
+    pub exec_id: u64,
+    early: VecDeque<Event>,
+    live: tokio::sync::mpsc::Receiver<Event>,
+    guard: ExecGuard,
+}
+
+impl ExecStream {
+    /// The next event; `None` after the last one, or if the sandbox went away
+    /// without ending the command (then [`ExecStream::ended`] is false).
+    pub async fn next(&mut self) -> Option<Event> {
+        if self.guard.state != Progress::Running {
+            return None;
+        }
+        let event = match self.early.pop_front() {
+            Some(event) => Some(event),
+            None => self.live.recv().await,
+        };
+        match &event {
+            Some(e) if e.body.is_terminal() => self.guard.settle(Progress::Ended),
+            None => self.guard.settle(Progress::Lost),
+            Some(_) => {}
+        }
+        event
+    }
+
+    /// Whether the command's last event arrived.
+    pub fn ended(&self) -> bool {
+        self.guard.state == Progress::Ended
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Progress {
+    Running,
+    /// The last event arrived.
+    Ended,
+    /// The sandbox stopped sending without ending the command (destroyed).
+    Lost,
+}
+
+/// Kills the command if its stream is dropped before the command ended: a
+/// client that goes away leaves nothing running.
+struct ExecGuard {
+    session: Arc<Session>,
+    exec_id: u64,
+    state: Progress,
+}
+
+impl ExecGuard {
+    fn settle(&mut self, state: Progress) {
+        if self.state == Progress::Running {
+            self.session.running.fetch_sub(1, Ordering::SeqCst);
+            self.state = state;
+        }
+    }
+}
+
+impl Drop for ExecGuard {
+    fn drop(&mut self) {
+        if self.state != Progress::Running {
+            return;
+        }
+        self.settle(Progress::Lost);
+        self.session.router.unsubscribe(self.exec_id);
+        let (session, exec_id) = (Arc::clone(&self.session), self.exec_id);
+        let kill = move || {
+            if session.sandbox.kill(exec_id, libc::SIGKILL).is_ok() {
+                tracing::info!(session = %session.id, exec = exec_id, "killed a command whose stream was dropped");
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(kill)),
+            Err(_) => kill(),
+        }
+    }
+}
+
+/// Runs plugin code on a blocking thread (it may block, and may emit events
+/// synchronously into channels that must not be fed from async tasks).
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, SessionError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| SessionError::Internal(format!("a backend call did not complete: {e}")))
+}
+
+fn valid_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        && id != "."
+        && id != ".."
+}
+
+fn new_session_id() -> Result<String, SessionError> {
+    crate::random::hex(8)
+        .map(|hex| format!("s-{hex}"))
+        .map_err(|e| SessionError::Internal(format!("cannot read /dev/urandom: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_are_path_and_url_safe() {
+        for good in ["s-1", "abc", "A.b_c-9", &"x".repeat(128)] {
+            assert!(valid_id(good), "{good}");
+        }
+        for bad in ["", ".", "..", "a/b", "a b", "ü", &"x".repeat(129), "a%2f"] {
+            assert!(!valid_id(bad), "{bad}");
+        }
+        assert!(valid_id(&new_session_id().unwrap()));
+        assert_ne!(new_session_id().unwrap(), new_session_id().unwrap());
+    }
+}

@@ -1,0 +1,233 @@
+//! Routes a sandbox's events to the exec streams that wait for them.
+//!
+//! A plugin may emit an exec's first events before the host learns the exec
+//! id (the id is `exec`'s return value), so events for an id nobody has
+//! subscribed to yet are held until the subscription arrives. Delivery
+//! blocks when a subscriber is slow — that backpressure reaches the plugin's
+//! reader and, through the pipe, the command itself, so memory stays bounded
+//! however much a command prints.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use sandbox_plugin_api::host::EventHandler;
+use sandbox_plugin_api::{Event, EventBody};
+use tokio::sync::mpsc;
+
+/// Events buffered per exec stream.
+const STREAM_CAPACITY: usize = 64;
+
+/// Events held for an exec id before anyone subscribed. Subscribing follows
+/// `exec` at once, so this is only reached by a misbehaving plugin; beyond
+/// it events are dropped.
+const PENDING_LIMIT: usize = 256;
+
+enum Route {
+    /// Events that arrived before the subscription.
+    Pending(Vec<Event>),
+    /// Someone is listening.
+    Live(mpsc::Sender<Event>),
+    /// The listener went away: drop the rest until the exec ends.
+    Dropped,
+}
+
+/// The host's event handler for one sandbox.
+#[derive(Default)]
+pub struct Router {
+    routes: Mutex<HashMap<u64, Route>>,
+    closed: AtomicBool,
+}
+
+/// A subscription to one exec: what arrived early, then the live stream.
+pub struct Subscription {
+    pub early: Vec<Event>,
+    pub live: mpsc::Receiver<Event>,
+}
+
+impl Router {
+    /// Starts listening to an exec. Call once per exec id, right after `exec`.
+    pub fn subscribe(&self, exec_id: u64) -> Subscription {
+        let (tx, rx) = mpsc::channel(STREAM_CAPACITY);
+        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let early = match routes.insert(exec_id, Route::Live(tx)) {
+            Some(Route::Pending(events)) => events,
+            _ => Vec::new(),
+        };
+        // An exec that already ended needs no live route.
+        if early.iter().any(|e| e.body.is_terminal()) {
+            routes.remove(&exec_id);
+        }
+        Subscription { early, live: rx }
+    }
+
+    /// Stops listening to an exec (its stream was dropped). Its remaining
+    /// events are discarded.
+    pub fn unsubscribe(&self, exec_id: u64) {
+        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(route) = routes.get_mut(&exec_id) {
+            *route = Route::Dropped;
+        }
+    }
+
+    /// After this, every event is refused and the plugin is told to stop.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    /// Events of the sandbox as a whole are logged; its state is read from
+    /// the backend when asked.
+    fn sandbox_event(&self, event: Event) {
+        match &event.body {
+            EventBody::Violation(v) => {
+                tracing::warn!(action = %v.action, target = %v.target, "sandbox-wide violation");
+            }
+            other => tracing::debug!(event = other.type_name(), "sandbox event"),
+        }
+    }
+}
+
+impl EventHandler for Router {
+    fn handle(&self, event: Event) -> bool {
+        if self.closed.load(Ordering::SeqCst) {
+            return false;
+        }
+        if event.exec_id == 0 {
+            self.sandbox_event(event);
+            return true;
+        }
+        let id = event.exec_id;
+        let terminal = event.body.is_terminal();
+        let sender = {
+            let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+            match routes
+                .entry(id)
+                .or_insert_with(|| Route::Pending(Vec::new()))
+            {
+                Route::Pending(events) => {
+                    if events.len() < PENDING_LIMIT {
+                        events.push(event);
+                    } else {
+                        tracing::warn!(
+                            exec = id,
+                            "dropping an event for an exec nobody listens to"
+                        );
+                    }
+                    return true;
+                }
+                Route::Live(tx) => {
+                    let tx = tx.clone();
+                    if terminal {
+                        routes.remove(&id);
+                    }
+                    tx
+                }
+                Route::Dropped => {
+                    if terminal {
+                        routes.remove(&id);
+                    }
+                    return true;
+                }
+            }
+        };
+        // Called from plugin threads, never from an async task.
+        if sender.blocking_send(event).is_err() {
+            // The stream went away; its drop guard kills the exec.
+            self.unsubscribe(id);
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(exec_id: u64, body: EventBody) -> Event {
+        Event { exec_id, body }
+    }
+
+    #[test]
+    fn early_events_are_kept_in_order() {
+        let router = Router::default();
+        router.handle(ev(1, EventBody::Stdout(b"a".to_vec())));
+        router.handle(ev(1, EventBody::Stdout(b"b".to_vec())));
+        let mut sub = router.subscribe(1);
+        assert_eq!(sub.early.len(), 2);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                router.handle(ev(
+                    1,
+                    EventBody::Exit {
+                        code: 0,
+                        signal: None,
+                    },
+                ))
+            });
+        });
+        let last = sub.live.blocking_recv().unwrap();
+        assert!(last.body.is_terminal());
+        assert!(
+            router.routes.lock().unwrap().is_empty(),
+            "a finished exec leaves no route"
+        );
+    }
+
+    #[test]
+    fn an_exec_that_ended_before_subscribing_needs_no_route() {
+        let router = Router::default();
+        router.handle(ev(
+            4,
+            EventBody::Exit {
+                code: 1,
+                signal: None,
+            },
+        ));
+        let sub = router.subscribe(4);
+        assert_eq!(sub.early.len(), 1);
+        assert!(router.routes.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn closing_refuses_everything() {
+        let router = Router::default();
+        router.close();
+        assert!(!router.handle(ev(1, EventBody::Stdout(vec![1]))));
+        assert!(!router.handle(ev(0, EventBody::Ready)));
+    }
+
+    #[test]
+    fn a_dropped_stream_discards_the_rest() {
+        let router = Router::default();
+        let sub = router.subscribe(9);
+        drop(sub);
+        for _ in 0..1000 {
+            assert!(router.handle(ev(9, EventBody::Stdout(vec![1]))));
+        }
+        assert!(matches!(
+            router.routes.lock().unwrap().get(&9),
+            Some(Route::Dropped)
+        ));
+        router.handle(ev(
+            9,
+            EventBody::Exit {
+                code: 0,
+                signal: None,
+            },
+        ));
+        assert!(router.routes.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn pending_events_are_bounded() {
+        let router = Router::default();
+        for _ in 0..PENDING_LIMIT + 10 {
+            router.handle(ev(5, EventBody::Stdout(vec![0])));
+        }
+        assert_eq!(router.subscribe(5).early.len(), PENDING_LIMIT);
+    }
+}

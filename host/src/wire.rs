@@ -1,0 +1,100 @@
+//! Events as JSON lines: the NDJSON stream of the API and `run --json`.
+//!
+//! Output bytes are sent as `data` when they are valid UTF-8, otherwise as
+//! `dataBase64`, so the stream is binary-safe.
+
+use base64::Engine as _;
+use sandbox_plugin_api::{Event, EventBody};
+use serde_json::{Value, json};
+
+/// One event as a JSON object.
+pub fn event_json(event: &Event) -> Value {
+    let id = event.exec_id;
+    let kind = event.body.type_name();
+    match &event.body {
+        EventBody::Starting | EventBody::Ready => json!({"type": kind, "execId": id}),
+        EventBody::Stdout(data) | EventBody::Stderr(data) => match std::str::from_utf8(data) {
+            Ok(text) => json!({"type": kind, "execId": id, "data": text}),
+            Err(_) => json!({
+                "type": kind,
+                "execId": id,
+                "dataBase64": base64::engine::general_purpose::STANDARD.encode(data),
+            }),
+        },
+        EventBody::Exit { code, signal } => match signal {
+            Some(sig) => json!({"type": kind, "execId": id, "exitCode": code, "signal": sig}),
+            None => json!({"type": kind, "execId": id, "exitCode": code}),
+        },
+        EventBody::Killed { reason, signal } => {
+            json!({"type": kind, "execId": id, "reason": reason.as_str(), "signal": signal})
+        }
+        EventBody::Violation(v) => {
+            json!({"type": kind, "execId": id, "action": v.action, "target": v.target, "raw": v.raw})
+        }
+        EventBody::State(state) => json!({"type": kind, "execId": id, "state": state.as_str()}),
+    }
+}
+
+/// The first line of an exec stream: which exec this is.
+pub fn started_json(exec_id: u64, backend: &str) -> Value {
+    json!({"type": "started", "execId": exec_id, "backend": backend})
+}
+
+/// The last line of a stream that ended without `exit` or `killed`.
+pub fn error_json(exec_id: u64, message: &str) -> Value {
+    json!({"type": "error", "execId": exec_id, "message": message})
+}
+
+/// One line, newline included.
+pub fn line(value: &Value) -> String {
+    let mut text = value.to_string();
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandbox_plugin_api::KillReason;
+
+    #[test]
+    fn text_and_binary_output() {
+        let text = event_json(&Event {
+            exec_id: 2,
+            body: EventBody::Stdout(b"hi\n".to_vec()),
+        });
+        assert_eq!(text, json!({"type": "stdout", "execId": 2, "data": "hi\n"}));
+        let binary = event_json(&Event {
+            exec_id: 2,
+            body: EventBody::Stderr(vec![0xff, 0]),
+        });
+        assert_eq!(
+            binary,
+            json!({"type": "stderr", "execId": 2, "dataBase64": "/wA="})
+        );
+    }
+
+    #[test]
+    fn terminal_events() {
+        let exit = event_json(&Event {
+            exec_id: 1,
+            body: EventBody::Exit {
+                code: 3,
+                signal: None,
+            },
+        });
+        assert_eq!(exit, json!({"type": "exit", "execId": 1, "exitCode": 3}));
+        let killed = event_json(&Event {
+            exec_id: 1,
+            body: EventBody::Killed {
+                reason: KillReason::Timeout,
+                signal: Some(9),
+            },
+        });
+        assert_eq!(
+            killed,
+            json!({"type": "killed", "execId": 1, "reason": "timeout", "signal": 9})
+        );
+        assert!(line(&killed).ends_with("}\n"));
+    }
+}
