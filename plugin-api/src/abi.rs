@@ -422,7 +422,15 @@ impl OpenedLibrary {
 
 fn map_library_error(e: LibraryError) -> OpenFailure {
     match e {
-        LibraryError::OpenError { err, .. } => OpenFailure::Open(err.to_string()),
+        LibraryError::OpenError { path, err } => {
+            // dlerror() repeats the path; the caller prints it already.
+            let message = err.to_string();
+            let prefix = format!("{}: ", path.display());
+            let reason = message
+                .find(&prefix)
+                .map_or(message.as_str(), |at| &message[at + prefix.len()..]);
+            OpenFailure::Open(reason.to_owned())
+        }
         LibraryError::GetSymbolError { .. } => OpenFailure::NotAPlugin,
         LibraryError::InvalidAbiHeader(h) => OpenFailure::AbiStableVersion(format!(
             "built with abi_stable ABI {}.{}",

@@ -104,7 +104,8 @@
 //! - **Threads.** Every method is synchronous and may be called from any host
 //!   thread. Own your threads; never rely on the host's async runtime.
 //! - **Events.** Per exec, in order, ending with `exit` or `killed`; `ready`
-//!   before the first exec is accepted; nothing after `destroy` returns (the
+//!   before the first exec is accepted; output streamed as it is produced,
+//!   not held until the command ends; nothing after `destroy` returns (the
 //!   SDK drops late events for you). Sending may block: that is backpressure.
 //! - **Panics** in your code become [`ErrorCode::PANICKED`] errors; build with
 //!   `panic = "unwind"` (the default) or the host refuses the library.

@@ -1,1 +1,12 @@
+//! Black-box tests: the built `cc_server` binary and plugin libraries, real
+//! processes, real sockets. Build the workspace first (`cargo build
+//! --workspace`): `cargo test` does not build cdylibs.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod util;
+
+mod api;
+mod conformance;
+mod plugins;
+mod run;

@@ -113,7 +113,14 @@ impl From<SessionError> for ApiError {
             SessionError::Launch { error, .. } if error.code == ErrorCode::INVALID_SPEC => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
-            SessionError::Launch { .. } | SessionError::Backend(_) | SessionError::Internal(_) => {
+            SessionError::Backend(error) => match error.code {
+                ErrorCode::NOT_FOUND => StatusCode::NOT_FOUND,
+                ErrorCode::INVALID_REQUEST => StatusCode::BAD_REQUEST,
+                ErrorCode::UNSUPPORTED => StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::DESTROYED => StatusCode::GONE,
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            },
+            SessionError::Launch { .. } | SessionError::Internal(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
             SessionError::Unsupported { .. } | SessionError::Exec(_) => {

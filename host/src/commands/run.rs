@@ -140,6 +140,10 @@ async fn run_command(session: &Arc<Session>, args: &RunArgs) -> Result<ExitCode,
     let request =
         exec_request(session, args).map_err(|e| SessionError::Internal(format!("{e:#}")))?;
     let forward_stdin = request.stdin;
+    // Listen before the command starts: a signal that arrives while it is
+    // starting is held and passed on, instead of killing cc_server and
+    // orphaning the command.
+    let signals = Signals::listen();
     let mut stream = session.exec(request).await?;
     let exec_id = stream.exec_id;
     if args.json {
@@ -148,7 +152,7 @@ async fn run_command(session: &Arc<Session>, args: &RunArgs) -> Result<ExitCode,
     if forward_stdin {
         tokio::spawn(forward_stdin_to(Arc::clone(session), exec_id));
     }
-    let signals = tokio::spawn(forward_signals(Arc::clone(session), exec_id));
+    let signals = tokio::spawn(signals.forward(Arc::clone(session), exec_id));
     let code = relay(&mut stream, session, args.json).await;
     signals.abort();
     Ok(code)
@@ -231,23 +235,41 @@ async fn forward_stdin_to(session: Arc<Session>, exec_id: u64) {
     let _ = session.close_stdin(exec_id).await;
 }
 
-/// SIGINT, SIGTERM and SIGHUP go to the command, as a shell would pass them.
-async fn forward_signals(session: Arc<Session>, exec_id: u64) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return;
-    };
-    loop {
-        let sig = tokio::select! {
-            _ = int.recv() => libc::SIGINT,
-            _ = term.recv() => libc::SIGTERM,
-            _ = hup.recv() => libc::SIGHUP,
+/// SIGINT, SIGTERM and SIGHUP, caught so they go to the command, as a shell
+/// would pass them.
+struct Signals(Option<[tokio::signal::unix::Signal; 3]>);
+
+impl Signals {
+    fn listen() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        let kinds = [
+            SignalKind::interrupt(),
+            SignalKind::terminate(),
+            SignalKind::hangup(),
+        ];
+        match (signal(kinds[0]), signal(kinds[1]), signal(kinds[2])) {
+            (Ok(int), Ok(term), Ok(hup)) => Self(Some([int, term, hup])),
+            _ => {
+                tracing::warn!(
+                    "cannot catch SIGINT/SIGTERM/SIGHUP; they will not reach the command"
+                );
+                Self(None)
+            }
+        }
+    }
+
+    async fn forward(self, session: Arc<Session>, exec_id: u64) {
+        let Some([mut int, mut term, mut hup]) = self.0 else {
+            return;
         };
-        let _ = session.kill(exec_id, sig).await;
+        loop {
+            let sig = tokio::select! {
+                _ = int.recv() => libc::SIGINT,
+                _ = term.recv() => libc::SIGTERM,
+                _ = hup.recv() => libc::SIGHUP,
+            };
+            let _ = session.kill(exec_id, sig).await;
+        }
     }
 }
 

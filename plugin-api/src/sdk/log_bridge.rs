@@ -34,6 +34,28 @@ pub(crate) fn install(host: HostServicesBox) {
             max,
             next_span: AtomicU64::new(1),
         });
+        // This library's own panic hook (each cdylib has its own std). Every
+        // panic in backend code is caught by the SDK and reported as a
+        // PANICKED error; the default hook would also dump it on the
+        // server's stderr. One debug line is enough.
+        std::panic::set_hook(Box::new(|info| {
+            let Some(host) = HOST.get() else { return };
+            let location = info
+                .location()
+                .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            let message = info
+                .payload()
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            host.log(
+                level_number(Level::DEBUG),
+                RStr::from_str("panic"),
+                RStr::from_str(&format!("panicked{location}: {message}")),
+            );
+        }));
     }
 }
 

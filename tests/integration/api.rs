@@ -1,0 +1,899 @@
+//! `cc_server serve`: the HTTP API, its bearer token, strict input, the
+//! sandbox lifecycle, NDJSON exec streams and cleanup.
+
+use std::io::BufRead;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::util::*;
+
+/// The concatenated `data` of every event of one type.
+fn joined(events: &[Value], kind: &str) -> String {
+    events
+        .iter()
+        .filter(|e| e["type"] == kind)
+        .map(|e| {
+            e["data"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no text data in {e}"))
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Creates a sandbox; asserts 201 and returns the handle.
+fn create(server: &Server, body: &Value) -> Value {
+    let response = server.call("POST", "/v1/sandboxes", Some(&body.to_string()));
+    assert_eq!(response.status, 201, "{}", text(&response.body));
+    response.json()
+}
+
+/// Runs one exec to its end; returns its NDJSON events.
+fn exec(server: &Server, id: &str, body: &Value) -> Vec<Value> {
+    let response = server.call(
+        "POST",
+        &format!("/v1/sandboxes/{id}/exec"),
+        Some(&body.to_string()),
+    );
+    assert_eq!(response.status, 200, "{}", text(&response.body));
+    assert!(
+        response
+            .header("content-type")
+            .is_some_and(|v| v.contains("application/x-ndjson")),
+        "{:?}",
+        response.headers
+    );
+    let events = response.lines();
+    assert!(!events.is_empty(), "an empty exec stream");
+    assert_eq!(events[0]["type"], "started", "{events:?}");
+    events
+}
+
+/// The exit code of a stream that ended with `exit`.
+fn exit_code(events: &[Value]) -> i64 {
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "exit", "{events:?}");
+    last["exitCode"].as_i64().unwrap()
+}
+
+/// Every object key anywhere in a JSON value.
+fn all_keys(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                out.push(k.clone());
+                all_keys(v, out);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| all_keys(v, out)),
+        _ => {}
+    }
+}
+
+/// B4: /healthz needs no token and says nothing about sandboxing.
+#[test]
+fn healthz_needs_no_token_and_has_no_sandbox_field() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let response = http(server.addr, "GET", "/healthz", None, None);
+    assert_eq!(response.status, 200, "{}", text(&response.body));
+    let body = response.json();
+    assert!(body.is_object(), "{body}");
+    let mut keys = Vec::new();
+    all_keys(&body, &mut keys);
+    assert!(!keys.is_empty(), "{body}");
+    assert!(
+        keys.iter()
+            .all(|k| !k.to_ascii_lowercase().contains("sandbox")),
+        "healthz talks about sandboxing: {body}"
+    );
+}
+
+/// No SPEC ID (the README's API contract): /v1 needs the bearer token
+/// (401 with `WWW-Authenticate: Bearer` without it or with a wrong one);
+/// the token file is private (0600).
+#[test]
+fn v1_routes_need_the_token_and_the_token_file_is_private() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    for path in ["/v1/backends", "/v1/sandboxes"] {
+        let missing = http(server.addr, "GET", path, None, None);
+        assert_eq!(missing.status, 401, "{path}: {}", text(&missing.body));
+        assert_eq!(
+            missing.header("www-authenticate"),
+            Some("Bearer"),
+            "{path}: {:?}",
+            missing.headers
+        );
+        let wrong = http(server.addr, "GET", path, None, Some("not-the-token"));
+        assert_eq!(wrong.status, 401, "{path}: {}", text(&wrong.body));
+        assert_eq!(
+            wrong.header("www-authenticate"),
+            Some("Bearer"),
+            "{path}: {:?}",
+            wrong.headers
+        );
+        let right = server.call("GET", path, None);
+        assert_eq!(right.status, 200, "{path}: {}", text(&right.body));
+    }
+    // A token that is a prefix of the real one is wrong too.
+    let prefix = &server.token[..server.token.len() / 2];
+    assert_eq!(
+        http(server.addr, "GET", "/v1/sandboxes", None, Some(prefix)).status,
+        401
+    );
+    // Creating without the token creates nothing.
+    let refused = http(
+        server.addr,
+        "POST",
+        "/v1/sandboxes",
+        Some(r#"{"sessionId":"nope"}"#),
+        None,
+    );
+    assert_eq!(refused.status, 401);
+    assert_eq!(server.call("GET", "/v1/sandboxes/nope", None).status, 404);
+
+    let mode = std::fs::metadata(&server.token_file)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600, "token file mode {mode:o}");
+    assert!(!server.token.is_empty());
+}
+
+/// F1: the spec is parsed strictly; a bad body is a 400 naming the field.
+#[test]
+fn bad_specs_are_refused_with_400_naming_the_field() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let post = |body: &str| server.call("POST", "/v1/sandboxes", Some(body));
+
+    let malformed = post(r#"{"sessionId":"#);
+    assert_eq!(malformed.status, 400, "{}", text(&malformed.body));
+    assert!(malformed.json()["error"].is_string());
+
+    let wrong_type = post(r#"{"bindMounts":[{"hostPath":"/x","readOnly":"yes"}]}"#);
+    assert_eq!(wrong_type.status, 400, "{}", text(&wrong_type.body));
+    assert_eq!(wrong_type.json()["field"], "bindMounts[0].readOnly");
+
+    let unknown = post(r#"{"protectedPath":["/x"]}"#);
+    assert_eq!(unknown.status, 400, "{}", text(&unknown.body));
+    assert_eq!(unknown.json()["field"], "protectedPath");
+
+    let nested_unknown = post(r#"{"bindMounts":[{"hostPath":"/x","readonly":true}]}"#);
+    assert_eq!(nested_unknown.status, 400, "{}", text(&nested_unknown.body));
+    assert_eq!(nested_unknown.json()["field"], "bindMounts[0].readonly");
+
+    let mode = post(r#"{"mode":"yolo"}"#);
+    assert_eq!(mode.status, 400, "{}", text(&mode.body));
+    assert_eq!(mode.json()["field"], "mode");
+
+    let array = post("[]");
+    assert_eq!(array.status, 400, "{}", text(&array.body));
+
+    let bad_id = post(r#"{"sessionId":"a/b"}"#);
+    assert_eq!(bad_id.status, 400, "{}", text(&bad_id.body));
+    assert_eq!(bad_id.json()["field"], "sessionId");
+
+    // Nothing was created by any of them.
+    let list = server.call("GET", "/v1/sandboxes", None);
+    assert_eq!(list.status, 200);
+    assert_eq!(list.json(), json!([]), "{}", text(&list.body));
+}
+
+/// F1, F8, F10, B8, C4: create → show → exec (NDJSON from `started` to `exit`)
+/// → destroy → gone; a live id cannot be taken twice.
+#[test]
+fn sandbox_lifecycle() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+
+    let handle = create(
+        &server,
+        &json!({"sessionId": "t1", "guestWorkdir": tmp.path()}),
+    );
+    assert_eq!(handle["sessionId"], "t1", "{handle}");
+    assert_eq!(handle["backend"], "none", "{handle}");
+    assert_eq!(handle["backendName"], "none", "{handle}");
+    assert_eq!(handle["state"], "warm", "{handle}");
+    assert_eq!(handle["kernelBoundary"], false, "{handle}");
+
+    let shown = server.call("GET", "/v1/sandboxes/t1", None);
+    assert_eq!(shown.status, 200, "{}", text(&shown.body));
+    let shown = shown.json();
+    for key in [
+        "sessionId",
+        "backend",
+        "backendName",
+        "state",
+        "kernelBoundary",
+    ] {
+        assert_eq!(shown[key], handle[key], "{key}: {shown} vs {handle}");
+    }
+    let list = server.call("GET", "/v1/sandboxes", None).json();
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
+    assert_eq!(list[0]["sessionId"], "t1");
+
+    let again = server.call(
+        "POST",
+        "/v1/sandboxes",
+        Some(&json!({"sessionId": "t1"}).to_string()),
+    );
+    assert_eq!(again.status, 409, "{}", text(&again.body));
+
+    let events = exec(
+        &server,
+        "t1",
+        &json!({"argv": ["sh", "-c", "pwd; echo err >&2; exit 4"]}),
+    );
+    assert_eq!(events[0]["backend"], "none", "{events:?}");
+    let printed = joined(&events, "stdout");
+    assert_eq!(
+        Path::new(printed.trim()).canonicalize().unwrap(),
+        tmp.path().canonicalize().unwrap(),
+        "{events:?}"
+    );
+    assert_eq!(joined(&events, "stderr"), "err\n", "{events:?}");
+    assert_eq!(exit_code(&events), 4);
+    let exec_id = &events[0]["execId"];
+    assert!(events.iter().all(|e| &e["execId"] == exec_id), "{events:?}");
+
+    let destroyed = server.call("DELETE", "/v1/sandboxes/t1", None);
+    assert_eq!(destroyed.status, 200, "{}", text(&destroyed.body));
+    assert_eq!(
+        destroyed.json()["state"],
+        "destroyed",
+        "{}",
+        text(&destroyed.body)
+    );
+    assert_eq!(server.call("GET", "/v1/sandboxes/t1", None).status, 404);
+    assert_eq!(server.call("DELETE", "/v1/sandboxes/t1", None).status, 404);
+    let gone = server.call(
+        "POST",
+        "/v1/sandboxes/t1/exec",
+        Some(r#"{"argv":["true"]}"#),
+    );
+    assert_eq!(gone.status, 404, "{}", text(&gone.body));
+
+    // Once destroyed, the id is free again.
+    let reused = create(
+        &server,
+        &json!({"sessionId": "t1", "guestWorkdir": tmp.path()}),
+    );
+    assert_eq!(reused["state"], "warm", "{reused}");
+}
+
+/// F1: without a sessionId the server picks a fresh one for each sandbox.
+#[test]
+fn a_session_id_is_chosen_when_none_is_given() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    let a = create(&server, &json!({"guestWorkdir": tmp.path()}));
+    let b = create(&server, &json!({"guestWorkdir": tmp.path()}));
+    let (a, b) = (
+        a["sessionId"].as_str().unwrap().to_owned(),
+        b["sessionId"].as_str().unwrap().to_owned(),
+    );
+    assert!(!a.is_empty() && !b.is_empty());
+    assert_ne!(a, b);
+    assert_eq!(
+        server
+            .call("GET", &format!("/v1/sandboxes/{a}"), None)
+            .status,
+        200
+    );
+}
+
+/// F10: a bad exec request is refused with 400 and starts nothing.
+#[test]
+fn bad_exec_requests_are_refused() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    create(
+        &server,
+        &json!({"sessionId": "e1", "guestWorkdir": tmp.path()}),
+    );
+    let post = |body: &str| server.call("POST", "/v1/sandboxes/e1/exec", Some(body));
+
+    let empty = post(r#"{"argv":[]}"#);
+    assert_eq!(empty.status, 400, "{}", text(&empty.body));
+    assert_eq!(empty.json()["field"], "argv");
+
+    let typo = post(r#"{"argv":["true"],"timeoutMS":5}"#);
+    assert_eq!(typo.status, 400, "{}", text(&typo.body));
+    assert_eq!(typo.json()["field"], "timeoutMS");
+
+    let no_such = server.call(
+        "POST",
+        "/v1/sandboxes/nope/exec",
+        Some(r#"{"argv":["true"]}"#),
+    );
+    assert_eq!(no_such.status, 404, "{}", text(&no_such.body));
+}
+
+/// F10: `input` is written to the command's stdin, which is then closed.
+#[test]
+fn exec_input_is_fed_to_stdin() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    create(
+        &server,
+        &json!({"sessionId": "in", "guestWorkdir": tmp.path()}),
+    );
+    let events = exec(&server, "in", &json!({"argv": ["cat"], "input": "fed\n"}));
+    assert_eq!(joined(&events, "stdout"), "fed\n", "{events:?}");
+    assert_eq!(exit_code(&events), 0);
+}
+
+/// H5: API execs get a sanitized environment: injection vectors are
+/// dropped, other variables kept.
+#[test]
+fn exec_env_is_sanitized() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    create(
+        &server,
+        &json!({"sessionId": "env", "guestWorkdir": tmp.path()}),
+    );
+    let env = json!({
+        "LD_PRELOAD": "/nonexistent-cc-test.so",
+        "NODE_OPTIONS": "--require=/x.js",
+        "BASH_FUNC_ls%%": "() { echo evil; }",
+        "GIT_CONFIG_COUNT": "1",
+        "FOO": "bar",
+    });
+    let events = exec(
+        &server,
+        "env",
+        &json!({"argv": ["sh", "-c", r#"echo "[$LD_PRELOAD][$NODE_OPTIONS][$FOO]""#], "env": env}),
+    );
+    assert_eq!(joined(&events, "stdout"), "[][][bar]\n", "{events:?}");
+    assert_eq!(exit_code(&events), 0);
+
+    // The whole environment, as the command sees it.
+    let events = exec(&server, "env", &json!({"argv": ["env"], "env": env}));
+    assert_eq!(exit_code(&events), 0);
+    let printed = joined(&events, "stdout");
+    let names: Vec<&str> = printed
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .collect();
+    for stripped in [
+        "LD_PRELOAD",
+        "NODE_OPTIONS",
+        "BASH_FUNC_ls%%",
+        "GIT_CONFIG_COUNT",
+    ] {
+        assert!(
+            !names.contains(&stripped),
+            "{stripped} reached the command:\n{printed}"
+        );
+    }
+    assert!(printed.lines().any(|l| l == "FOO=bar"), "{printed}");
+    assert!(names.contains(&"PATH"), "{printed}");
+}
+
+/// F10: an exec timeout kills the command; the stream ends with `killed`.
+#[test]
+fn exec_timeout_ends_with_killed() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    create(
+        &server,
+        &json!({"sessionId": "to", "guestWorkdir": tmp.path()}),
+    );
+    let events = exec(
+        &server,
+        "to",
+        &json!({"argv": ["sleep", "60"], "timeoutMs": 300}),
+    );
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "killed", "{events:?}");
+    assert_eq!(last["reason"], "timeout", "{events:?}");
+    assert_eq!(last["signal"], 9, "{events:?}");
+}
+
+/// B6, B7: `?backend=microvm` that cannot run is a 503 naming microvm (no
+/// silent downgrade); an unknown name gets `none`; unknown query params are 400.
+#[test]
+fn backend_query_parameter() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = |id: &str| json!({"sessionId": id, "guestWorkdir": tmp.path()}).to_string();
+
+    let microvm = server.call("POST", "/v1/sandboxes?backend=microvm", Some(&spec("m")));
+    assert_eq!(microvm.status, 503, "{}", text(&microvm.body));
+    assert!(
+        microvm.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("microvm"),
+        "{}",
+        text(&microvm.body)
+    );
+    assert_eq!(
+        server.call("GET", "/v1/sandboxes/m", None).status,
+        404,
+        "a refused sandbox exists"
+    );
+
+    let bogus = server.call("POST", "/v1/sandboxes?backend=bogus", Some(&spec("b")));
+    assert_eq!(bogus.status, 201, "{}", text(&bogus.body));
+    assert_eq!(bogus.json()["backend"], "none");
+    assert_eq!(bogus.json()["backendName"], "none");
+
+    let unknown = server.call("POST", "/v1/sandboxes?backnd=none", Some(&spec("u")));
+    assert_eq!(unknown.status, 400, "{}", text(&unknown.body));
+    assert_eq!(unknown.json()["field"], "backnd");
+    assert_eq!(server.call("GET", "/v1/sandboxes/u", None).status, 404);
+}
+
+/// B8: a third-party backend asked for by name is the one reported.
+#[test]
+fn a_third_party_backend_is_reported_as_itself() {
+    let plugins = Plugins::with_none();
+    plugins.add(&fixtures().third_party);
+    let server = Server::start(&plugins);
+    let handle = server.call(
+        "POST",
+        "/v1/sandboxes?backend=fixture",
+        Some(r#"{"sessionId":"f"}"#),
+    );
+    assert_eq!(handle.status, 201, "{}", text(&handle.body));
+    assert_eq!(
+        handle.json()["backendName"],
+        "fixture",
+        "{}",
+        text(&handle.body)
+    );
+    let events = exec(
+        &server,
+        "f",
+        &json!({"argv": ["sh", "-c", "echo hi; exit 2"]}),
+    );
+    assert_eq!(events[0]["backend"], "fixture", "{events:?}");
+    assert_eq!(joined(&events, "stdout"), "hi\n", "{events:?}");
+    assert_eq!(exit_code(&events), 2);
+    let violation = exec(
+        &server,
+        "f",
+        &json!({"argv": ["fixture-violation", "/x/.env"]}),
+    );
+    let reported: Vec<_> = violation
+        .iter()
+        .filter(|e| e["type"] == "violation")
+        .collect();
+    assert_eq!(reported.len(), 1, "{violation:?}");
+    assert_eq!(reported[0]["action"], "file-write-create");
+    assert_eq!(reported[0]["target"], "/x/.env");
+    // It lists neither `stdin` nor `exec-timeout`: asking for them is refused, not ignored.
+    for body in [
+        json!({"argv": ["cat"], "input": "x"}),
+        json!({"argv": ["true"], "timeoutMs": 1000}),
+    ] {
+        let refused = server.call("POST", "/v1/sandboxes/f/exec", Some(&body.to_string()));
+        assert_eq!(refused.status, 422, "{body}: {}", text(&refused.body));
+        assert!(
+            refused.json()["error"]
+                .as_str()
+                .unwrap()
+                .contains("fixture"),
+            "{}",
+            text(&refused.body)
+        );
+    }
+}
+
+/// F10: output that is not UTF-8 arrives as `dataBase64`; large output
+/// arrives complete through the HTTP stream.
+#[test]
+fn exec_output_is_binary_safe_and_complete() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    create(
+        &server,
+        &json!({"sessionId": "bin", "guestWorkdir": tmp.path()}),
+    );
+    let events = exec(&server, "bin", &json!({"argv": ["printf", "\\377\\000"]}));
+    let out: Vec<_> = events.iter().filter(|e| e["type"] == "stdout").collect();
+    assert_eq!(out.len(), 1, "{events:?}");
+    assert_eq!(out[0]["dataBase64"], "/wA=", "{events:?}");
+
+    let events = exec(
+        &server,
+        "bin",
+        &json!({"argv": ["sh", "-c", "head -c 8388608 /dev/zero | tr '\\0' a; head -c 1048576 /dev/zero | tr '\\0' b >&2"]}),
+    );
+    assert_eq!(exit_code(&events), 0);
+    let stdout = joined(&events, "stdout");
+    assert_eq!(stdout.len(), 8 << 20);
+    assert!(stdout.bytes().all(|b| b == b'a'));
+    let stderr = joined(&events, "stderr");
+    assert_eq!(stderr.len(), 1 << 20);
+    assert!(stderr.bytes().all(|b| b == b'b'));
+}
+
+/// B6: `?backend=docker` and `?backend=native` mean the native backend;
+/// absent here, that is a 503 naming it, not a silent `none`.
+#[test]
+fn docker_and_native_query_mean_the_native_backend() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    for name in ["docker", "native"] {
+        let response = server.call(
+            "POST",
+            &format!("/v1/sandboxes?backend={name}"),
+            Some(r#"{"sessionId":"n"}"#),
+        );
+        assert_eq!(response.status, 503, "{name}: {}", text(&response.body));
+        assert!(
+            response.json()["error"].as_str().unwrap().contains("bwrap"),
+            "{}",
+            text(&response.body)
+        );
+    }
+    assert_eq!(server.call("GET", "/v1/sandboxes", None).json(), json!([]));
+}
+
+/// F10: a client that disconnects mid-exec leaves nothing running.
+#[test]
+fn a_client_that_disconnects_mid_exec_kills_the_command() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    let (stream, _, pid) = start_sleeper(&server, "dc", tmp.path());
+    assert!(!process_is_gone(pid), "the command ended by itself");
+    drop(stream);
+    assert!(
+        eventually(Duration::from_secs(30), || process_is_gone(pid)),
+        "the command {pid} kept running after its client left"
+    );
+    // The server is still serving.
+    assert_eq!(server.call("GET", "/v1/sandboxes/dc", None).status, 200);
+}
+
+/// Creates sandbox `id` and starts a long command in it; returns the open
+/// stream (read up to the command's `go`), the exec id and the command's pid.
+fn start_sleeper(
+    server: &Server,
+    id: &str,
+    workdir: &Path,
+) -> (std::io::BufReader<std::net::TcpStream>, u64, i32) {
+    create(server, &json!({"sessionId": id, "guestWorkdir": workdir}));
+    let body = json!({"argv": ["sh", "-c", "echo $$; echo go; exec sleep 300"]}).to_string();
+    let mut stream = http_open(
+        server.addr,
+        "POST",
+        &format!("/v1/sandboxes/{id}/exec"),
+        Some(&body),
+        Some(&server.token),
+    );
+    let events = read_until(&mut stream, r#"go\n""#);
+    assert_eq!(events[0]["type"], "started", "{events:?}");
+    let exec_id = events[0]["execId"].as_u64().unwrap();
+    let pid = joined(&events, "stdout")
+        .lines()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    (stream, exec_id, pid)
+}
+
+/// Reads an open exec stream up to the line containing `needle`; returns
+/// the NDJSON events seen so far.
+fn read_until(stream: &mut std::io::BufReader<std::net::TcpStream>, needle: &str) -> Vec<Value> {
+    let mut seen = String::new();
+    let mut events = Vec::new();
+    loop {
+        let mut line = String::new();
+        let n = stream.read_line(&mut line).unwrap();
+        assert!(n > 0, "the stream ended before {needle:?}:\n{seen}");
+        seen.push_str(&line);
+        if line.starts_with('{') {
+            events.push(
+                serde_json::from_str(line.trim())
+                    .unwrap_or_else(|e| panic!("bad NDJSON ({e}): {line}")),
+            );
+        }
+        if line.contains(needle) {
+            return events;
+        }
+    }
+}
+
+/// The NDJSON events in the rest of an open (chunked) exec stream.
+fn read_rest(stream: &mut std::io::BufReader<std::net::TcpStream>) -> Vec<Value> {
+    let mut rest = String::new();
+    std::io::Read::read_to_string(stream, &mut rest).unwrap();
+    rest.lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad NDJSON ({e}): {l}")))
+        .collect()
+}
+
+/// F10: the kill route signals a running exec; its stream ends with
+/// `killed` (manual, the signal sent); an unknown sandbox is not found.
+#[test]
+fn the_kill_route_ends_an_exec_with_killed() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut stream, exec_id, pid) = start_sleeper(&server, "k", tmp.path());
+
+    let killed = server.call(
+        "POST",
+        &format!("/v1/sandboxes/k/execs/{exec_id}/kill"),
+        Some(r#"{"signal":15}"#),
+    );
+    assert_eq!(killed.status, 204, "{}", text(&killed.body));
+    let rest = read_rest(&mut stream);
+    let last = rest.last().unwrap_or_else(|| panic!("no terminal event"));
+    assert_eq!(last["type"], "killed", "{rest:?}");
+    assert_eq!(last["reason"], "manual", "{rest:?}");
+    assert_eq!(last["signal"], 15, "{rest:?}");
+    assert!(
+        eventually(Duration::from_secs(30), || process_is_gone(pid)),
+        "exec {pid} survived"
+    );
+
+    let no_sandbox = server.call("POST", "/v1/sandboxes/nope/execs/1/kill", None);
+    assert_eq!(no_sandbox.status, 404, "{}", text(&no_sandbox.body));
+}
+
+/// F10: killing an exec the sandbox does not have is the client's mistake:
+/// 404, like every other unknown id.
+#[test]
+fn killing_an_unknown_exec_is_404() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    create(
+        &server,
+        &json!({"sessionId": "k404", "guestWorkdir": tmp.path()}),
+    );
+    let unknown = server.call(
+        "POST",
+        "/v1/sandboxes/k404/execs/999/kill",
+        Some(r#"{"signal":15}"#),
+    );
+    assert_eq!(unknown.status, 404, "{}", text(&unknown.body));
+    // An exec that already ended is no longer there to kill either.
+    let events = exec(&server, "k404", &json!({"argv": ["true"]}));
+    let exec_id = events[0]["execId"].as_u64().unwrap();
+    let ended = server.call(
+        "POST",
+        &format!("/v1/sandboxes/k404/execs/{exec_id}/kill"),
+        None,
+    );
+    assert_eq!(ended.status, 404, "{}", text(&ended.body));
+}
+
+/// F10, C4: destroying a sandbox ends its running exec streams with
+/// `killed` (destroyed) and stops their commands.
+#[test]
+fn destroying_a_sandbox_ends_its_running_execs() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut stream, _, pid) = start_sleeper(&server, "d", tmp.path());
+
+    let shown = server.call("GET", "/v1/sandboxes/d", None).json();
+    assert_eq!(shown["state"], "active", "{shown}");
+    let destroyed = server.call("DELETE", "/v1/sandboxes/d", None);
+    assert_eq!(destroyed.status, 200, "{}", text(&destroyed.body));
+    assert_eq!(destroyed.json()["state"], "destroyed");
+    let rest = read_rest(&mut stream);
+    let last = rest.last().unwrap_or_else(|| panic!("no terminal event"));
+    assert_eq!(last["type"], "killed", "{rest:?}");
+    assert_eq!(last["reason"], "destroyed", "{rest:?}");
+    assert!(
+        eventually(Duration::from_secs(30), || process_is_gone(pid)),
+        "exec {pid} survived"
+    );
+}
+
+/// F1, F10: an exec's `cwd` overrides the sandbox's workdir.
+#[test]
+fn exec_cwd_overrides_the_workdir() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = tmp.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    create(
+        &server,
+        &json!({"sessionId": "cwd", "guestWorkdir": tmp.path()}),
+    );
+    let events = exec(&server, "cwd", &json!({"argv": ["pwd"], "cwd": sub}));
+    assert_eq!(exit_code(&events), 0);
+    let printed = joined(&events, "stdout");
+    assert_eq!(
+        Path::new(printed.trim()).canonicalize().unwrap(),
+        sub.canonicalize().unwrap()
+    );
+}
+
+/// No SPEC ID (the README's API contract): a token file others can read
+/// is refused; the server does not start (125).
+#[test]
+fn a_token_file_others_can_read_is_refused() {
+    let plugins = Plugins::with_none();
+    let tmp = tempfile::tempdir().unwrap();
+    let token_file = tmp.path().join("token");
+    std::fs::write(&token_file, "0123456789abcdef0123456789abcdef\n").unwrap();
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = CcServer::new(&plugins)
+        .args(["serve", "--listen", "127.0.0.1:0", "--token-file"])
+        .arg(&token_file)
+        .output();
+    assert_eq!(
+        out.status.code(),
+        Some(125),
+        "stderr:\n{}",
+        text(&out.stderr)
+    );
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("token file") && stderr.contains("chmod 600"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("listening on"), "{stderr}");
+}
+
+/// C4: SIGTERM or SIGINT (Ctrl-C) to the server ends it cleanly, destroying
+/// every sandbox, background processes included.
+#[test]
+fn stopping_the_server_destroys_every_sandbox() {
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let plugins = Plugins::with_none();
+        let mut server = Server::start(&plugins);
+        let tmp = tempfile::tempdir().unwrap();
+        create(
+            &server,
+            &json!({"sessionId": "bg", "guestWorkdir": tmp.path()}),
+        );
+        let events = exec(
+            &server,
+            "bg",
+            &json!({"argv": ["sh", "-c", "sleep 300 & echo $! > PIDFILE"]}),
+        );
+        assert_eq!(exit_code(&events), 0);
+        let pid = read_pid(&tmp.path().join("PIDFILE"));
+        assert!(
+            !process_is_gone(pid),
+            "the background sleep ended by itself"
+        );
+        let status = server.stop_with(signal);
+        assert!(
+            status.success(),
+            "signal {signal}: {status:?}; log:\n{}",
+            server.log()
+        );
+        assert!(
+            eventually(Duration::from_secs(30), || process_is_gone(pid)),
+            "signal {signal}: the background sleep {pid} outlived the server; log:\n{}",
+            server.log()
+        );
+    }
+}
+
+/// B3: exactly one startup line, the one for a host without a native sandbox.
+#[test]
+fn the_startup_line_says_no_native_sandbox_exactly_once() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let needle = "no OS-native agent sandbox on this host";
+    assert!(
+        eventually(Duration::from_secs(10), || server.log().contains(needle)),
+        "log:\n{}",
+        server.log()
+    );
+    let log = server.log();
+    assert_eq!(log.matches(needle).count(), 1, "log:\n{log}");
+    assert!(!log.contains("agent sandbox ON"), "log:\n{log}");
+    assert!(!log.contains("agent sandbox DISABLED"), "log:\n{log}");
+}
+
+/// B3, B5: with `--sandbox off` the startup line says so, exactly once.
+#[test]
+fn the_startup_line_says_disabled_with_sandbox_off() {
+    let plugins = Plugins::with_none();
+    let server = Server::start_with(CcServer::new(&plugins).arg("--sandbox").arg("off"));
+    let needle = "agent sandbox DISABLED by --sandbox off";
+    assert!(
+        eventually(Duration::from_secs(10), || server.log().contains(needle)),
+        "log:\n{}",
+        server.log()
+    );
+    let log = server.log();
+    assert_eq!(log.matches(needle).count(), 1, "log:\n{log}");
+    assert!(!log.contains("agent sandbox ON"), "log:\n{log}");
+    assert!(!log.contains("no OS-native agent sandbox"), "log:\n{log}");
+    // And sessions get `none` even when a backend is asked for.
+    let handle = server.call(
+        "POST",
+        "/v1/sandboxes?backend=microvm",
+        Some(r#"{"sessionId":"off"}"#),
+    );
+    assert_eq!(handle.status, 201, "{}", text(&handle.body));
+    assert_eq!(handle.json()["backendName"], "none");
+}
+
+/// F10: two concurrent execs in one sandbox each get exactly their own
+/// output and exit code.
+#[test]
+fn concurrent_execs_get_their_own_output() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    create(
+        &server,
+        &json!({"sessionId": "cc", "guestWorkdir": tmp.path()}),
+    );
+    let results: Vec<(String, Vec<Value>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = [("A", 3), ("B", 5)]
+            .into_iter()
+            .map(|(tag, code)| {
+                let server = &server;
+                s.spawn(move || {
+                    let script =
+                        format!("for i in $(seq 1 2000); do echo {tag}$i; done; exit {code}");
+                    (
+                        tag.to_owned(),
+                        exec(server, "cc", &json!({"argv": ["sh", "-c", script]})),
+                    )
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (tag, events) in &results {
+        let expected: String = (1..=2000).map(|i| format!("{tag}{i}\n")).collect();
+        let got = joined(events, "stdout");
+        assert!(
+            got == expected,
+            "exec {tag} got other output ({} bytes, expected {})",
+            got.len(),
+            expected.len()
+        );
+        assert_eq!(exit_code(events), if tag == "A" { 3 } else { 5 });
+    }
+    assert_ne!(results[0].1[0]["execId"], results[1].1[0]["execId"]);
+}
+
+/// B2, C4: /v1/backends lists `none` with its probe, and the default is `none` here.
+#[test]
+fn backends_lists_none_and_the_default() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let response = server.call("GET", "/v1/backends", None);
+    assert_eq!(response.status, 200, "{}", text(&response.body));
+    let body = response.json();
+    let backends = body["backends"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{body}"));
+    let none: Vec<_> = backends.iter().filter(|b| b["name"] == "none").collect();
+    assert_eq!(none.len(), 1, "{body}");
+    assert_eq!(none[0]["probe"]["available"], true, "{body}");
+    assert_eq!(none[0]["probe"]["kernelBoundary"], false, "{body}");
+    assert_eq!(body["default"]["backend"], "none", "{body}");
+    assert!(
+        body["default"]["notice"]
+            .as_str()
+            .is_some_and(|n| n.contains("no OS-native agent sandbox")),
+        "{body}"
+    );
+}

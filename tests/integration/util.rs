@@ -1,0 +1,645 @@
+//! What every black-box test needs: the built artifacts, a private plugins
+//! directory, the fixture plugins, a `cc_server` command with a clean
+//! environment, a running server and a small HTTP client.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// `target/`, found from this test binary (`target/debug/deps/integration-…`).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.ancestors().nth(3).unwrap().to_path_buf()
+}
+
+/// `target/debug` (or whichever profile built this test).
+pub fn profile_dir() -> PathBuf {
+    std::env::current_exe()
+        .unwrap()
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A built artifact; a clear failure when the workspace was not built.
+pub fn artifact(name: &str) -> PathBuf {
+    let path = profile_dir().join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace` before `cargo test` (cargo test does not build cdylibs)",
+        path.display()
+    );
+    path
+}
+
+pub fn cc_server_bin() -> PathBuf {
+    artifact("cc_server")
+}
+
+pub fn none_plugin() -> PathBuf {
+    artifact("libsandbox_backend_none.so")
+}
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A private plugins directory (mode 0755, as the trust checks want).
+pub struct Plugins {
+    dir: tempfile::TempDir,
+}
+
+impl Plugins {
+    pub fn empty() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        Self { dir }
+    }
+
+    /// With the workspace's `none` library in it.
+    pub fn with_none() -> Self {
+        let plugins = Self::empty();
+        plugins.add(&none_plugin());
+        plugins
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Copies a library in under its own name.
+    pub fn add(&self, lib: &Path) -> PathBuf {
+        self.add_as(lib, lib.file_name().unwrap().to_str().unwrap())
+    }
+
+    /// Copies a library in under another name (mode 0644).
+    pub fn add_as(&self, lib: &Path, name: &str) -> PathBuf {
+        let dest = self.dir.path().join(name);
+        std::fs::copy(lib, &dest).unwrap();
+        std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o644)).unwrap();
+        dest
+    }
+
+    /// Writes a file (mode 0644).
+    pub fn write(&self, name: &str, contents: &[u8]) -> PathBuf {
+        let dest = self.dir.path().join(name);
+        std::fs::write(&dest, contents).unwrap();
+        std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o644)).unwrap();
+        dest
+    }
+}
+
+/// The libraries built from `tests/fixtures` (built once per test run).
+pub struct Fixtures {
+    /// Backend `fixture`, a third-party backend built out of tree.
+    pub third_party: PathBuf,
+    /// Backend `faulty`, whose probe panics (or hangs with FAULTY_PROBE=hang).
+    pub faulty: PathBuf,
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}
+
+fn cargo_build(manifest_dir: &Path, target: &Path) {
+    let output = Command::new(cargo())
+        .arg("build")
+        .arg("--quiet")
+        .current_dir(manifest_dir)
+        .env("CARGO_TARGET_DIR", target)
+        .env_remove("RUSTFLAGS")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "building the fixtures in {} failed:\n{}",
+        manifest_dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Builds `tests/fixtures` once (the first caller waits; ~20 s from clean).
+pub fn fixtures() -> &'static Fixtures {
+    static FIXTURES: OnceLock<Fixtures> = OnceLock::new();
+    FIXTURES.get_or_init(|| {
+        cargo_build(
+            &repo_root().join("tests/fixtures"),
+            &target_dir().join("fixtures"),
+        );
+        let dir = target_dir().join("fixtures/debug");
+        Fixtures {
+            third_party: dir.join("libsandbox_backend_fixture.so"),
+            faulty: dir.join("libsandbox_backend_faulty.so"),
+        }
+    })
+}
+
+/// The third-party fixture built against a copy of plugin-api whose version
+/// is `version`, in a workspace generated under `target/`. This is how a
+/// plugin built for another plugin-api release is made.
+pub fn fixture_against_api(version: &str) -> PathBuf {
+    static BUILT: Mutex<BTreeMap<String, PathBuf>> = Mutex::new(BTreeMap::new());
+    let mut built = BUILT.lock().unwrap();
+    if let Some(path) = built.get(version) {
+        return path.clone();
+    }
+    let root = repo_root();
+    let ws = target_dir().join(format!("fixture-api-{version}"));
+    let _ = std::fs::remove_dir_all(&ws);
+    copy_tree(&root.join("plugin-api"), &ws.join("plugin-api"));
+    copy_tree(
+        &root.join("tests/fixtures/third-party"),
+        &ws.join("third-party"),
+    );
+    // The copy is a new release of plugin-api.
+    let manifest = ws.join("plugin-api/Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let text = text.replacen(
+        "version = \"1.0.0\"",
+        &format!("version = \"{version}\""),
+        1,
+    );
+    assert!(
+        text.contains(&format!("version = \"{version}\"")),
+        "could not set the version in {text}"
+    );
+    std::fs::write(&manifest, text).unwrap();
+    let fixture = ws.join("third-party/Cargo.toml");
+    let text = std::fs::read_to_string(&fixture)
+        .unwrap()
+        .replace("../../../plugin-api", "../plugin-api");
+    std::fs::write(&fixture, text).unwrap();
+    // A workspace root giving plugin-api what it inherits from ours.
+    let ours = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let members_start = ours.find("members = [").unwrap();
+    let members_end = members_start + ours[members_start..].find(']').unwrap() + 1;
+    let mut generated = format!(
+        "{}members = [\"plugin-api\", \"third-party\"]{}",
+        &ours[..members_start],
+        &ours[members_end..]
+    );
+    generated = generated
+        .lines()
+        .filter(|l| {
+            !l.starts_with("exclude")
+                && !l.starts_with("sandbox-registry")
+                && !l.starts_with("sandbox-backend-none")
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(ws.join("Cargo.toml"), generated).unwrap();
+    let _ = std::fs::copy(
+        root.join("tests/fixtures/Cargo.lock"),
+        ws.join("Cargo.lock"),
+    );
+    // A target directory of its own: the regular fixture has the same file name.
+    let target = target_dir().join("fixtures-api");
+    cargo_build(&ws, &target);
+    let kept = target.join(format!("libsandbox_backend_fixture-api-{version}.so"));
+    std::fs::copy(target.join("debug/libsandbox_backend_fixture.so"), &kept).unwrap();
+    built.insert(version.to_owned(), kept.clone());
+    kept
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name == "target" {
+            continue;
+        }
+        let dest = to.join(&name);
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// `cc_server` with a clean environment: no `CC_SERVER_*` settings leak in
+/// from the developer's shell, and HOME is private.
+pub struct CcServer {
+    command: Command,
+    _home: Arc<tempfile::TempDir>,
+}
+
+impl CcServer {
+    pub fn new(plugins: &Plugins) -> Self {
+        let home = Arc::new(tempfile::tempdir().unwrap());
+        let mut command = Command::new(cc_server_bin());
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("CC_SERVER_") || key == "RUST_BACKTRACE" {
+                command.env_remove(key);
+            }
+        }
+        command
+            .env("HOME", home.path())
+            .env_remove("XDG_STATE_HOME");
+        command.arg("--plugins-dir").arg(plugins.path());
+        Self {
+            command,
+            _home: home,
+        }
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.command.arg(arg);
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        self.command.args(args);
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.command.env(key, value);
+        self
+    }
+
+    pub fn current_dir(mut self, dir: &Path) -> Self {
+        self.command.current_dir(dir);
+        self
+    }
+
+    /// Runs to completion with stdin closed; panics if it takes over 2 minutes.
+    pub fn output(self) -> Output {
+        self.output_with_stdin(b"")
+    }
+
+    /// Runs to completion, feeding `input` on stdin.
+    pub fn output_with_stdin(mut self, input: &[u8]) -> Output {
+        self.command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = self.command.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let input = input.to_vec();
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+        let output = wait_output(child, Duration::from_secs(120));
+        writer.join().unwrap();
+        output
+    }
+
+    /// Starts it; the caller owns the child.
+    pub fn spawn(mut self) -> Child {
+        self.command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        self.command.spawn().unwrap()
+    }
+}
+
+/// Collects a child's output, killing it if it outlives `limit`.
+pub fn wait_output(mut child: Child, limit: Duration) -> Output {
+    let pid = child.id();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = {
+        let done = Arc::clone(&done);
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + limit;
+            while Instant::now() < deadline {
+                if done.load(std::sync::atomic::Ordering::SeqCst) {
+                    return false;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            // SAFETY: plain syscall on our own child.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            true
+        })
+    };
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = err.read_to_end(&mut buf);
+        buf
+    });
+    let mut stdout = Vec::new();
+    let _ = out.read_to_end(&mut stdout);
+    let stderr = err_reader.join().unwrap();
+    let status = child.wait().unwrap();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        !watchdog.join().unwrap(),
+        "cc_server did not finish within {limit:?}; stderr:\n{}",
+        String::from_utf8_lossy(&stderr)
+    );
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Whether a process is gone (or a zombie nobody reaped yet).
+pub fn process_is_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// Polls `cond` for up to `limit`.
+pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A running `cc_server serve` on a free loopback port. SIGTERM on drop.
+pub struct Server {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    pub token: String,
+    pub token_file: PathBuf,
+    log: Arc<Mutex<String>>,
+    _state: tempfile::TempDir,
+}
+
+impl Server {
+    pub fn start(plugins: &Plugins) -> Self {
+        Self::start_with(CcServer::new(plugins))
+    }
+
+    /// Starts `serve` from a prepared command (extra global flags, env).
+    pub fn start_with(command: CcServer) -> Self {
+        let state = tempfile::tempdir().unwrap();
+        let token_file = state.path().join("token");
+        let mut child = command
+            .arg("serve")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--token-file")
+            .arg(&token_file)
+            .spawn();
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let log = Arc::clone(&log);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    if let Some(rest) = line.split("listening on http://").nth(1) {
+                        let addr = rest.split_whitespace().next().unwrap_or("").to_owned();
+                        let _ = tx.send(addr);
+                    }
+                    log.lock().unwrap().push_str(&line);
+                    log.lock().unwrap().push('\n');
+                }
+            });
+        }
+        let addr = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(addr) => addr.parse().unwrap(),
+            Err(_) => {
+                let _ = child.kill();
+                panic!("the server did not start; log:\n{}", log.lock().unwrap());
+            }
+        };
+        let token = std::fs::read_to_string(&token_file)
+            .unwrap()
+            .trim()
+            .to_owned();
+        Self {
+            child: Some(child),
+            addr,
+            token,
+            token_file,
+            log,
+            _state: state,
+        }
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// A request with the server's token.
+    pub fn call(&self, method: &str, path: &str, body: Option<&str>) -> Response {
+        http(self.addr, method, path, body, Some(&self.token))
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        self.stop_with(libc::SIGTERM)
+    }
+
+    /// Sends `signal` and waits for the exit status.
+    pub fn stop_with(&mut self, signal: i32) -> std::process::ExitStatus {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: plain syscall on our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!(
+                    "the server did not stop on signal {signal}; log:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            let _ = self.stop();
+        }
+    }
+}
+
+/// An HTTP response.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// NDJSON: one value per line.
+    pub fn lines(&self) -> Vec<serde_json::Value> {
+        String::from_utf8_lossy(&self.body)
+            .lines()
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("bad NDJSON line ({e}): {l}"))
+            })
+            .collect()
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn request_bytes(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+) -> Vec<u8> {
+    let body = body.unwrap_or("");
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !body.is_empty() {
+        req.push_str("Content-Type: application/json\r\n");
+    }
+    if let Some(token) = token {
+        req.push_str(&format!("Authorization: Bearer {token}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    req.into_bytes()
+}
+
+/// A whole request/response over a fresh connection.
+pub fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+) -> Response {
+    let mut raw = Vec::new();
+    http_open(addr, method, path, body, token)
+        .read_to_end(&mut raw)
+        .unwrap();
+    parse_response(&raw)
+}
+
+/// Opens a request and returns the connection with the response still
+/// arriving, for streams a test reads partly and then abandons.
+pub fn http_open(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+) -> BufReader<TcpStream> {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    stream
+        .write_all(&request_bytes(addr, method, path, body, token))
+        .unwrap();
+    BufReader::new(stream)
+}
+
+/// Reads a pid a command wrote into `file` (waiting until it is there).
+pub fn read_pid(file: &Path) -> i32 {
+    let mut pid = None;
+    assert!(
+        eventually(Duration::from_secs(30), || {
+            pid = std::fs::read_to_string(file)
+                .ok()
+                .and_then(|t| t.trim().parse::<i32>().ok());
+            pid.is_some()
+        }),
+        "no pid in {}",
+        file.display()
+    );
+    pid.unwrap()
+}
+
+fn parse_response(raw: &[u8]) -> Response {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("no end of headers");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    let rest = &raw[split + 4..];
+    let chunked = headers.iter().any(|(k, v)| {
+        k.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked")
+    });
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_vec()
+    };
+    Response {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(line_end) = data.windows(2).position(|w| w == b"\r\n") {
+        let size_text = String::from_utf8_lossy(&data[..line_end]);
+        let size =
+            usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        let start = line_end + 2;
+        out.extend_from_slice(&data[start..start + size]);
+        data = &data[start + size + 2..];
+    }
+    out
+}
