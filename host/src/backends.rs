@@ -36,6 +36,9 @@ pub fn discover(settings: &Settings) -> Registry {
     for problem in &registry.problems {
         tracing::warn!("skipped plugin {problem}");
     }
+    if let Some(notice) = settings.dispatch.lowered_notice() {
+        tracing::warn!("{notice}");
+    }
     registry
 }
 
@@ -45,6 +48,7 @@ pub fn policy(settings: &Settings) -> Policy {
         switch: settings.switch,
         default_backend: settings.default_backend.clone(),
         platform: Platform::current(),
+        dispatch: settings.dispatch.clone(),
     }
 }
 

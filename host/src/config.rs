@@ -11,6 +11,7 @@ use sandbox_registry::select::SandboxSwitch;
 use serde::Deserialize;
 
 use crate::cli::Common;
+use crate::dispatch_policy::DispatchPolicy;
 
 /// The default listen address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
@@ -35,6 +36,16 @@ pub struct FileConfig {
     /// Per-backend options, passed to each backend's probe.
     #[serde(default)]
     pub backends: BTreeMap<String, toml::Value>,
+    /// The dispatch policy (SPEC C3).
+    pub dispatch_policy: Option<DispatchPolicySection>,
+}
+
+/// `[dispatch_policy]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DispatchPolicySection {
+    /// Filename globs no sandboxed command may create; `[]` lowers the policy.
+    pub write_deny_globs: Option<Vec<String>>,
 }
 
 /// The settings every command uses, after merging.
@@ -45,6 +56,7 @@ pub struct Settings {
     pub plugins_dir: Option<PathBuf>,
     pub probe_timeout: Duration,
     pub backend_options: BTreeMap<String, serde_json::Value>,
+    pub dispatch: DispatchPolicy,
     pub file: FileConfig,
 }
 
@@ -101,7 +113,15 @@ impl Settings {
             .iter()
             .filter_map(|(name, value)| serde_json::to_value(value).ok().map(|v| (name.clone(), v)))
             .collect();
+        let dispatch = match file.dispatch_policy.as_ref().and_then(|d| d.write_deny_globs.clone()) {
+            Some(globs) => DispatchPolicy {
+                write_deny_globs: globs,
+                set_by: common.config.clone(),
+            },
+            None => DispatchPolicy::default(),
+        };
         Ok(Self {
+            dispatch,
             switch,
             default_backend: file.backend.clone(),
             plugins_dir: common

@@ -5,6 +5,7 @@ mod backends;
 mod cli;
 mod commands;
 mod config;
+mod dispatch_policy;
 mod env;
 mod input;
 mod logging;

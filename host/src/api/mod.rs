@@ -123,7 +123,7 @@ impl From<SessionError> for ApiError {
             SessionError::Launch { .. } | SessionError::Internal(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
-            SessionError::Unsupported { .. } | SessionError::Exec(_) => {
+            SessionError::Unsupported { .. } | SessionError::Exec(_) | SessionError::PolicyUnenforceable(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             SessionError::BadId(_) => StatusCode::BAD_REQUEST,

@@ -17,6 +17,7 @@ use sandbox_registry::Registry;
 use sandbox_registry::select::{Platform, Request, SandboxSwitch, SelectError, Selection, select};
 
 use self::router::Router;
+use crate::dispatch_policy::DispatchPolicy;
 
 /// Why a session operation failed. The API maps each to a status code.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +32,8 @@ pub enum SessionError {
         what: &'static str,
         capability: &'static str,
     },
+    #[error("{0}")]
+    PolicyUnenforceable(String),
     #[error("invalid session id `{0}`: use 1 to 128 letters, digits, `.`, `_` or `-`")]
     BadId(String),
     #[error("a session `{0}` already exists")]
@@ -53,6 +56,7 @@ pub struct Policy {
     pub switch: SandboxSwitch,
     pub default_backend: Option<String>,
     pub platform: Platform,
+    pub dispatch: DispatchPolicy,
 }
 
 enum Slot {
@@ -103,6 +107,9 @@ impl Sessions {
                 selection.backend
             ))
         })?;
+        if let Some(refusal) = self.policy.dispatch.refusal(entry.name(), &entry.report) {
+            return Err(SessionError::PolicyUnenforceable(refusal));
+        }
         if spec.session_id.is_empty() {
             spec.session_id = new_session_id()?;
         }

@@ -1,8 +1,4 @@
-//! One command on the host: a process group, two output readers and a waiter.
-//!
-//! Ordering: readers emit under `output`, and the waiter marks the exec ended
-//! under the same lock before it emits `exit`/`killed`, so the terminal event
-//! is always the exec's last.
+//! One command on the host: a process group, its output relay and a waiter.
 //!
 //! PID reuse: the waiter reads the leader's status with `WNOWAIT` and leaves
 //! it a zombie. While the zombie exists its pid — and so the group id — cannot
@@ -10,24 +6,16 @@
 //! this exec started. The zombie is reaped at destroy, or earlier once its
 //! group is empty.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sandbox_exec_relay::Relay;
 use sandbox_plugin_api::sdk::EventSender;
-use sandbox_plugin_api::{ErrorCode, ExecRequest, KillReason, PluginError};
-
-/// How long the waiter lets the output readers drain after the command exits.
-/// Longer only when a background process keeps the pipes open.
-const DRAIN_GRACE: Duration = Duration::from_millis(250);
-
-/// Output is read and emitted in chunks of this size.
-const CHUNK: usize = 64 * 1024;
+use sandbox_plugin_api::{ErrorCode, EventBody, ExecRequest, KillReason, PluginError};
 
 pub(crate) struct Exec {
     id: u64,
@@ -35,12 +23,7 @@ pub(crate) struct Exec {
     stdin: Mutex<Option<ChildStdin>>,
     /// Why we signalled it, if we did; decides `killed` over `exit`.
     kill_reason: Mutex<Option<KillReason>>,
-    /// Held while emitting output and the terminal event.
-    emitting: Mutex<()>,
-    /// Set (under `emitting`) once the terminal event is out.
-    ended: AtomicBool,
-    /// Wakes `wait_ended`.
-    ended_signal: (Mutex<()>, Condvar),
+    relay: Arc<Relay>,
     reaped: Mutex<bool>,
 }
 
@@ -75,29 +58,23 @@ impl Exec {
             .spawn()
             .map_err(|e| spawn_error(&request.argv[0], &e))?;
         let pid = i32::try_from(child.id()).map_err(|_| PluginError::other("pid out of range"))?;
+        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+            return Err(PluginError::other("the command's output pipes are missing"));
+        };
         let exec = Arc::new(Self {
             id,
             pid,
             stdin: Mutex::new(child.stdin.take()),
             kill_reason: Mutex::new(None),
-            emitting: Mutex::new(()),
-            ended: AtomicBool::new(false),
-            ended_signal: (Mutex::new(()), Condvar::new()),
+            relay: Relay::start(id, stdout, stderr, events, None),
             reaped: Mutex::new(false),
         });
-        let (drained_tx, drained_rx) = mpsc::channel();
-        if let Some(out) = child.stdout.take() {
-            spawn_reader(&exec, out, false, events.clone(), drained_tx.clone());
-        }
-        if let Some(err) = child.stderr.take() {
-            spawn_reader(&exec, err, true, events.clone(), drained_tx);
-        }
         // The std `Child` is dropped without waiting: the waiter owns the pid.
         drop(child);
         let waiter = Arc::clone(&exec);
         std::thread::Builder::new()
             .name(format!("none-wait-{id}"))
-            .spawn(move || waiter.wait_and_report(&events, &drained_rx))
+            .spawn(move || waiter.wait_and_report())
             .map_err(|e| PluginError::other(format!("starting a waiter thread: {e}")))?;
         if let Some(ms) = request.timeout_ms {
             let timer = Arc::clone(&exec);
@@ -122,17 +99,12 @@ impl Exec {
     }
 
     pub(crate) fn has_ended(&self) -> bool {
-        self.ended.load(Ordering::SeqCst)
+        self.relay.has_ended()
     }
 
     /// Waits until the terminal event is out; `false` on timeout.
     pub(crate) fn wait_ended(&self, patience: Duration) -> bool {
-        let (lock, signal) = &self.ended_signal;
-        let Ok(guard) = lock.lock() else { return true };
-        signal
-            .wait_timeout_while(guard, patience, |()| !self.has_ended())
-            .map(|_| self.has_ended())
-            .unwrap_or(true)
+        self.relay.wait_ended(patience)
     }
 
     /// Signals the whole process group, remembering why.
@@ -187,29 +159,21 @@ impl Exec {
         }
     }
 
-    fn wait_and_report(&self, events: &EventSender, drained: &mpsc::Receiver<()>) {
+    fn wait_and_report(&self) {
         let status = wait_no_reap(self.pid);
-        // Let the readers deliver what the command wrote before it ended.
-        for _ in 0..2 {
-            if drained.recv_timeout(DRAIN_GRACE).is_err() {
-                break;
-            }
-        }
         self.close_stdin();
-        let Ok(emitting) = self.emitting.lock() else {
-            return;
-        };
-        self.ended.store(true, Ordering::SeqCst);
         let reason = self.kill_reason.lock().ok().and_then(|r| *r);
-        match (status, reason) {
-            (Status::Signaled(sig), Some(reason)) => events.killed(self.id, reason, Some(sig)),
-            (Status::Signaled(sig), None) => events.exit(self.id, 128 + sig, Some(sig)),
-            (Status::Exited(code), _) => events.exit(self.id, code, None),
-        };
-        drop(emitting);
-        let (lock, signal) = &self.ended_signal;
-        let _guard = lock.lock();
-        signal.notify_all();
+        self.relay.finish(match (status, reason) {
+            (Status::Signaled(sig), Some(reason)) => EventBody::Killed {
+                reason,
+                signal: Some(sig),
+            },
+            (Status::Signaled(sig), None) => EventBody::Exit {
+                code: 128 + sig,
+                signal: Some(sig),
+            },
+            (Status::Exited(code), _) => EventBody::Exit { code, signal: None },
+        });
     }
 }
 
@@ -244,46 +208,6 @@ fn wait_no_reap(pid: i32) -> Status {
             // ECHILD cannot happen for our own unreaped child; report a failure.
             return Status::Exited(255);
         }
-    }
-}
-
-fn spawn_reader(
-    exec: &Arc<Exec>,
-    mut pipe: impl Read + Send + 'static,
-    stderr: bool,
-    events: EventSender,
-    drained: mpsc::Sender<()>,
-) {
-    let exec = Arc::clone(exec);
-    let id = exec.id;
-    let name = format!("none-{}-{id}", if stderr { "err" } else { "out" });
-    let spawned = std::thread::Builder::new().name(name).spawn(move || {
-        let mut buf = vec![0u8; CHUNK];
-        loop {
-            match pipe.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    let Ok(_emitting) = exec.emitting.lock() else {
-                        break;
-                    };
-                    if exec.has_ended() {
-                        continue; // a background process writing after the exec ended
-                    }
-                    let chunk = buf[..n].to_vec();
-                    if stderr {
-                        events.stderr(exec.id, chunk);
-                    } else {
-                        events.stdout(exec.id, chunk);
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break,
-            }
-        }
-        let _ = drained.send(());
-    });
-    if let Err(e) = spawned {
-        tracing::error!(exec = id, "could not start an output reader thread: {e}");
     }
 }
 

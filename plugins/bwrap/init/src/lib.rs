@@ -1,0 +1,9 @@
+//! `sandbox-init`, PID 1 of a bwrap sandbox, and the protocol the bwrap
+//! backend speaks with it.
+//!
+//! The backend starts one long-lived `bwrap` per sandbox whose command is
+//! this binary; each exec is then a message on a socket pair, not a new
+//! sandbox (SPEC G2).
+
+pub mod proto;
+pub mod seccomp;

@@ -1,0 +1,349 @@
+//! The wire between the bwrap backend (in the server) and `sandbox-init`
+//! (PID 1 inside the sandbox): a stream socket pair, inherited by bwrap.
+//!
+//! A frame is a 4-byte little-endian length and that many bytes of JSON.
+//! File descriptors travel as `SCM_RIGHTS` on the frame's first bytes: an
+//! exec sends the write ends of the host's stdout/stderr pipes (and the read
+//! end of its stdin pipe), so output flows from the command straight to the
+//! backend — never copied through PID 1 — and ends when the command's last
+//! writer is gone.
+//!
+//! Every request carries a `seq`; its answer carries the same `seq`. Events
+//! that answer nothing (`ready`, `exited`) carry `seq` 0.
+
+use std::io;
+use std::mem;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// The protocol version `ready` announces; the backend refuses another.
+pub const VERSION: u32 = 1;
+
+/// The largest frame either side accepts (an exec's argv and environment).
+pub const MAX_FRAME: usize = 16 << 20;
+
+/// The most descriptors one frame may carry.
+pub const MAX_FDS: usize = 4;
+
+/// What the backend asks of PID 1.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "camelCase")]
+pub enum Request {
+    /// Start a command. Descriptors: stdout, stderr, and stdin when `stdin`.
+    Exec {
+        /// The backend's exec id.
+        id: u64,
+        argv: Vec<String>,
+        /// The complete environment.
+        env: Vec<(String, String)>,
+        cwd: String,
+        /// Whether a stdin descriptor follows; otherwise stdin is /dev/null.
+        stdin: bool,
+    },
+    /// Signal an exec's whole process group.
+    Signal { id: u64, signal: i32 },
+    /// Stop every process of the sandbox (SIGSTOP).
+    Freeze,
+    /// Continue them (SIGCONT).
+    Thaw,
+}
+
+/// What PID 1 says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "camelCase")]
+pub enum Reply {
+    /// PID 1 is up, its filter installed; sent once, first.
+    Ready { version: u32 },
+    /// The request was done.
+    Done,
+    /// The exec's command is running with this pid (in the sandbox's pid namespace).
+    Started { pid: i32 },
+    /// The exec could not start: `errno` from chdir or execve.
+    Failed { errno: i32, message: String },
+    /// The request was refused.
+    Refused { message: String },
+    /// An exec's command ended: its exit code, or the signal that ended it.
+    Exited {
+        id: u64,
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+}
+
+/// A request or reply and its sequence number.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Envelope<T> {
+    pub seq: u64,
+    #[serde(flatten)]
+    pub body: T,
+}
+
+/// Sends one frame, with `fds` attached.
+pub fn send<T: Serialize>(
+    socket: BorrowedFd<'_>,
+    seq: u64,
+    body: &T,
+    fds: &[BorrowedFd<'_>],
+) -> io::Result<()> {
+    let json = serde_json::to_vec(&Envelope { seq, body }).map_err(io::Error::other)?;
+    if json.len() > MAX_FRAME {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "message of {} bytes is over the {MAX_FRAME}-byte limit",
+                json.len()
+            ),
+        ));
+    }
+    if fds.len() > MAX_FDS {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "too many descriptors",
+        ));
+    }
+    let len = u32::try_from(json.len())
+        .map_err(io::Error::other)?
+        .to_le_bytes();
+    let mut frame = Vec::with_capacity(4 + json.len());
+    frame.extend_from_slice(&len);
+    frame.extend_from_slice(&json);
+    let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+    let mut sent = sendmsg(socket.as_raw_fd(), &frame, &raw)?;
+    // A stream may take the frame in pieces; the descriptors went with the first.
+    while sent < frame.len() {
+        sent += sendmsg(socket.as_raw_fd(), &frame[sent..], &[])?;
+    }
+    Ok(())
+}
+
+/// Receives one frame and the descriptors that came with it; `None` when the
+/// other side has closed the socket.
+pub fn recv<T: DeserializeOwned>(
+    socket: BorrowedFd<'_>,
+) -> io::Result<Option<(Envelope<T>, Vec<OwnedFd>)>> {
+    let mut fds = Vec::new();
+    let mut header = [0u8; 4];
+    if !read_exact(socket.as_raw_fd(), &mut header, &mut fds)? {
+        return Ok(None);
+    }
+    let len = u32::from_le_bytes(header) as usize;
+    if len > MAX_FRAME {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("frame of {len} bytes"),
+        ));
+    }
+    let mut body = vec![0u8; len];
+    if !read_exact(socket.as_raw_fd(), &mut body, &mut fds)? {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the socket closed inside a frame",
+        ));
+    }
+    let envelope =
+        serde_json::from_slice(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    Ok(Some((envelope, fds)))
+}
+
+/// Fills `buf`; `false` on end-of-file before the first byte.
+fn read_exact(socket: RawFd, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::Result<bool> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let n = recvmsg(socket, &mut buf[filled..], fds)?;
+        if n == 0 {
+            if filled == 0 {
+                return Ok(false);
+            }
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the socket closed inside a frame",
+            ));
+        }
+        filled += n;
+    }
+    Ok(true)
+}
+
+const CMSG_SPACE: usize = {
+    // CMSG_SPACE(MAX_FDS * sizeof(int)) on Linux: header + data, aligned to usize.
+    let align = mem::size_of::<usize>();
+    let header = (mem::size_of::<libc::cmsghdr>() + align - 1) & !(align - 1);
+    let data = (MAX_FDS * mem::size_of::<RawFd>() + align - 1) & !(align - 1);
+    header + data
+};
+
+/// Ancillary space, aligned for `cmsghdr`.
+#[repr(C, align(8))]
+struct CmsgBuf([u8; CMSG_SPACE]);
+
+fn sendmsg(socket: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    let mut cmsg = CmsgBuf([0; CMSG_SPACE]);
+    // SAFETY: an all-zero msghdr is a valid empty message.
+    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !fds.is_empty() {
+        let payload = mem::size_of_val(fds);
+        msg.msg_control = cmsg.0.as_mut_ptr().cast();
+        // SAFETY: CMSG_SPACE only computes a size.
+        msg.msg_controllen = unsafe { libc::CMSG_SPACE(payload as u32) } as usize;
+        // SAFETY: msg_control points at a buffer of at least CMSG_SPACE(payload)
+        // bytes (fds.len() <= MAX_FDS), so the first header and its data fit.
+        unsafe {
+            let header = libc::CMSG_FIRSTHDR(&msg);
+            (*header).cmsg_level = libc::SOL_SOCKET;
+            (*header).cmsg_type = libc::SCM_RIGHTS;
+            (*header).cmsg_len = libc::CMSG_LEN(payload as u32) as usize;
+            std::ptr::copy_nonoverlapping(
+                fds.as_ptr().cast::<u8>(),
+                libc::CMSG_DATA(header),
+                payload,
+            );
+        }
+    }
+    loop {
+        // SAFETY: msg describes valid buffers that outlive the call.
+        let n = unsafe { libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+fn recvmsg(socket: RawFd, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut cmsg = CmsgBuf([0; CMSG_SPACE]);
+    // SAFETY: an all-zero msghdr is a valid empty message.
+    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cmsg.0.as_mut_ptr().cast();
+    msg.msg_controllen = CMSG_SPACE;
+    let n = loop {
+        // SAFETY: msg describes valid buffers that outlive the call.
+        let n = unsafe { libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n >= 0 {
+            break n as usize;
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    };
+    // SAFETY: the kernel filled msg_control/msg_controllen; the CMSG macros walk
+    // only within it, and every SCM_RIGHTS entry holds descriptors now ours.
+    unsafe {
+        let mut header = libc::CMSG_FIRSTHDR(&msg);
+        while !header.is_null() {
+            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(header);
+                let bytes = (*header).cmsg_len as usize - (data as usize - header as usize);
+                for i in 0..bytes / mem::size_of::<RawFd>() {
+                    let fd = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
+                    fds.push(OwnedFd::from_raw_fd(fd));
+                }
+            }
+            header = libc::CMSG_NXTHDR(&msg, header);
+        }
+    }
+    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "too many descriptors in one frame",
+        ));
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+    use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn frames_and_descriptors_cross() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let (mut r, w) = std::io::pipe().unwrap();
+        let request = Request::Exec {
+            id: 7,
+            argv: vec!["echo".into(), "hi".into()],
+            env: vec![("PATH".into(), "/bin".into())],
+            cwd: "/".into(),
+            stdin: false,
+        };
+        send(a.as_fd(), 3, &request, &[w.as_fd()]).unwrap();
+        drop(w);
+        let (got, fds) = recv::<Request>(b.as_fd()).unwrap().unwrap();
+        assert_eq!(
+            got,
+            Envelope {
+                seq: 3,
+                body: request
+            }
+        );
+        assert_eq!(fds.len(), 1);
+        // The received descriptor is the pipe's write end.
+        let mut writer = std::fs::File::from(fds.into_iter().next().unwrap());
+        writer.write_all(b"through").unwrap();
+        drop(writer);
+        let mut text = String::new();
+        r.read_to_string(&mut text).unwrap();
+        assert_eq!(text, "through");
+    }
+
+    #[test]
+    fn large_frames_and_end_of_file() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let big = "x".repeat(3 << 20);
+        let reader = std::thread::spawn(move || {
+            let first = recv::<Reply>(b.as_fd()).unwrap().unwrap().0;
+            let end = recv::<Reply>(b.as_fd()).unwrap();
+            (first, end.is_none())
+        });
+        send(
+            a.as_fd(),
+            1,
+            &Reply::Refused {
+                message: big.clone(),
+            },
+            &[],
+        )
+        .unwrap();
+        drop(a);
+        let (first, ended) = reader.join().unwrap();
+        assert_eq!(first.body, Reply::Refused { message: big });
+        assert!(ended);
+    }
+
+    #[test]
+    fn the_wire_names_are_stable() {
+        let json = serde_json::to_string(&Envelope {
+            seq: 0,
+            body: Reply::Exited {
+                id: 2,
+                code: Some(1),
+                signal: None,
+            },
+        })
+        .unwrap();
+        assert_eq!(
+            json,
+            r#"{"seq":0,"op":"exited","id":2,"code":1,"signal":null}"#
+        );
+    }
+}

@@ -1,0 +1,163 @@
+//! The backend's end of the socket to `sandbox-init`: requests wait for
+//! their answer; `exited` events go to a handler; one reader thread.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sandbox_init::proto::{self, Reply, Request};
+
+/// How long a request may wait for PID 1's answer.
+const ANSWER_PATIENCE: Duration = Duration::from_secs(30);
+
+/// How a command ended, as PID 1 saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+/// What the reader thread reports.
+pub trait ControlEvents: Send + Sync + 'static {
+    /// An exec's command ended.
+    fn exited(&self, exec_id: u64, exit: Exit);
+    /// PID 1 is gone (the socket closed or broke).
+    fn lost(&self);
+}
+
+type Waiters = Mutex<HashMap<u64, mpsc::Sender<Reply>>>;
+
+/// The connection to one sandbox's PID 1.
+pub struct Control {
+    socket: UnixStream,
+    /// Serialises frames: several execs may send at once.
+    send_lock: Mutex<()>,
+    next_seq: AtomicU64,
+    waiters: Arc<Waiters>,
+}
+
+impl Control {
+    /// Reads the `ready` that PID 1 sends first, then starts the reader.
+    pub fn start(
+        socket: UnixStream,
+        patience: Duration,
+        events: Arc<dyn ControlEvents>,
+    ) -> io::Result<Self> {
+        socket.set_read_timeout(Some(patience))?;
+        let ready = proto::recv::<Reply>(socket.as_fd()).map_err(|e| match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("sandbox-init did not start within {patience:?}"),
+            ),
+            _ => e,
+        })?;
+        match ready {
+            Some((envelope, _))
+                if envelope.body
+                    == (Reply::Ready {
+                        version: proto::VERSION,
+                    }) => {}
+            Some((envelope, _)) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "sandbox-init answered {:?} instead of ready (protocol {})",
+                        envelope.body,
+                        proto::VERSION
+                    ),
+                ));
+            }
+            None => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "sandbox-init exited before it was ready",
+                ));
+            }
+        }
+        socket.set_read_timeout(None)?;
+        let waiters: Arc<Waiters> = Arc::default();
+        let reader = socket.try_clone()?;
+        let reader_waiters = Arc::clone(&waiters);
+        std::thread::Builder::new()
+            .name("bwrap-control".into())
+            .spawn(move || read_loop(&reader, &reader_waiters, events.as_ref()))?;
+        Ok(Self {
+            socket,
+            send_lock: Mutex::new(()),
+            next_seq: AtomicU64::new(1),
+            waiters,
+        })
+    }
+
+    /// Sends a request (with descriptors) and waits for its answer.
+    pub fn call(&self, request: &Request, fds: &[BorrowedFd<'_>]) -> io::Result<Reply> {
+        let seq = self.next_seq.fetch_add(1, Ordering::SeqCst);
+        let (tx, rx) = mpsc::channel();
+        self.waiters.lock().map_err(|_| poisoned())?.insert(seq, tx);
+        let sent = {
+            let _frame = self.send_lock.lock().map_err(|_| poisoned())?;
+            proto::send(self.socket.as_fd(), seq, request, fds)
+        };
+        if let Err(e) = sent {
+            self.forget(seq);
+            return Err(e);
+        }
+        match rx.recv_timeout(ANSWER_PATIENCE) {
+            Ok(reply) => Ok(reply),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                self.forget(seq);
+                Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "sandbox-init did not answer",
+                ))
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the sandbox is gone (sandbox-init exited)",
+            )),
+        }
+    }
+
+    /// Tells PID 1 to end the sandbox: it sees end-of-file, kills every
+    /// process and exits.
+    pub fn close(&self) {
+        let _ = self.socket.shutdown(std::net::Shutdown::Both);
+    }
+
+    fn forget(&self, seq: u64) {
+        if let Ok(mut waiters) = self.waiters.lock() {
+            waiters.remove(&seq);
+        }
+    }
+}
+
+fn poisoned() -> io::Error {
+    io::Error::other("control lock poisoned")
+}
+
+fn read_loop(socket: &UnixStream, waiters: &Waiters, events: &dyn ControlEvents) {
+    while let Ok(Some((envelope, _))) = proto::recv::<Reply>(socket.as_fd()) {
+        match envelope.body {
+            Reply::Exited { id, code, signal } => events.exited(id, Exit { code, signal }),
+            body => {
+                let waiter = waiters
+                    .lock()
+                    .ok()
+                    .and_then(|mut w| w.remove(&envelope.seq));
+                if let Some(waiter) = waiter {
+                    let _ = waiter.send(body);
+                }
+            }
+        }
+    }
+    // Wake every caller still waiting: their senders are dropped.
+    if let Ok(mut w) = waiters.lock() {
+        w.clear();
+    }
+    events.lost();
+}

@@ -1,0 +1,458 @@
+//! The bwrap command line for a spec: a pure function of the spec and what
+//! exists on the host (asked through [`HostFacts`], faked in tests).
+//!
+//! What the sandbox sees, in mount order (later mounts cover earlier ones):
+//! 1. a read-only system view (`/usr`, `/etc`, …), a private `/proc`, `/dev`
+//!    and `/tmp`, and an empty private `$HOME` when no bind covers it;
+//! 2. the spec's binds, parents before children: writable in chat mode
+//!    unless `readOnly`, read-only otherwise (SPEC F2); `runnerStateDirs`
+//!    writable in every mode (F4);
+//! 3. write protection for `protectedPaths` (F3, H11) and the mandatory
+//!    denies that exist (shell rc files in `$HOME` and at the top of every
+//!    writable root, `.git/hooks`, `.git/config`, agent config): each is
+//!    re-bound read-only, and each of its ancestors below the writable root
+//!    is made a mount point of its own, so neither it nor an ancestor can be
+//!    renamed or removed (EBUSY) to get around the read-only mount;
+//! 4. masks over the secrets (`~/.ssh`, …, `/etc/shadow`, …): an empty
+//!    read-only tmpfs over a directory, `/dev/null` over a file.
+//!
+//! Every path is used in its literal and its symlink-resolved spelling (F6).
+//! Mount sources are host paths; the native backend shows each bind at its
+//! own path unless the spec names another `guestPath`.
+
+use std::collections::BTreeSet;
+use std::ffi::{OsStr, OsString};
+use std::path::{Component, Path, PathBuf};
+
+use sandbox_plugin_api::SandboxSpec;
+
+use crate::lists::{
+    HOME_SECRETS, MANDATORY_WRITE_DENY, SSH_HOST_KEY_DIR, SYSTEM_LINKS, SYSTEM_SECRETS, SYSTEM_VIEW,
+};
+
+/// Where `sandbox-init` appears inside every sandbox.
+pub const INIT_IN_SANDBOX: &str = "/.sandbox-init";
+
+/// What a path is on the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    File,
+    Dir,
+}
+
+/// What the plan needs to know about the host filesystem.
+pub trait HostFacts {
+    /// What `path` is, following symlinks; `None` if nothing is there.
+    fn kind(&self, path: &Path) -> Option<Kind>;
+    /// `path` with every symlink resolved, if it exists.
+    fn resolve(&self, path: &Path) -> Option<PathBuf>;
+    /// The target of `path` if `path` itself is a symlink.
+    fn link_target(&self, path: &Path) -> Option<PathBuf>;
+    /// The names in a directory.
+    fn list(&self, dir: &Path) -> Vec<OsString>;
+}
+
+/// The real filesystem.
+pub struct RealHost;
+
+impl HostFacts for RealHost {
+    fn kind(&self, path: &Path) -> Option<Kind> {
+        let meta = std::fs::metadata(path).ok()?;
+        Some(if meta.is_dir() { Kind::Dir } else { Kind::File })
+    }
+
+    fn resolve(&self, path: &Path) -> Option<PathBuf> {
+        std::fs::canonicalize(path).ok()
+    }
+
+    fn link_target(&self, path: &Path) -> Option<PathBuf> {
+        std::fs::read_link(path).ok()
+    }
+
+    fn list(&self, dir: &Path) -> Vec<OsString> {
+        std::fs::read_dir(dir)
+            .map(|d| d.filter_map(Result::ok).map(|e| e.file_name()).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// What to plan for.
+pub struct PlanInput<'a> {
+    pub spec: &'a SandboxSpec,
+    /// The home directory whose secrets are masked and rc files protected.
+    pub home: Option<&'a Path>,
+    /// `sandbox-init` on the host.
+    pub init: &'a Path,
+    /// The descriptor number the control socket has in bwrap.
+    pub control_fd: i32,
+    /// More read-only system directories (config `system_paths`).
+    pub extra_system: &'a [PathBuf],
+}
+
+/// The plan: bwrap's arguments and what they do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Everything after `bwrap`.
+    pub args: Vec<OsString>,
+    /// The working directory of execs that name none.
+    pub workdir: PathBuf,
+    /// Guest paths re-bound read-only.
+    pub protected: Vec<PathBuf>,
+    /// Guest paths masked.
+    pub masked: Vec<PathBuf>,
+}
+
+/// A spec the backend cannot honour as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanError {
+    /// A bind's host path does not exist.
+    BindMissing(PathBuf),
+    /// A path is not absolute.
+    NotAbsolute(&'static str, PathBuf),
+    /// A protected path inside a writable bind does not exist: mounts can
+    /// only protect what exists, so it could be created.
+    ProtectedMissing(PathBuf),
+    /// The workdir is not inside any bind.
+    WorkdirHidden(PathBuf),
+}
+
+impl std::error::Error for PlanError {}
+
+impl std::fmt::Display for PlanError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::BindMissing(p) => write!(f, "bind mount hostPath {} does not exist", p.display()),
+            Self::NotAbsolute(field, p) => {
+                write!(f, "{field} {} is not an absolute path", p.display())
+            }
+            Self::ProtectedMissing(p) => write!(
+                f,
+                "protected path {} does not exist inside a writable bind; bubblewrap can only protect what exists, \
+                 so it could be created — create it first or make the bind read-only",
+                p.display()
+            ),
+            Self::WorkdirHidden(p) => write!(
+                f,
+                "guestWorkdir {} is not inside any bind mount",
+                p.display()
+            ),
+        }
+    }
+}
+
+/// One place a host directory is shown inside the sandbox.
+#[derive(Debug, Clone)]
+struct View {
+    /// The host directory, symlinks resolved.
+    host: PathBuf,
+    /// Where it appears.
+    guest: PathBuf,
+    writable: bool,
+}
+
+impl View {
+    /// Where a host path (symlinks resolved) appears through this view.
+    fn guest_of(&self, host_path: &Path) -> Option<PathBuf> {
+        let rel = host_path.strip_prefix(&self.host).ok()?;
+        Some(if rel.as_os_str().is_empty() {
+            self.guest.clone()
+        } else {
+            self.guest.join(rel)
+        })
+    }
+}
+
+fn depth(path: &Path) -> usize {
+    path.components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .count()
+}
+
+struct Args(Vec<OsString>);
+
+impl Args {
+    fn flag(&mut self, flag: &str) {
+        self.0.push(flag.into());
+    }
+
+    fn one(&mut self, flag: &str, a: impl AsRef<OsStr>) {
+        self.0.push(flag.into());
+        self.0.push(a.as_ref().to_owned());
+    }
+
+    fn two(&mut self, flag: &str, a: impl AsRef<OsStr>, b: impl AsRef<OsStr>) {
+        self.0.push(flag.into());
+        self.0.push(a.as_ref().to_owned());
+        self.0.push(b.as_ref().to_owned());
+    }
+}
+
+/// Computes bwrap's arguments for a spec.
+pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanError> {
+    let spec = input.spec;
+    let mut args = Args(Vec::new());
+    for flag in [
+        "--unshare-user",
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--as-pid-1",
+        "--clearenv",
+    ] {
+        args.flag(flag);
+    }
+    args.one("--cap-drop", "ALL");
+
+    // 1. The system view.
+    for dir in SYSTEM_VIEW
+        .iter()
+        .map(PathBuf::from)
+        .chain(input.extra_system.iter().cloned())
+    {
+        if host.kind(&dir) == Some(Kind::Dir) {
+            args.two("--ro-bind", &dir, &dir);
+        }
+    }
+    for link in SYSTEM_LINKS.iter().map(Path::new) {
+        match (host.link_target(link), host.kind(link)) {
+            (Some(target), Some(_)) => args.two("--symlink", target, link),
+            (None, Some(Kind::Dir)) => args.two("--ro-bind", link, link),
+            _ => {}
+        }
+    }
+    args.one("--proc", "/proc");
+    args.one("--dev", "/dev");
+    args.one("--tmpfs", "/tmp");
+    args.one("--tmpfs", "/var/tmp");
+
+    // 2. The binds.
+    let mut views = Vec::new();
+    for bind in &spec.bind_mounts {
+        let literal = &bind.host_path;
+        if !literal.is_absolute() {
+            return Err(PlanError::NotAbsolute(
+                "bind mount hostPath",
+                literal.clone(),
+            ));
+        }
+        let resolved = host
+            .resolve(literal)
+            .ok_or_else(|| PlanError::BindMissing(literal.clone()))?;
+        let writable = spec.binds_writable() && !bind.read_only;
+        let guest = bind.guest_path();
+        if !guest.is_absolute() {
+            return Err(PlanError::NotAbsolute(
+                "bind mount guestPath",
+                guest.to_path_buf(),
+            ));
+        }
+        push_view(&mut views, &resolved, guest, writable);
+        if bind.guest_path.is_none() && resolved != *literal {
+            push_view(&mut views, &resolved, &resolved, writable);
+        }
+    }
+    for dir in &spec.runner_state_dirs {
+        if !dir.is_absolute() {
+            return Err(PlanError::NotAbsolute("runnerStateDirs entry", dir.clone()));
+        }
+        let resolved = host
+            .resolve(dir)
+            .ok_or_else(|| PlanError::BindMissing(dir.clone()))?;
+        push_view(&mut views, &resolved, dir, true);
+        if resolved != *dir {
+            push_view(&mut views, &resolved, &resolved, true);
+        }
+    }
+    let home = input
+        .home
+        .map(|h| host.resolve(h).unwrap_or_else(|| h.to_path_buf()));
+    if let Some(home) = &home
+        && !views.iter().any(|v| v.guest_of(home).is_some())
+    {
+        // No bind shows $HOME: the sandbox gets an empty private one.
+        args.one("--tmpfs", home);
+    }
+    // Parents before children (a later parent mount would hide a child).
+    let mut ordered: Vec<&View> = views.iter().collect();
+    ordered.sort_by_key(|v| depth(&v.guest));
+    for view in &ordered {
+        let flag = if view.writable { "--bind" } else { "--ro-bind" };
+        args.two(flag, &view.host, &view.guest);
+    }
+
+    // 3. Write protection inside writable views.
+    let mut protected = Vec::new();
+    let mut pinned = BTreeSet::new();
+    for target in write_protected(spec, home.as_deref(), &views, host)? {
+        for view in views.iter().filter(|v| v.writable) {
+            let Some(guest) = view.guest_of(&target) else {
+                continue;
+            };
+            if guest == view.guest {
+                continue; // a whole writable root listed as protected: see below
+            }
+            for ancestor in ancestors_below(&guest, &view.guest) {
+                if pinned.insert(ancestor.clone()) {
+                    let source = view
+                        .host
+                        .join(ancestor.strip_prefix(&view.guest).unwrap_or(&ancestor));
+                    args.two("--bind", source, &ancestor);
+                }
+            }
+            args.two("--ro-bind", &target, &guest);
+            protected.push(guest);
+        }
+        // A protected path that is itself a writable root is made read-only.
+        for view in views.iter().filter(|v| v.writable && v.host == target) {
+            args.two("--ro-bind", &target, &view.guest);
+            protected.push(view.guest.clone());
+        }
+    }
+
+    // 4. Secrets.
+    let mut masked = Vec::new();
+    for (secret, kind) in secrets(home.as_deref(), host) {
+        let mut guests: Vec<PathBuf> = views.iter().filter_map(|v| v.guest_of(&secret)).collect();
+        if SYSTEM_VIEW.iter().any(|dir| secret.starts_with(dir)) {
+            guests.push(secret.clone());
+        }
+        guests.sort();
+        guests.dedup();
+        for guest in guests {
+            match kind {
+                Kind::Dir => {
+                    args.one("--tmpfs", &guest);
+                    args.one("--remount-ro", &guest);
+                }
+                Kind::File => args.two("--ro-bind", "/dev/null", &guest),
+            }
+            masked.push(guest);
+        }
+    }
+
+    let workdir = match &spec.guest_workdir {
+        Some(dir) => {
+            let visible = views.iter().any(|v| dir.starts_with(&v.guest));
+            if !visible {
+                return Err(PlanError::WorkdirHidden(dir.clone()));
+            }
+            dir.clone()
+        }
+        None => ordered
+            .first()
+            .map_or_else(|| PathBuf::from("/"), |v| v.guest.clone()),
+    };
+
+    args.two("--ro-bind", input.init, INIT_IN_SANDBOX);
+    args.flag("--");
+    args.flag(INIT_IN_SANDBOX);
+    args.one("--control-fd", input.control_fd.to_string());
+    Ok(Plan {
+        args: args.0,
+        workdir,
+        protected,
+        masked,
+    })
+}
+
+fn push_view(views: &mut Vec<View>, host: &Path, guest: &Path, writable: bool) {
+    if let Some(existing) = views.iter_mut().find(|v| v.guest == guest) {
+        // The same place named twice: the stricter wins.
+        existing.writable &= writable;
+        return;
+    }
+    views.push(View {
+        host: host.to_path_buf(),
+        guest: guest.to_path_buf(),
+        writable,
+    });
+}
+
+/// The guest directories strictly between `root` and `path`, top down.
+fn ancestors_below(path: &Path, root: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = path
+        .ancestors()
+        .skip(1)
+        .take_while(|a| a.starts_with(root) && *a != root)
+        .map(Path::to_path_buf)
+        .collect();
+    out.reverse();
+    out
+}
+
+/// Host paths (resolved) to keep read-only: `protectedPaths` and the
+/// mandatory denies that exist in `$HOME` and at the top of writable roots.
+fn write_protected(
+    spec: &SandboxSpec,
+    home: Option<&Path>,
+    views: &[View],
+    host: &dyn HostFacts,
+) -> Result<Vec<PathBuf>, PlanError> {
+    let mut out = BTreeSet::new();
+    for path in &spec.protected_paths {
+        if !path.is_absolute() {
+            return Err(PlanError::NotAbsolute("protectedPaths entry", path.clone()));
+        }
+        match host.resolve(path) {
+            Some(resolved) => {
+                out.insert(resolved);
+            }
+            None => {
+                let exposed = views
+                    .iter()
+                    .any(|v| v.writable && path.starts_with(&v.host));
+                if exposed {
+                    return Err(PlanError::ProtectedMissing(path.clone()));
+                }
+            }
+        }
+    }
+    let mut roots: Vec<PathBuf> = views
+        .iter()
+        .filter(|v| v.writable)
+        .map(|v| v.host.clone())
+        .collect();
+    roots.extend(home.map(Path::to_path_buf));
+    for root in roots {
+        for (name, _why) in MANDATORY_WRITE_DENY {
+            if let Some(resolved) = host.resolve(&root.join(name)) {
+                out.insert(resolved);
+            }
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
+/// Secrets that exist, resolved, with their kind.
+fn secrets(home: Option<&Path>, host: &dyn HostFacts) -> Vec<(PathBuf, Kind)> {
+    let mut candidates: Vec<PathBuf> = SYSTEM_SECRETS
+        .iter()
+        .map(|(p, _)| PathBuf::from(p))
+        .collect();
+    if let Some(home) = home {
+        candidates.extend(HOME_SECRETS.iter().map(|(p, _)| home.join(p)));
+    }
+    let key_dir = Path::new(SSH_HOST_KEY_DIR);
+    for name in host.list(key_dir) {
+        let text = name.to_string_lossy();
+        if text.starts_with("ssh_host_") && text.ends_with("_key") {
+            candidates.push(key_dir.join(&name));
+        }
+    }
+    let mut out: Vec<(PathBuf, Kind)> = candidates
+        .into_iter()
+        .filter_map(|p| Some((host.resolve(&p)?, host.kind(&p)?)))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

@@ -1,0 +1,434 @@
+//! The plan, against a fake host.
+
+use std::collections::BTreeMap;
+
+use sandbox_plugin_api::{SandboxBindMount, SandboxMode};
+
+use super::*;
+
+/// A host made of a few paths.
+#[derive(Default)]
+struct FakeHost {
+    kinds: BTreeMap<PathBuf, Kind>,
+    links: BTreeMap<PathBuf, PathBuf>,
+}
+
+impl FakeHost {
+    fn standard() -> Self {
+        let mut host = Self::default();
+        for dir in [
+            "/usr",
+            "/etc",
+            "/etc/ssh",
+            "/etc/sudoers.d",
+            "/home/u",
+            "/work/proj",
+            "/data/real",
+        ] {
+            host.dir(dir);
+        }
+        for file in [
+            "/etc/shadow",
+            "/etc/ssh/ssh_host_ed25519_key",
+            "/etc/ssh/ssh_config",
+            "/etc/ssh/ssh_host_ed25519_key.pub",
+        ] {
+            host.file(file);
+        }
+        host.links.insert("/bin".into(), "usr/bin".into());
+        host.kinds.insert("/bin".into(), Kind::Dir);
+        host
+    }
+
+    fn dir(&mut self, p: &str) -> &mut Self {
+        self.kinds.insert(p.into(), Kind::Dir);
+        self
+    }
+
+    fn file(&mut self, p: &str) -> &mut Self {
+        self.kinds.insert(p.into(), Kind::File);
+        self
+    }
+
+    /// `from` is a symlink to the absolute `to`.
+    fn symlink(&mut self, from: &str, to: &str) -> &mut Self {
+        self.links.insert(from.into(), to.into());
+        self
+    }
+}
+
+impl HostFacts for FakeHost {
+    fn kind(&self, path: &Path) -> Option<Kind> {
+        self.kinds.get(&self.resolve(path)?).copied()
+    }
+
+    fn resolve(&self, path: &Path) -> Option<PathBuf> {
+        // Resolve absolute symlinks on any prefix.
+        for (from, to) in &self.links {
+            if to.is_absolute()
+                && let Ok(rest) = path.strip_prefix(from)
+            {
+                let target = if rest.as_os_str().is_empty() {
+                    to.clone()
+                } else {
+                    to.join(rest)
+                };
+                return self.resolve(&target);
+            }
+        }
+        self.kinds.contains_key(path).then(|| path.to_path_buf())
+    }
+
+    fn link_target(&self, path: &Path) -> Option<PathBuf> {
+        self.links.get(path).cloned()
+    }
+
+    fn list(&self, dir: &Path) -> Vec<OsString> {
+        self.kinds
+            .keys()
+            .filter(|p| p.parent() == Some(dir))
+            .filter_map(|p| p.file_name().map(OsStr::to_owned))
+            .collect()
+    }
+}
+
+fn bind(path: &str, read_only: bool) -> SandboxBindMount {
+    SandboxBindMount {
+        host_path: path.into(),
+        guest_path: None,
+        read_only,
+    }
+}
+
+fn spec_with(binds: Vec<SandboxBindMount>) -> SandboxSpec {
+    SandboxSpec {
+        bind_mounts: binds,
+        ..SandboxSpec::default()
+    }
+}
+
+fn run(spec: &SandboxSpec, host: &FakeHost) -> Result<Plan, PlanError> {
+    plan(
+        &PlanInput {
+            spec,
+            home: Some(Path::new("/home/u")),
+            init: Path::new("/opt/cc/sandbox-init"),
+            control_fd: 3,
+            extra_system: &[],
+        },
+        host,
+    )
+}
+
+fn strings(plan: &Plan) -> Vec<String> {
+    plan.args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// The position of a run of arguments, if present.
+fn find(args: &[String], run: &[&str]) -> Option<usize> {
+    args.windows(run.len())
+        .position(|w| w.iter().zip(run).all(|(a, b)| a == b))
+}
+
+fn has(args: &[String], run: &[&str]) -> bool {
+    find(args, run).is_some()
+}
+
+#[test]
+fn namespaces_hardening_and_the_init_come_first_and_last() {
+    let plan = run(
+        &spec_with(vec![bind("/work/proj", false)]),
+        &FakeHost::standard(),
+    )
+    .unwrap();
+    let args = strings(&plan);
+    for flag in [
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--as-pid-1",
+        "--clearenv",
+    ] {
+        assert!(args.contains(&flag.to_owned()), "{flag} missing: {args:?}");
+    }
+    assert!(has(&args, &["--cap-drop", "ALL"]));
+    let tail = &args[args.len() - 4..];
+    assert_eq!(tail, ["--", INIT_IN_SANDBOX, "--control-fd", "3"]);
+    assert!(has(
+        &args,
+        &["--ro-bind", "/opt/cc/sandbox-init", INIT_IN_SANDBOX]
+    ));
+}
+
+#[test]
+fn only_the_system_view_and_the_binds_are_visible() {
+    let plan = run(
+        &spec_with(vec![bind("/work/proj", false)]),
+        &FakeHost::standard(),
+    )
+    .unwrap();
+    let args = strings(&plan);
+    assert!(has(&args, &["--ro-bind", "/usr", "/usr"]));
+    assert!(has(&args, &["--ro-bind", "/etc", "/etc"]));
+    assert!(has(&args, &["--symlink", "usr/bin", "/bin"]));
+    assert!(has(&args, &["--bind", "/work/proj", "/work/proj"]));
+    assert!(
+        !args.iter().any(|a| a == "/data/real"),
+        "unbound host paths stay out"
+    );
+    assert!(
+        !has(&args, &["--ro-bind", "/", "/"]),
+        "never the whole host"
+    );
+    assert_eq!(plan.workdir, PathBuf::from("/work/proj"));
+}
+
+#[test]
+fn read_only_modes_bind_read_only_but_runner_state_stays_writable() {
+    for mode in [
+        SandboxMode::Review,
+        SandboxMode::Plan,
+        SandboxMode::Orchestrate,
+    ] {
+        let mut spec = spec_with(vec![bind("/work/proj", false)]);
+        spec.mode = mode;
+        spec.runner_state_dirs = vec!["/data/real".into()];
+        let args = strings(&run(&spec, &FakeHost::standard()).unwrap());
+        assert!(
+            has(&args, &["--ro-bind", "/work/proj", "/work/proj"]),
+            "{mode}: {args:?}"
+        );
+        assert!(
+            !has(&args, &["--bind", "/work/proj", "/work/proj"]),
+            "{mode}"
+        );
+        assert!(
+            has(&args, &["--bind", "/data/real", "/data/real"]),
+            "F4 in {mode}"
+        );
+    }
+    let spec = spec_with(vec![bind("/work/proj", true)]);
+    let args = strings(&run(&spec, &FakeHost::standard()).unwrap());
+    assert!(
+        has(&args, &["--ro-bind", "/work/proj", "/work/proj"]),
+        "readOnly in chat"
+    );
+}
+
+#[test]
+fn a_protected_path_is_read_only_and_its_ancestors_pinned() {
+    let mut host = FakeHost::standard();
+    host.dir("/work/proj/a")
+        .dir("/work/proj/a/b")
+        .dir("/work/proj/a/b/checkout");
+    let mut spec = spec_with(vec![bind("/work/proj", false)]);
+    spec.protected_paths = vec!["/work/proj/a/b/checkout".into()];
+    let plan = run(&spec, &host).unwrap();
+    let args = strings(&plan);
+    let pin_a = find(&args, &["--bind", "/work/proj/a", "/work/proj/a"]).expect("pin a");
+    let pin_b = find(&args, &["--bind", "/work/proj/a/b", "/work/proj/a/b"]).expect("pin b");
+    let ro = find(
+        &args,
+        &[
+            "--ro-bind",
+            "/work/proj/a/b/checkout",
+            "/work/proj/a/b/checkout",
+        ],
+    )
+    .expect("ro");
+    let root = find(&args, &["--bind", "/work/proj", "/work/proj"]).unwrap();
+    assert!(root < pin_a && pin_a < pin_b && pin_b < ro, "{args:?}");
+    assert_eq!(
+        plan.protected,
+        vec![PathBuf::from("/work/proj/a/b/checkout")]
+    );
+}
+
+#[test]
+fn a_protected_path_is_protected_in_every_mode_and_both_spellings() {
+    let mut host = FakeHost::standard();
+    host.dir("/data/real/repo")
+        .symlink("/work/link", "/data/real");
+    let mut spec = spec_with(vec![bind("/work/link", false)]);
+    spec.protected_paths = vec!["/work/link/repo".into()];
+    let args = strings(&run(&spec, &host).unwrap());
+    assert!(
+        has(&args, &["--bind", "/data/real", "/work/link"]),
+        "{args:?}"
+    );
+    assert!(
+        has(&args, &["--bind", "/data/real", "/data/real"]),
+        "resolved spelling: {args:?}"
+    );
+    assert!(
+        has(&args, &["--ro-bind", "/data/real/repo", "/work/link/repo"]),
+        "{args:?}"
+    );
+    assert!(
+        has(&args, &["--ro-bind", "/data/real/repo", "/data/real/repo"]),
+        "{args:?}"
+    );
+}
+
+#[test]
+fn a_protected_path_that_is_missing_inside_a_writable_bind_is_refused() {
+    let mut spec = spec_with(vec![bind("/work/proj", false)]);
+    spec.protected_paths = vec!["/work/proj/not-yet".into()];
+    let err = run(&spec, &FakeHost::standard()).unwrap_err();
+    assert_eq!(
+        err,
+        PlanError::ProtectedMissing("/work/proj/not-yet".into())
+    );
+    // Outside every bind it is invisible, so there is nothing to protect.
+    spec.protected_paths = vec!["/elsewhere/repo".into()];
+    assert!(run(&spec, &FakeHost::standard()).is_ok());
+}
+
+#[test]
+fn a_whole_writable_root_can_be_protected() {
+    let mut spec = spec_with(vec![bind("/work/proj", false)]);
+    spec.protected_paths = vec!["/work/proj".into()];
+    let args = strings(&run(&spec, &FakeHost::standard()).unwrap());
+    let rw = find(&args, &["--bind", "/work/proj", "/work/proj"]).unwrap();
+    let ro = find(&args, &["--ro-bind", "/work/proj", "/work/proj"]).expect("re-bound read-only");
+    assert!(rw < ro);
+}
+
+#[test]
+fn mandatory_denies_that_exist_are_protected_in_home_and_every_writable_root() {
+    let mut host = FakeHost::standard();
+    host.file("/home/u/.bashrc")
+        .dir("/work/proj/.git")
+        .dir("/work/proj/.git/hooks")
+        .file("/work/proj/.git/config")
+        .file("/work/proj/.bashrc");
+    let spec = spec_with(vec![bind("/home/u", false), bind("/work/proj", false)]);
+    let plan = run(&spec, &host).unwrap();
+    let args = strings(&plan);
+    for path in [
+        "/home/u/.bashrc",
+        "/work/proj/.bashrc",
+        "/work/proj/.git/hooks",
+        "/work/proj/.git/config",
+    ] {
+        assert!(has(&args, &["--ro-bind", path, path]), "{path}: {args:?}");
+    }
+    assert!(
+        has(&args, &["--bind", "/work/proj/.git", "/work/proj/.git"]),
+        ".git pinned"
+    );
+    assert!(
+        !args.iter().any(|a| a.ends_with(".zshrc")),
+        "only what exists"
+    );
+}
+
+#[test]
+fn secrets_are_masked_where_visible() {
+    let mut host = FakeHost::standard();
+    host.dir("/home/u/.ssh")
+        .file("/home/u/.netrc")
+        .dir("/home/u/.config")
+        .dir("/home/u/.config/gh");
+    let spec = spec_with(vec![bind("/home/u", false)]);
+    let plan = run(&spec, &host).unwrap();
+    let args = strings(&plan);
+    assert!(
+        has(
+            &args,
+            &["--tmpfs", "/home/u/.ssh", "--remount-ro", "/home/u/.ssh"]
+        ),
+        "{args:?}"
+    );
+    assert!(has(
+        &args,
+        &[
+            "--tmpfs",
+            "/home/u/.config/gh",
+            "--remount-ro",
+            "/home/u/.config/gh"
+        ]
+    ));
+    assert!(has(&args, &["--ro-bind", "/dev/null", "/home/u/.netrc"]));
+    assert!(has(&args, &["--ro-bind", "/dev/null", "/etc/shadow"]));
+    assert!(has(
+        &args,
+        &[
+            "--tmpfs",
+            "/etc/sudoers.d",
+            "--remount-ro",
+            "/etc/sudoers.d"
+        ]
+    ));
+    assert!(has(
+        &args,
+        &["--ro-bind", "/dev/null", "/etc/ssh/ssh_host_ed25519_key"]
+    ));
+    assert!(
+        !args.iter().any(|a| a.ends_with("ssh_host_ed25519_key.pub")),
+        "public keys stay"
+    );
+    assert!(!args.iter().any(|a| a == "/etc/ssh/ssh_config"));
+    // Masks come after the bind that exposes them.
+    let home = find(&args, &["--bind", "/home/u", "/home/u"]).unwrap();
+    let ssh = find(&args, &["--tmpfs", "/home/u/.ssh"]).unwrap();
+    assert!(home < ssh);
+}
+
+#[test]
+fn an_unbound_home_is_empty_and_private() {
+    let mut host = FakeHost::standard();
+    host.dir("/home/u/.ssh");
+    let args = strings(&run(&spec_with(vec![bind("/work/proj", false)]), &host).unwrap());
+    assert!(has(&args, &["--tmpfs", "/home/u"]), "{args:?}");
+    assert!(
+        !args.iter().any(|a| a == "/home/u/.ssh"),
+        "nothing of the real home is shown"
+    );
+}
+
+#[test]
+fn parents_are_mounted_before_children() {
+    let mut host = FakeHost::standard();
+    host.dir("/work/proj/sub");
+    let spec = spec_with(vec![
+        bind("/work/proj/sub", true),
+        bind("/work/proj", false),
+    ]);
+    let args = strings(&run(&spec, &host).unwrap());
+    let parent = find(&args, &["--bind", "/work/proj", "/work/proj"]).unwrap();
+    let child = find(&args, &["--ro-bind", "/work/proj/sub", "/work/proj/sub"]).unwrap();
+    assert!(parent < child);
+}
+
+#[test]
+fn bad_specs_are_refused_with_the_reason() {
+    let host = FakeHost::standard();
+    assert_eq!(
+        run(&spec_with(vec![bind("/nope", false)]), &host).unwrap_err(),
+        PlanError::BindMissing("/nope".into())
+    );
+    assert!(matches!(
+        run(&spec_with(vec![bind("relative", false)]), &host).unwrap_err(),
+        PlanError::NotAbsolute(..)
+    ));
+    let mut spec = spec_with(vec![bind("/work/proj", false)]);
+    spec.guest_workdir = Some("/data/real".into());
+    assert_eq!(
+        run(&spec, &host).unwrap_err(),
+        PlanError::WorkdirHidden("/data/real".into())
+    );
+    assert!(
+        PlanError::ProtectedMissing("/x".into())
+            .to_string()
+            .contains("only protect what exists")
+    );
+}

@@ -1,0 +1,573 @@
+//! One warm sandbox: a long-lived bwrap whose PID 1 is `sandbox-init`, and
+//! the execs it runs (SPEC G2).
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, PipeWriter, Write};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sandbox_exec_relay::Relay;
+use sandbox_init::proto::{Reply, Request};
+use sandbox_plugin_api::sdk::{EventSender, SandboxImpl};
+use sandbox_plugin_api::{
+    ErrorCode, EventBody, ExecRequest, KillReason, PluginError, SandboxInfo, SandboxState,
+};
+
+use crate::control::{Control, ControlEvents, Exit};
+use crate::plan::Plan;
+use crate::probe::Tools;
+use crate::spawner;
+use crate::violations::StderrWatch;
+
+/// The descriptor number of the control socket inside bwrap.
+pub const CONTROL_FD: i32 = 3;
+
+/// How long a sandbox may take to say it is ready.
+const START_PATIENCE: Duration = Duration::from_secs(20);
+
+/// How long destroy waits for bwrap to exit before killing it.
+const EXIT_PATIENCE: Duration = Duration::from_secs(5);
+
+struct ExecState {
+    relay: Arc<Relay>,
+    stdin: Mutex<Option<PipeWriter>>,
+    /// Why we signalled it, if we did; decides `killed` over `exit`.
+    kill_reason: Mutex<Option<KillReason>>,
+}
+
+type Execs = Arc<Mutex<HashMap<u64, Arc<ExecState>>>>;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Life {
+    Live,
+    Suspended,
+    Destroyed,
+    /// PID 1 went away on its own.
+    Lost,
+}
+
+/// Hears from PID 1.
+struct Handler {
+    execs: Execs,
+    life: Arc<Mutex<Life>>,
+}
+
+impl ControlEvents for Handler {
+    fn exited(&self, exec_id: u64, exit: Exit) {
+        let exec = self.execs.lock().ok().and_then(|mut m| m.remove(&exec_id));
+        let Some(exec) = exec else { return };
+        let reason = exec.kill_reason.lock().ok().and_then(|r| *r);
+        let terminal = match (exit.signal, reason) {
+            (Some(sig), Some(reason)) => EventBody::Killed {
+                reason,
+                signal: Some(sig),
+            },
+            (Some(sig), None) => EventBody::Exit {
+                code: 128 + sig,
+                signal: Some(sig),
+            },
+            (None, _) => EventBody::Exit {
+                code: exit.code.unwrap_or(0),
+                signal: None,
+            },
+        };
+        if let Ok(mut stdin) = exec.stdin.lock() {
+            stdin.take();
+        }
+        // Draining may wait on a background writer: not on the control thread.
+        let _ = std::thread::Builder::new()
+            .name(format!("bwrap-finish-{exec_id}"))
+            .spawn(move || exec.relay.finish(terminal));
+    }
+
+    /// PID 1 is gone, and every process with it: the execs still listed
+    /// were killed (by destroy, or by whatever ended the sandbox).
+    fn lost(&self) {
+        if let Ok(mut life) = self.life.lock()
+            && *life != Life::Destroyed
+        {
+            tracing::error!("sandbox-init exited on its own; the sandbox is gone");
+            *life = Life::Lost;
+        }
+        let execs: Vec<Arc<ExecState>> = self
+            .execs
+            .lock()
+            .map(|mut m| m.drain().map(|(_, e)| e).collect())
+            .unwrap_or_default();
+        for exec in execs {
+            let reason = exec
+                .kill_reason
+                .lock()
+                .ok()
+                .and_then(|r| *r)
+                .unwrap_or(KillReason::Other);
+            exec.relay.finish(EventBody::Killed {
+                reason,
+                signal: Some(libc::SIGKILL),
+            });
+        }
+    }
+}
+
+/// A running sandbox.
+pub struct BwrapSandbox {
+    events: EventSender,
+    control: Arc<Control>,
+    bwrap: Mutex<Option<Child>>,
+    bwrap_pid: u32,
+    plan: Plan,
+    execs: Execs,
+    life: Arc<Mutex<Life>>,
+    next_id: AtomicU64,
+}
+
+impl BwrapSandbox {
+    /// Starts bwrap with the plan and waits for PID 1's `ready`.
+    pub fn launch(tools: &Tools, plan: Plan, events: EventSender) -> Result<Self, PluginError> {
+        let (ours, theirs) = UnixStream::pair()
+            .map_err(|e| PluginError::other(format!("creating the control socket: {e}")))?;
+        let mut command = Command::new(&tools.bwrap);
+        command
+            .args(&plan.args)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let their_fd = theirs
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| PluginError::other(e.to_string()))?;
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&their_fd);
+        // SAFETY: runs in the forked child before exec; dup2 and fcntl are
+        // async-signal-safe and only touch descriptors of the child.
+        unsafe {
+            command.pre_exec(move || {
+                if raw == CONTROL_FD {
+                    let flags = libc::fcntl(raw, libc::F_GETFD);
+                    libc::fcntl(raw, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+                } else if libc::dup2(raw, CONTROL_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = spawner::spawn(command)
+            .map_err(|e| PluginError::other(format!("starting {}: {e}", tools.bwrap.display())))?;
+        drop(their_fd);
+        drop(theirs);
+        let stderr_tail = Arc::new(Mutex::new(Vec::new()));
+        if let Some(stderr) = child.stderr.take() {
+            let tail = Arc::clone(&stderr_tail);
+            let _ = std::thread::Builder::new()
+                .name("bwrap-stderr".into())
+                .spawn(move || log_stderr(stderr, &tail));
+        }
+        let execs: Execs = Arc::default();
+        let life = Arc::new(Mutex::new(Life::Live));
+        let handler = Arc::new(Handler {
+            execs: Arc::clone(&execs),
+            life: Arc::clone(&life),
+        });
+        let control = match Control::start(ours, START_PATIENCE, handler) {
+            Ok(control) => Arc::new(control),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                // Let the stderr reader collect what bwrap said.
+                std::thread::sleep(Duration::from_millis(50));
+                let said = stderr_tail.lock().map(|t| t.join("; ")).unwrap_or_default();
+                let said = if said.is_empty() {
+                    String::new()
+                } else {
+                    format!(" — bwrap said: {said}")
+                };
+                return Err(PluginError::other(format!(
+                    "the sandbox did not start: {e}{said}"
+                )));
+            }
+        };
+        Ok(Self {
+            events,
+            control,
+            bwrap_pid: child.id(),
+            bwrap: Mutex::new(Some(child)),
+            plan,
+            execs,
+            life,
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    fn life(&self) -> Life {
+        self.life.lock().map(|l| l.clone()).unwrap_or(Life::Lost)
+    }
+
+    fn find(&self, exec_id: u64) -> Result<Arc<ExecState>, PluginError> {
+        self.execs
+            .lock()
+            .map_err(|_| PluginError::other("exec table poisoned"))?
+            .get(&exec_id)
+            .cloned()
+            .ok_or_else(|| {
+                PluginError::new(
+                    ErrorCode::NOT_FOUND,
+                    format!("no running exec {exec_id} in this sandbox"),
+                )
+            })
+    }
+
+    fn signal(
+        &self,
+        exec_id: u64,
+        exec: &ExecState,
+        signal: i32,
+        reason: KillReason,
+    ) -> Result<(), PluginError> {
+        if let Ok(mut r) = exec.kill_reason.lock() {
+            r.get_or_insert(reason);
+        }
+        match self.control.call(
+            &Request::Signal {
+                id: exec_id,
+                signal,
+            },
+            &[],
+        ) {
+            Ok(Reply::Done) => Ok(()),
+            Ok(Reply::Refused { message }) => Err(PluginError::new(ErrorCode::NOT_FOUND, message)),
+            Ok(other) => Err(PluginError::other(format!("unexpected answer {other:?}"))),
+            Err(e) => Err(PluginError::other(format!(
+                "signalling exec {exec_id}: {e}"
+            ))),
+        }
+    }
+
+    fn freeze(
+        &self,
+        request: Request,
+        from: Life,
+        to: Life,
+        state: SandboxState,
+    ) -> Result<(), PluginError> {
+        let mut life = self
+            .life
+            .lock()
+            .map_err(|_| PluginError::other("state lock poisoned"))?;
+        if *life == to {
+            return Ok(());
+        }
+        if *life != from {
+            return Err(PluginError::invalid(
+                format!("the sandbox is {:?}", *life).to_lowercase(),
+            ));
+        }
+        match self.control.call(&request, &[]) {
+            Ok(Reply::Done) => {
+                *life = to;
+                drop(life);
+                self.events.state(state);
+                Ok(())
+            }
+            Ok(other) => Err(PluginError::other(format!(
+                "sandbox-init refused: {other:?}"
+            ))),
+            Err(e) => Err(PluginError::other(e.to_string())),
+        }
+    }
+}
+
+fn log_stderr(stderr: std::process::ChildStderr, tail: &Mutex<Vec<String>>) {
+    for line in BufReader::new(stderr).lines() {
+        let Ok(line) = line else { break };
+        tracing::warn!("bwrap: {line}");
+        if let Ok(mut tail) = tail.lock() {
+            if tail.len() >= 5 {
+                tail.remove(0);
+            }
+            tail.push(line);
+        }
+    }
+}
+
+fn exec_error(errno: i32, message: String) -> PluginError {
+    let code = match errno {
+        libc::ENOENT | libc::ENOTDIR => ErrorCode::COMMAND_NOT_FOUND,
+        libc::EACCES | libc::EPERM => ErrorCode::PERMISSION_DENIED,
+        _ => ErrorCode::OTHER,
+    };
+    let message =
+        if code == ErrorCode::COMMAND_NOT_FOUND && !message.starts_with("working directory") {
+            format!("command not found: {message}")
+        } else {
+            message
+        };
+    PluginError::new(code, message)
+}
+
+impl SandboxImpl for BwrapSandbox {
+    fn info(&self) -> SandboxInfo {
+        let running = self.execs.lock().map(|m| !m.is_empty()).unwrap_or(false);
+        let (state, error) = match self.life() {
+            Life::Destroyed => (SandboxState::Destroyed, None),
+            Life::Lost => (
+                SandboxState::Error,
+                Some("sandbox-init exited; the sandbox is gone".to_owned()),
+            ),
+            Life::Suspended => (SandboxState::Suspended, None),
+            Life::Live if running => (SandboxState::Active, None),
+            Life::Live => (SandboxState::Warm, None),
+        };
+        let mut details = serde_json::Map::new();
+        details.insert("isolation".into(), "bubblewrap".into());
+        details.insert("bwrapPid".into(), self.bwrap_pid.into());
+        details.insert(
+            "workdir".into(),
+            self.plan.workdir.display().to_string().into(),
+        );
+        let list = |paths: &[PathBuf]| -> serde_json::Value {
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .into()
+        };
+        details.insert("protected".into(), list(&self.plan.protected));
+        details.insert("masked".into(), list(&self.plan.masked));
+        SandboxInfo {
+            state,
+            error,
+            details,
+        }
+    }
+
+    fn exec(&self, request: ExecRequest) -> Result<u64, PluginError> {
+        match self.life() {
+            Life::Live => {}
+            Life::Suspended => {
+                return Err(PluginError::invalid(
+                    "the sandbox is suspended; resume it first",
+                ));
+            }
+            Life::Destroyed => {
+                return Err(PluginError::new(
+                    ErrorCode::DESTROYED,
+                    "the sandbox was destroyed",
+                ));
+            }
+            Life::Lost => {
+                return Err(PluginError::new(
+                    ErrorCode::UNAVAILABLE,
+                    "the sandbox is gone",
+                ));
+            }
+        }
+        if request.pty.is_some() {
+            return Err(PluginError::unsupported("a pseudo-terminal"));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let pipe =
+            || std::io::pipe().map_err(|e| PluginError::other(format!("creating a pipe: {e}")));
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let stdin = if request.stdin { Some(pipe()?) } else { None };
+        let mut watch = StderrWatch::default();
+        let relay = Relay::start(
+            id,
+            out_r,
+            err_r,
+            self.events.clone(),
+            Some(Box::new(move |chunk| watch.feed(chunk))),
+        );
+        let (stdin_r, stdin_w) = match stdin {
+            Some((r, w)) => (Some(r), Some(w)),
+            None => (None, None),
+        };
+        let exec = Arc::new(ExecState {
+            relay,
+            stdin: Mutex::new(stdin_w),
+            kill_reason: Mutex::new(None),
+        });
+        // Registered before the request so a quick exit finds it.
+        self.execs
+            .lock()
+            .map_err(|_| PluginError::other("exec table poisoned"))?
+            .insert(id, Arc::clone(&exec));
+        let cwd = request
+            .cwd
+            .clone()
+            .unwrap_or_else(|| self.plan.workdir.clone());
+        let message = Request::Exec {
+            id,
+            argv: request.argv.clone(),
+            env: request.env.into_iter().collect(),
+            cwd: cwd.display().to_string(),
+            stdin: stdin_r.is_some(),
+        };
+        let mut fds = vec![out_w.as_fd(), err_w.as_fd()];
+        if let Some(r) = &stdin_r {
+            fds.push(r.as_fd());
+        }
+        let reply = self.control.call(&message, &fds);
+        drop(fds);
+        drop((out_w, err_w, stdin_r));
+        let forget = || {
+            if let Ok(mut m) = self.execs.lock() {
+                m.remove(&id);
+            }
+        };
+        match reply {
+            Ok(Reply::Started { .. }) => {}
+            Ok(Reply::Failed { errno, message }) => {
+                forget();
+                return Err(exec_error(errno, message));
+            }
+            Ok(other) => {
+                forget();
+                return Err(PluginError::other(format!(
+                    "sandbox-init refused the exec: {other:?}"
+                )));
+            }
+            Err(e) => {
+                forget();
+                return Err(PluginError::other(format!(
+                    "sending the exec to the sandbox: {e}"
+                )));
+            }
+        }
+        if let Some(ms) = request.timeout_ms {
+            let control = Arc::clone(&self.control);
+            let timer = std::thread::Builder::new()
+                .name(format!("bwrap-timeout-{id}"))
+                .spawn(move || {
+                    if !exec.relay.wait_ended(Duration::from_millis(ms)) {
+                        if let Ok(mut r) = exec.kill_reason.lock() {
+                            r.get_or_insert(KillReason::Timeout);
+                        }
+                        let _ = control.call(
+                            &Request::Signal {
+                                id,
+                                signal: libc::SIGKILL,
+                            },
+                            &[],
+                        );
+                    }
+                });
+            if let Err(e) = timer {
+                return Err(PluginError::other(format!(
+                    "starting the timeout of exec {id}: {e}"
+                )));
+            }
+        }
+        Ok(id)
+    }
+
+    fn write_stdin(&self, exec_id: u64, data: &[u8]) -> Result<(), PluginError> {
+        let exec = self.find(exec_id)?;
+        let mut stdin = exec
+            .stdin
+            .lock()
+            .map_err(|_| PluginError::other("stdin lock poisoned"))?;
+        let pipe = stdin
+            .as_mut()
+            .ok_or_else(|| PluginError::invalid(format!("exec {exec_id} has no open stdin")))?;
+        pipe.write_all(data)
+            .map_err(|e| PluginError::other(format!("writing to the stdin of exec {exec_id}: {e}")))
+    }
+
+    fn close_stdin(&self, exec_id: u64) -> Result<(), PluginError> {
+        let exec = self.find(exec_id)?;
+        if let Ok(mut stdin) = exec.stdin.lock() {
+            stdin.take();
+        }
+        Ok(())
+    }
+
+    fn kill(&self, exec_id: u64, signal: i32) -> Result<(), PluginError> {
+        if !(1..=64).contains(&signal) {
+            return Err(PluginError::invalid(format!(
+                "{signal} is not a signal number"
+            )));
+        }
+        let exec = self.find(exec_id)?;
+        self.signal(exec_id, &exec, signal, KillReason::Manual)
+    }
+
+    fn suspend(&self) -> Result<(), PluginError> {
+        self.freeze(
+            Request::Freeze,
+            Life::Live,
+            Life::Suspended,
+            SandboxState::Suspended,
+        )
+    }
+
+    fn resume(&self) -> Result<(), PluginError> {
+        self.freeze(
+            Request::Thaw,
+            Life::Suspended,
+            Life::Live,
+            SandboxState::Warm,
+        )
+    }
+
+    fn destroy(&self) -> Result<(), PluginError> {
+        if let Ok(mut life) = self.life.lock() {
+            if *life == Life::Destroyed {
+                return Ok(());
+            }
+            *life = Life::Destroyed;
+        }
+        let execs: Vec<Arc<ExecState>> = self
+            .execs
+            .lock()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default();
+        for exec in &execs {
+            if let Ok(mut r) = exec.kill_reason.lock() {
+                r.get_or_insert(KillReason::Destroyed);
+            }
+        }
+        // PID 1 sees end-of-file, kills every process and exits; the kernel
+        // then removes the namespaces and every mount in them.
+        self.control.close();
+        let mut result = Ok(());
+        if let Ok(mut bwrap) = self.bwrap.lock()
+            && let Some(mut child) = bwrap.take()
+        {
+            let deadline = Instant::now() + EXIT_PATIENCE;
+            loop {
+                match child.try_wait() {
+                    Ok(Some(_)) => break,
+                    Ok(None) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(5))
+                    }
+                    _ => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        result = Err(PluginError::other(
+                            "bwrap did not exit after its sandbox ended; killed it",
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+        // The control reader reports the killed execs when it sees PID 1 go;
+        // wait for that, so every terminal event is out before we return.
+        for exec in execs {
+            if !exec.relay.wait_ended(EXIT_PATIENCE) {
+                exec.relay.finish(EventBody::Killed {
+                    reason: KillReason::Destroyed,
+                    signal: Some(libc::SIGKILL),
+                });
+            }
+        }
+        result
+    }
+}

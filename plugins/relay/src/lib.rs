@@ -1,0 +1,178 @@
+//! Relays a command's output pipes to its sandbox's event stream.
+//!
+//! One reader thread per pipe emits output as it arrives (binary-safe, in
+//! 64 KiB chunks; a slow host slows the reader, and through the pipe the
+//! command: memory stays bounded). When the backend learns how the command
+//! ended it calls [`Relay::finish`], which lets the readers drain, then marks
+//! the exec ended and emits the terminal event under the same lock the
+//! readers emit under — so `exit`/`killed` is always the exec's last event
+//! (the plugin-api contract), even when a background process keeps a pipe
+//! open after the command itself is gone.
+
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use sandbox_plugin_api::sdk::EventSender;
+use sandbox_plugin_api::{Event, EventBody, SandboxViolation};
+
+/// How long `finish` lets the readers drain after the command ended. Only
+/// reached when something else still holds a pipe open.
+pub const DRAIN_GRACE: Duration = Duration::from_millis(250);
+
+/// Output is read and emitted in chunks of this size.
+const CHUNK: usize = 64 * 1024;
+
+/// Looks at stderr as it passes and reports what it recognises as refusals
+/// (SPEC F12 on Linux). Called with each chunk, in order.
+pub type StderrWatcher = Box<dyn FnMut(&[u8]) -> Vec<SandboxViolation> + Send>;
+
+/// The output side of one exec.
+pub struct Relay {
+    exec_id: u64,
+    events: EventSender,
+    /// Held while emitting output and the terminal event.
+    emitting: Mutex<()>,
+    /// Set (under `emitting`) once the terminal event is out.
+    ended: AtomicBool,
+    ended_signal: (Mutex<()>, Condvar),
+    drained: Mutex<mpsc::Receiver<()>>,
+}
+
+impl Relay {
+    /// Starts one reader thread per pipe.
+    pub fn start(
+        exec_id: u64,
+        stdout: impl Read + Send + 'static,
+        stderr: impl Read + Send + 'static,
+        events: EventSender,
+        watcher: Option<StderrWatcher>,
+    ) -> Arc<Self> {
+        let (drained_tx, drained_rx) = mpsc::channel();
+        let relay = Arc::new(Self {
+            exec_id,
+            events,
+            emitting: Mutex::new(()),
+            ended: AtomicBool::new(false),
+            ended_signal: (Mutex::new(()), Condvar::new()),
+            drained: Mutex::new(drained_rx),
+        });
+        Self::read(&relay, stdout, Stream::Stdout, drained_tx.clone());
+        Self::read(&relay, stderr, Stream::Stderr(watcher), drained_tx);
+        relay
+    }
+
+    /// The exec this relay belongs to.
+    pub fn exec_id(&self) -> u64 {
+        self.exec_id
+    }
+
+    /// Whether the terminal event is out.
+    pub fn has_ended(&self) -> bool {
+        self.ended.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the terminal event is out; `false` on timeout.
+    pub fn wait_ended(&self, patience: Duration) -> bool {
+        let (lock, signal) = &self.ended_signal;
+        let Ok(guard) = lock.lock() else { return true };
+        signal
+            .wait_timeout_while(guard, patience, |()| !self.has_ended())
+            .map(|_| self.has_ended())
+            .unwrap_or(true)
+    }
+
+    /// Emits the exec's terminal event (`exit` or `killed`) after the output
+    /// that preceded it. Only the first call emits.
+    pub fn finish(&self, terminal: EventBody) {
+        debug_assert!(terminal.is_terminal());
+        if let Ok(drained) = self.drained.lock() {
+            for _ in 0..2 {
+                if drained.recv_timeout(DRAIN_GRACE).is_err() {
+                    break;
+                }
+            }
+        }
+        let Ok(emitting) = self.emitting.lock() else {
+            return;
+        };
+        if self.ended.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.events.send(Event {
+            exec_id: self.exec_id,
+            body: terminal,
+        });
+        drop(emitting);
+        let (lock, signal) = &self.ended_signal;
+        let _guard = lock.lock();
+        signal.notify_all();
+    }
+
+    fn read(
+        relay: &Arc<Self>,
+        mut pipe: impl Read + Send + 'static,
+        mut stream: Stream,
+        drained: mpsc::Sender<()>,
+    ) {
+        let relay_for_thread = Arc::clone(relay);
+        let name = format!("relay-{}-{}", stream.name(), relay.exec_id);
+        let spawned = std::thread::Builder::new().name(name).spawn(move || {
+            let relay = relay_for_thread;
+            let mut buf = vec![0u8; CHUNK];
+            loop {
+                match pipe.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => relay.emit(&mut stream, &buf[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            let _ = drained.send(());
+        });
+        if let Err(e) = spawned {
+            tracing::error!(
+                exec = relay.exec_id,
+                "could not start an output reader thread: {e}"
+            );
+        }
+    }
+
+    fn emit(&self, stream: &mut Stream, chunk: &[u8]) {
+        let Ok(_emitting) = self.emitting.lock() else {
+            return;
+        };
+        if self.has_ended() {
+            return; // a background process writing after the exec ended
+        }
+        match stream {
+            Stream::Stdout => {
+                self.events.stdout(self.exec_id, chunk.to_vec());
+            }
+            Stream::Stderr(watcher) => {
+                self.events.stderr(self.exec_id, chunk.to_vec());
+                if let Some(watch) = watcher {
+                    for violation in watch(chunk) {
+                        self.events.violation(self.exec_id, violation);
+                    }
+                }
+            }
+        }
+    }
+}
+
+enum Stream {
+    Stdout,
+    Stderr(Option<StderrWatcher>),
+}
+
+impl Stream {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Stdout => "out",
+            Self::Stderr(_) => "err",
+        }
+    }
+}
