@@ -113,7 +113,11 @@ impl Settings {
             .iter()
             .filter_map(|(name, value)| serde_json::to_value(value).ok().map(|v| (name.clone(), v)))
             .collect();
-        let dispatch = match file.dispatch_policy.as_ref().and_then(|d| d.write_deny_globs.clone()) {
+        let dispatch = match file
+            .dispatch_policy
+            .as_ref()
+            .and_then(|d| d.write_deny_globs.clone())
+        {
             Some(globs) => DispatchPolicy {
                 write_deny_globs: globs,
                 set_by: common.config.clone(),

@@ -26,7 +26,10 @@ pub struct DispatchPolicy {
 impl Default for DispatchPolicy {
     fn default() -> Self {
         Self {
-            write_deny_globs: DEFAULT_WRITE_DENY_GLOBS.iter().map(|g| (*g).to_owned()).collect(),
+            write_deny_globs: DEFAULT_WRITE_DENY_GLOBS
+                .iter()
+                .map(|g| (*g).to_owned())
+                .collect(),
             set_by: None,
         }
     }
@@ -86,25 +89,49 @@ mod tests {
     #[test]
     fn a_backend_without_the_create_guard_is_refused() {
         let policy = DispatchPolicy::default();
-        let refusal = policy.refusal("bwrap", &report(SandboxBackend::Native, &["stdin"])).unwrap();
-        assert!(refusal.contains("**/.env") && refusal.contains("fs.deny-glob-on-create"), "{refusal}");
-        assert!(refusal.contains("--backend none") && refusal.contains("write_deny_globs = []"), "{refusal}");
-        assert!(policy.refusal("microvm", &report(SandboxBackend::Microvm, &[])).is_some());
+        let refusal = policy
+            .refusal("bwrap", &report(SandboxBackend::Native, &["stdin"]))
+            .unwrap();
+        assert!(
+            refusal.contains("**/.env") && refusal.contains("fs.deny-glob-on-create"),
+            "{refusal}"
+        );
+        assert!(
+            refusal.contains("--backend none") && refusal.contains("write_deny_globs = []"),
+            "{refusal}"
+        );
+        assert!(
+            policy
+                .refusal("microvm", &report(SandboxBackend::Microvm, &[]))
+                .is_some()
+        );
     }
 
     #[test]
     fn the_guard_the_none_backend_and_an_empty_policy_pass() {
         let policy = DispatchPolicy::default();
-        let guarded = report(SandboxBackend::Native, &[capability::FS_DENY_GLOB_ON_CREATE]);
+        let guarded = report(
+            SandboxBackend::Native,
+            &[capability::FS_DENY_GLOB_ON_CREATE],
+        );
         assert_eq!(policy.refusal("bwrap", &guarded), None);
-        assert_eq!(policy.refusal("none", &report(SandboxBackend::None, &[])), None);
+        assert_eq!(
+            policy.refusal("none", &report(SandboxBackend::None, &[])),
+            None
+        );
         let lowered = DispatchPolicy {
             write_deny_globs: vec![],
             set_by: Some("/etc/cc.toml".into()),
         };
-        assert_eq!(lowered.refusal("bwrap", &report(SandboxBackend::Native, &[])), None);
+        assert_eq!(
+            lowered.refusal("bwrap", &report(SandboxBackend::Native, &[])),
+            None
+        );
         let notice = lowered.lowered_notice().unwrap();
-        assert!(notice.contains("/etc/cc.toml") && notice.contains("**/*.pem"), "{notice}");
+        assert!(
+            notice.contains("/etc/cc.toml") && notice.contains("**/*.pem"),
+            "{notice}"
+        );
         assert_eq!(DispatchPolicy::default().lowered_notice(), None);
     }
 }

@@ -73,6 +73,15 @@ impl Plugins {
         plugins
     }
 
+    /// With `none`, and `bwrap` with the `sandbox-init` it ships beside it.
+    pub fn with_bwrap() -> Self {
+        let plugins = Self::with_none();
+        plugins.add(&artifact("libsandbox_backend_bwrap.so"));
+        let init = plugins.add(&artifact("sandbox-init"));
+        std::fs::set_permissions(&init, std::fs::Permissions::from_mode(0o755)).unwrap();
+        plugins
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
@@ -252,6 +261,13 @@ impl CcServer {
             command,
             _home: home,
         }
+    }
+
+    /// Lowers the dispatch policy with the repository's example config, so
+    /// the bwrap backend may launch before it has its create-time guard.
+    pub fn without_create_guard(self) -> Self {
+        self.arg("--config")
+            .arg(repo_root().join("examples/without-create-guard.toml"))
     }
 
     pub fn arg(mut self, arg: impl AsRef<std::ffi::OsStr>) -> Self {

@@ -7,6 +7,7 @@
 //! - `GET  /v1/sandboxes/{id}`, `DELETE /v1/sandboxes/{id}`
 //! - `POST /v1/sandboxes/{id}/exec` → NDJSON events, ending with `exit` or `killed`
 //! - `POST /v1/sandboxes/{id}/execs/{exec}/kill` (`{"signal": 15}`)
+//! - `POST /v1/sandboxes/{id}/suspend`, `POST /v1/sandboxes/{id}/resume` → SandboxHandle
 
 pub mod token;
 
@@ -53,6 +54,8 @@ pub fn router(state: AppState) -> axum::Router {
         .route("/sandboxes/{id}", get(show_sandbox).delete(destroy_sandbox))
         .route("/sandboxes/{id}/exec", post(exec))
         .route("/sandboxes/{id}/execs/{exec_id}/kill", post(kill))
+        .route("/sandboxes/{id}/suspend", post(suspend))
+        .route("/sandboxes/{id}/resume", post(resume))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     axum::Router::new()
         .route("/healthz", get(healthz))
@@ -123,9 +126,9 @@ impl From<SessionError> for ApiError {
             SessionError::Launch { .. } | SessionError::Internal(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
-            SessionError::Unsupported { .. } | SessionError::Exec(_) | SessionError::PolicyUnenforceable(_) => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
+            SessionError::Unsupported { .. }
+            | SessionError::Exec(_)
+            | SessionError::PolicyUnenforceable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             SessionError::BadId(_) => StatusCode::BAD_REQUEST,
             SessionError::Conflict(_) => StatusCode::CONFLICT,
             SessionError::NotFound(_) => StatusCode::NOT_FOUND,
@@ -318,4 +321,22 @@ async fn kill(
         .kill(exec_id, call.signal.unwrap_or(libc::SIGTERM))
         .await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+async fn suspend(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<SandboxHandle>, ApiError> {
+    let session = state.sessions.get(&id)?;
+    session.suspend().await?;
+    Ok(Json(session.handle()))
+}
+
+async fn resume(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<SandboxHandle>, ApiError> {
+    let session = state.sessions.get(&id)?;
+    session.resume().await?;
+    Ok(Json(session.handle()))
 }

@@ -358,6 +358,29 @@ impl Session {
             .map_err(SessionError::Backend)
     }
 
+    /// Pauses every process of the sandbox (SPEC G3).
+    pub async fn suspend(&self) -> Result<(), SessionError> {
+        if !self.supports(capability::SUSPEND) {
+            return Err(SessionError::Unsupported {
+                backend: self.backend.name().to_owned(),
+                what: "suspend a sandbox",
+                capability: capability::SUSPEND,
+            });
+        }
+        let sandbox = self.sandbox.clone();
+        blocking(move || sandbox.suspend())
+            .await?
+            .map_err(SessionError::Backend)
+    }
+
+    /// Continues a suspended sandbox.
+    pub async fn resume(&self) -> Result<(), SessionError> {
+        let sandbox = self.sandbox.clone();
+        blocking(move || sandbox.resume())
+            .await?
+            .map_err(SessionError::Backend)
+    }
+
     /// Ends the sandbox; idempotent. The session is destroyed afterwards
     /// even if the backend reported a failure (then with that error).
     pub async fn destroy(&self) {
