@@ -545,7 +545,7 @@ impl SandboxImpl for BwrapSandbox {
                 match child.try_wait() {
                     Ok(Some(_)) => break,
                     Ok(None) if Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(5))
+                        std::thread::sleep(Duration::from_millis(1))
                     }
                     _ => {
                         let _ = child.kill();

@@ -1,0 +1,219 @@
+//! `sandbox-bench`: launch and warm-exec costs of the backends, each printed
+//! next to a baseline measured in the same run.
+//!
+//! - launch-to-ready of a bwrap sandbox vs raw `bwrap` with the same
+//!   namespaces running `true`;
+//! - warm exec round trip of `/bin/true` (exec call → exit event) in a bwrap
+//!   and a none sandbox vs a bare fork/exec of `/bin/true`.
+//!
+//! Run: `cargo build --release --workspace && target/release/sandbox-bench [EXECS]`
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use sandbox_backend_bwrap::BwrapBackend;
+use sandbox_backend_none::NoneBackend;
+use sandbox_plugin_api::host::{BackendObject, EventHandler, SandboxObject};
+use sandbox_plugin_api::{Event, ExecRequest, ProbeContext, SandboxBindMount, SandboxSpec};
+
+/// Counts terminal events and wakes the waiter.
+#[derive(Default)]
+struct Ends {
+    count: Mutex<u64>,
+    changed: Condvar,
+}
+
+impl EventHandler for Ends {
+    fn handle(&self, event: Event) -> bool {
+        if event.body.is_terminal() {
+            *self.count.lock().unwrap() += 1;
+            self.changed.notify_all();
+        }
+        true
+    }
+}
+
+impl Ends {
+    fn wait_for(&self, n: u64) {
+        let guard = self.count.lock().unwrap();
+        let _unused = self
+            .changed
+            .wait_timeout_while(guard, Duration::from_secs(30), |c| *c < n)
+            .unwrap();
+    }
+}
+
+struct Stats {
+    p50: Duration,
+    p99: Duration,
+    mean: Duration,
+}
+
+fn stats(mut samples: Vec<Duration>) -> Stats {
+    samples.sort();
+    let pick = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    let mean = samples.iter().sum::<Duration>() / samples.len() as u32;
+    Stats {
+        p50: pick(0.5),
+        p99: pick(0.99),
+        mean,
+    }
+}
+
+fn row(name: &str, s: &Stats, base: &Stats) {
+    println!(
+        "{name:<44} p50 {:>9.1} µs  p99 {:>9.1} µs  mean {:>9.1} µs  p50 ratio {:>5.2}×",
+        s.p50.as_secs_f64() * 1e6,
+        s.p99.as_secs_f64() * 1e6,
+        s.mean.as_secs_f64() * 1e6,
+        s.p50.as_secs_f64() / base.p50.as_secs_f64()
+    );
+}
+
+fn time(n: usize, mut f: impl FnMut()) -> Stats {
+    for _ in 0..n.min(20) {
+        f(); // warm up
+    }
+    stats(
+        (0..n)
+            .map(|_| {
+                let start = Instant::now();
+                f();
+                start.elapsed()
+            })
+            .collect(),
+    )
+}
+
+fn spec(dir: &std::path::Path) -> SandboxSpec {
+    SandboxSpec {
+        session_id: "bench".into(),
+        bind_mounts: vec![SandboxBindMount {
+            host_path: dir.to_path_buf(),
+            guest_path: None,
+            read_only: false,
+        }],
+        guest_workdir: Some(dir.to_path_buf()),
+        ..SandboxSpec::default()
+    }
+}
+
+fn exec_round_trips(sandbox: &SandboxObject, ends: &Ends, n: usize) -> Stats {
+    let request = ExecRequest {
+        argv: vec!["/bin/true".into()],
+        env: [("PATH".to_owned(), "/usr/bin:/bin".to_owned())].into(),
+        ..ExecRequest::default()
+    };
+    let mut done = *ends.count.lock().unwrap();
+    time(n, || {
+        sandbox.exec(&request).unwrap();
+        done += 1;
+        ends.wait_for(done);
+    })
+}
+
+fn main() {
+    let execs: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1000);
+    let dir = tempfile::tempdir().unwrap();
+
+    println!("warm exec round trip of /bin/true, {execs} runs each");
+    let bare = time(execs, || {
+        Command::new("/bin/true")
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+    });
+    row("bare fork/exec of /bin/true (baseline)", &bare, &bare);
+
+    let none = BackendObject::builtin(NoneBackend).unwrap();
+    let ends = Arc::new(Ends::default());
+    let sandbox = none.launch(&spec(dir.path()), ends.clone()).unwrap();
+    row(
+        "none: exec → exit event",
+        &exec_round_trips(&sandbox, &ends, execs),
+        &bare,
+    );
+    sandbox.destroy().unwrap();
+
+    let bwrap = BackendObject::builtin(BwrapBackend::default()).unwrap();
+    let report = bwrap.probe(&ProbeContext::default()).unwrap();
+    if !report.available {
+        println!("bwrap is unavailable here: {}", report.hint);
+        return;
+    }
+    let ends = Arc::new(Ends::default());
+    let sandbox = bwrap.launch(&spec(dir.path()), ends.clone()).unwrap();
+    row(
+        "bwrap: exec → exit event (warm sandbox)",
+        &exec_round_trips(&sandbox, &ends, execs),
+        &bare,
+    );
+    sandbox.destroy().unwrap();
+
+    let launches = 50;
+    println!();
+    println!("launch to ready, {launches} runs each");
+    let raw = time(launches, || {
+        let status = Command::new("bwrap")
+            .args([
+                "--unshare-user",
+                "--unshare-ipc",
+                "--unshare-pid",
+                "--unshare-net",
+                "--unshare-uts",
+                "--unshare-cgroup-try",
+                "--disable-userns",
+                "--die-with-parent",
+                "--new-session",
+                "--as-pid-1",
+                "--cap-drop",
+                "ALL",
+                "--ro-bind",
+                "/usr",
+                "/usr",
+                "--symlink",
+                "usr/bin",
+                "/bin",
+                "--symlink",
+                "usr/lib",
+                "/lib",
+                "--symlink",
+                "usr/lib64",
+                "/lib64",
+                "--proc",
+                "/proc",
+                "--dev",
+                "/dev",
+                "--",
+                "/bin/true",
+            ])
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    });
+    row(
+        "raw bwrap, same namespaces, running true (baseline)",
+        &raw,
+        &raw,
+    );
+    let mut launch_times = Vec::new();
+    let mut destroy_times = Vec::new();
+    for _ in 0..launches {
+        let ends = Arc::new(Ends::default());
+        let start = Instant::now();
+        let sandbox = bwrap.launch(&spec(dir.path()), ends).unwrap();
+        launch_times.push(start.elapsed());
+        let start = Instant::now();
+        sandbox.destroy().unwrap();
+        destroy_times.push(start.elapsed());
+    }
+    row("bwrap backend: launch → ready", &stats(launch_times), &raw);
+    row("bwrap backend: destroy", &stats(destroy_times), &raw);
+}
