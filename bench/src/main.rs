@@ -6,6 +6,9 @@
 //! - warm exec round trip of `/bin/true` (exec call → exit event) in a bwrap
 //!   and a none sandbox vs a bare fork/exec of `/bin/true`.
 //!
+//! The backends are loaded from their libraries beside this binary, exactly
+//! as the server loads them.
+//!
 //! Run: `cargo build --release --workspace && target/release/sandbox-bench [EXECS]`
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -14,9 +17,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use sandbox_backend_bwrap::BwrapBackend;
-use sandbox_backend_none::NoneBackend;
-use sandbox_plugin_api::host::{BackendObject, EventHandler, SandboxObject};
+use sandbox_plugin_api::host::{self, BackendObject, EventHandler, PluginLogger, SandboxObject};
 use sandbox_plugin_api::{Event, ExecRequest, ProbeContext, SandboxBindMount, SandboxSpec};
 
 /// Counts terminal events and wakes the waiter.
@@ -44,6 +45,26 @@ impl Ends {
             .wait_timeout_while(guard, Duration::from_secs(30), |c| *c < n)
             .unwrap();
     }
+}
+
+struct Quiet;
+
+impl PluginLogger for Quiet {
+    fn log(&self, _plugin: &str, _level: u8, _target: &str, _message: &str) {}
+
+    fn max_level(&self) -> String {
+        "off".into()
+    }
+}
+
+/// The backend in `libsandbox_backend_<name>.so` beside this binary.
+fn load(name: &str) -> BackendObject {
+    let exe = std::env::current_exe().unwrap();
+    let lib = exe.with_file_name(format!("libsandbox_backend_{name}.so"));
+    let plugin = host::open(&lib)
+        .and_then(|p| p.load(Arc::new(Quiet)))
+        .unwrap_or_else(|e| panic!("{}: {e} (build the workspace first)", lib.display()));
+    plugin.backends.into_iter().next().unwrap()
 }
 
 struct Stats {
@@ -131,7 +152,7 @@ fn main() {
     });
     row("bare fork/exec of /bin/true (baseline)", &bare, &bare);
 
-    let none = BackendObject::builtin(NoneBackend).unwrap();
+    let none = load("none");
     let ends = Arc::new(Ends::default());
     let sandbox = none.launch(&spec(dir.path()), ends.clone()).unwrap();
     row(
@@ -141,7 +162,7 @@ fn main() {
     );
     sandbox.destroy().unwrap();
 
-    let bwrap = BackendObject::builtin(BwrapBackend::default()).unwrap();
+    let bwrap = load("bwrap");
     let report = bwrap.probe(&ProbeContext::default()).unwrap();
     if !report.available {
         println!("bwrap is unavailable here: {}", report.hint);

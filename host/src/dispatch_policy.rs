@@ -12,8 +12,28 @@ use std::path::PathBuf;
 
 use sandbox_plugin_api::{ProbeReport, SandboxBackend, capability};
 
-/// The default write-deny globs: secrets a command must not create.
-pub const DEFAULT_WRITE_DENY_GLOBS: &[&str] = &["**/.env", "**/.env.*", "**/*.pem", "**/*.key"];
+/// The default write-deny globs (DESIGN §5), matched against paths relative
+/// to each writable root and to `$HOME`: secrets a command must not create,
+/// and files that would run code outside the sandbox later (shell rc files,
+/// git hooks and config, agent config).
+pub const DEFAULT_WRITE_DENY_GLOBS: &[&str] = &[
+    "**/.env",
+    "**/.env.*",
+    "**/*.pem",
+    "**/*.key",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    "**/.git/hooks/**",
+    "**/.git/config",
+    ".claude/**",
+    ".mcp.json",
+];
 
 /// The policy in force.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,20 +10,6 @@ use serde_json::{Value, json};
 
 use crate::util::*;
 
-/// The concatenated `data` of every event of one type.
-fn joined(events: &[Value], kind: &str) -> String {
-    events
-        .iter()
-        .filter(|e| e["type"] == kind)
-        .map(|e| {
-            e["data"]
-                .as_str()
-                .unwrap_or_else(|| panic!("no text data in {e}"))
-                .to_owned()
-        })
-        .collect()
-}
-
 /// Creates a sandbox; asserts 201 and returns the handle.
 fn create(server: &Server, body: &Value) -> Value {
     let response = server.call("POST", "/v1/sandboxes", Some(&body.to_string()));
@@ -50,13 +36,6 @@ fn exec(server: &Server, id: &str, body: &Value) -> Vec<Value> {
     assert!(!events.is_empty(), "an empty exec stream");
     assert_eq!(events[0]["type"], "started", "{events:?}");
     events
-}
-
-/// The exit code of a stream that ended with `exit`.
-fn exit_code(events: &[Value]) -> i64 {
-    let last = events.last().unwrap();
-    assert_eq!(last["type"], "exit", "{events:?}");
-    last["exitCode"].as_i64().unwrap()
 }
 
 /// Every object key anywhere in a JSON value.

@@ -7,6 +7,7 @@
 mod util;
 
 mod api;
+mod bwrap;
 mod conformance;
 mod plugins;
 mod run;

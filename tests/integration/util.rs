@@ -659,3 +659,24 @@ fn dechunk(mut data: &[u8]) -> Vec<u8> {
     }
     out
 }
+
+/// The concatenated text `data` of every NDJSON event of one type.
+pub fn joined(events: &[serde_json::Value], kind: &str) -> String {
+    events
+        .iter()
+        .filter(|e| e["type"] == kind)
+        .map(|e| {
+            e["data"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no text data in {e}"))
+                .to_owned()
+        })
+        .collect()
+}
+
+/// The exit code of an NDJSON exec stream that ended with `exit`.
+pub fn exit_code(events: &[serde_json::Value]) -> i64 {
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "exit", "{events:?}");
+    last["exitCode"].as_i64().unwrap()
+}

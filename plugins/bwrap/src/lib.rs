@@ -84,6 +84,15 @@ impl BackendImpl for BwrapBackend {
             .map(|e| e.clone())
             .unwrap_or_default();
         let home = std::env::var_os("HOME").map(PathBuf::from);
+        for hooks in plan::hook_dirs_to_create(&spec, &RealHost) {
+            std::fs::create_dir(&hooks).map_err(|e| {
+                PluginError::other(format!(
+                    "creating {} to keep it read-only: {e}",
+                    hooks.display()
+                ))
+            })?;
+            tracing::info!(path = %hooks.display(), "created an empty git hooks directory to protect it");
+        }
         let plan = plan::plan(
             &PlanInput {
                 spec: &spec,

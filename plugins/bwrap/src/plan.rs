@@ -268,6 +268,17 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
             push_view(&mut views, &resolved, &resolved, true);
         }
     }
+    // A literal spelling that is a symlink inside another view needs no mount
+    // of its own: inside, the symlink already leads to the resolved view (and
+    // bwrap would follow it when mounting, out of the new root).
+    let shown: Vec<PathBuf> = views.iter().map(|v| v.guest.clone()).collect();
+    views.retain(|v| {
+        let is_link = host.link_target(&v.guest).is_some();
+        !(is_link
+            && shown
+                .iter()
+                .any(|other| *other != v.guest && v.guest.starts_with(other)))
+    });
     let home = input
         .home
         .map(|h| host.resolve(h).unwrap_or_else(|| h.to_path_buf()));
@@ -358,6 +369,25 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         protected,
         masked,
     })
+}
+
+/// The `.git/hooks` directories to create before launching: a repository at
+/// the top of a writable bind that has no hooks directory (`git init
+/// --template=`) would otherwise let a command create one and plant a hook
+/// that runs on the host. An empty hooks directory is git's normal state,
+/// and once it exists the plan keeps it read-only.
+pub fn hook_dirs_to_create(spec: &SandboxSpec, host: &dyn HostFacts) -> Vec<PathBuf> {
+    if !spec.binds_writable() {
+        return Vec::new();
+    }
+    spec.bind_mounts
+        .iter()
+        .filter(|b| !b.read_only)
+        .filter_map(|b| host.resolve(&b.host_path))
+        .filter(|root| host.kind(&root.join(".git")) == Some(Kind::Dir))
+        .map(|root| root.join(".git/hooks"))
+        .filter(|hooks| host.kind(hooks).is_none())
+        .collect()
 }
 
 fn push_view(views: &mut Vec<View>, host: &Path, guest: &Path, writable: bool) {

@@ -432,3 +432,38 @@ fn bad_specs_are_refused_with_the_reason() {
             .contains("only protect what exists")
     );
 }
+
+#[test]
+fn a_literal_spelling_that_is_a_symlink_inside_another_bind_is_not_mounted() {
+    let mut host = FakeHost::standard();
+    host.symlink("/work/proj/data", "/data/real");
+    let spec = spec_with(vec![
+        bind("/work/proj", false),
+        bind("/work/proj/data", false),
+    ]);
+    let args = strings(&run(&spec, &host).unwrap());
+    assert!(
+        has(&args, &["--bind", "/data/real", "/data/real"]),
+        "{args:?}"
+    );
+    assert!(
+        !args.iter().any(|a| a == "/work/proj/data"),
+        "the symlink leads there: {args:?}"
+    );
+}
+
+#[test]
+fn a_repository_without_hooks_gets_an_empty_hooks_dir_first() {
+    let mut host = FakeHost::standard();
+    host.dir("/work/proj/.git");
+    let spec = spec_with(vec![bind("/work/proj", false)]);
+    assert_eq!(
+        hook_dirs_to_create(&spec, &host),
+        vec![PathBuf::from("/work/proj/.git/hooks")]
+    );
+    host.dir("/work/proj/.git/hooks");
+    assert!(hook_dirs_to_create(&spec, &host).is_empty());
+    let mut review = spec_with(vec![bind("/work/proj", false)]);
+    review.mode = SandboxMode::Review;
+    assert!(hook_dirs_to_create(&review, &FakeHost::standard()).is_empty());
+}
