@@ -10,30 +10,8 @@
 
 use std::path::PathBuf;
 
-use sandbox_plugin_api::{ProbeReport, SandboxBackend, capability};
-
-/// The default write-deny globs (DESIGN §5), matched against paths relative
-/// to each writable root and to `$HOME`: secrets a command must not create,
-/// and files that would run code outside the sandbox later (shell rc files,
-/// git hooks and config, agent config).
-pub const DEFAULT_WRITE_DENY_GLOBS: &[&str] = &[
-    "**/.env",
-    "**/.env.*",
-    "**/*.pem",
-    "**/*.key",
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".profile",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
-    "**/.git/hooks/**",
-    "**/.git/config",
-    ".claude/**",
-    ".mcp.json",
-];
+use sandbox_plugin_api::write_deny::DEFAULT_GLOBS as DEFAULT_WRITE_DENY_GLOBS;
+use sandbox_plugin_api::{ProbeReport, SandboxBackend, SandboxSpec, capability};
 
 /// The policy in force.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,9 +52,18 @@ impl DispatchPolicy {
         ))
     }
 
-    /// Why a backend may not run under this policy, if it may not.
-    pub fn refusal(&self, backend: &str, report: &ProbeReport) -> Option<String> {
-        if self.write_deny_globs.is_empty()
+    /// Adds the policy's globs to a spec's own (a spec may add, never remove).
+    pub fn apply(&self, spec: &mut SandboxSpec) {
+        for glob in &self.write_deny_globs {
+            if !spec.write_deny_globs.contains(glob) {
+                spec.write_deny_globs.push(glob.clone());
+            }
+        }
+    }
+
+    /// Why a backend may not run a spec, if it may not.
+    pub fn refusal(backend: &str, report: &ProbeReport, spec: &SandboxSpec) -> Option<String> {
+        if spec.write_deny_globs.is_empty()
             || report.kind == SandboxBackend::None
             || report.has(capability::FS_DENY_GLOB_ON_CREATE)
         {
@@ -87,7 +74,7 @@ impl DispatchPolicy {
              existing files read-only but cannot stop new ones being created (it does not list `{}`). Refusing to \
              run with a weaker policy (SPEC C3). To run anyway, either choose `--backend none` (no sandbox at all), \
              or set `write_deny_globs = []` under [dispatch_policy] in the config file (logged at every start)",
-            self.write_deny_globs.join(", "),
+            spec.write_deny_globs.join(", "),
             capability::FS_DENY_GLOB_ON_CREATE
         ))
     }
@@ -106,12 +93,17 @@ mod tests {
         }
     }
 
+    fn spec_under(policy: &DispatchPolicy) -> SandboxSpec {
+        let mut spec = SandboxSpec::default();
+        policy.apply(&mut spec);
+        spec
+    }
+
     #[test]
     fn a_backend_without_the_create_guard_is_refused() {
-        let policy = DispatchPolicy::default();
-        let refusal = policy
-            .refusal("bwrap", &report(SandboxBackend::Native, &["stdin"]))
-            .unwrap();
+        let spec = spec_under(&DispatchPolicy::default());
+        let native = report(SandboxBackend::Native, &["stdin"]);
+        let refusal = DispatchPolicy::refusal("bwrap", &native, &spec).unwrap();
         assert!(
             refusal.contains("**/.env") && refusal.contains("fs.deny-glob-on-create"),
             "{refusal}"
@@ -120,31 +112,27 @@ mod tests {
             refusal.contains("--backend none") && refusal.contains("write_deny_globs = []"),
             "{refusal}"
         );
-        assert!(
-            policy
-                .refusal("microvm", &report(SandboxBackend::Microvm, &[]))
-                .is_some()
-        );
+        let vm = report(SandboxBackend::Microvm, &[]);
+        assert!(DispatchPolicy::refusal("microvm", &vm, &spec).is_some());
     }
 
     #[test]
     fn the_guard_the_none_backend_and_an_empty_policy_pass() {
-        let policy = DispatchPolicy::default();
+        let spec = spec_under(&DispatchPolicy::default());
         let guarded = report(
             SandboxBackend::Native,
             &[capability::FS_DENY_GLOB_ON_CREATE],
         );
-        assert_eq!(policy.refusal("bwrap", &guarded), None);
-        assert_eq!(
-            policy.refusal("none", &report(SandboxBackend::None, &[])),
-            None
-        );
+        assert_eq!(DispatchPolicy::refusal("bwrap", &guarded, &spec), None);
+        let none = report(SandboxBackend::None, &[]);
+        assert_eq!(DispatchPolicy::refusal("none", &none, &spec), None);
         let lowered = DispatchPolicy {
             write_deny_globs: vec![],
             set_by: Some("/etc/cc.toml".into()),
         };
+        let native = report(SandboxBackend::Native, &[]);
         assert_eq!(
-            lowered.refusal("bwrap", &report(SandboxBackend::Native, &[])),
+            DispatchPolicy::refusal("bwrap", &native, &spec_under(&lowered)),
             None
         );
         let notice = lowered.lowered_notice().unwrap();
@@ -153,5 +141,27 @@ mod tests {
             "{notice}"
         );
         assert_eq!(DispatchPolicy::default().lowered_notice(), None);
+    }
+}
+
+#[cfg(test)]
+mod apply_tests {
+    use super::*;
+
+    #[test]
+    fn a_spec_may_add_globs_but_not_remove_the_policys() {
+        let mut spec = SandboxSpec {
+            write_deny_globs: vec!["**/*.p12".into(), "**/.env".into()],
+            ..SandboxSpec::default()
+        };
+        DispatchPolicy::default().apply(&mut spec);
+        assert!(spec.write_deny_globs.contains(&"**/*.p12".to_owned()));
+        for glob in DEFAULT_WRITE_DENY_GLOBS {
+            assert_eq!(
+                spec.write_deny_globs.iter().filter(|g| g == glob).count(),
+                1,
+                "{glob}"
+            );
+        }
     }
 }

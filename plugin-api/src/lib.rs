@@ -125,6 +125,7 @@ pub mod sdk;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 mod types;
+pub mod write_deny;
 
 pub use error::{ErrorCode, PluginError};
 pub use types::{

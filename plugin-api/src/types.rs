@@ -39,6 +39,11 @@ pub struct SandboxSpec {
     pub runner_state_dirs: Vec<PathBuf>,
     /// Re-open the exec block on writable dirs on macOS; ignored on Linux (SPEC F5).
     pub exec_grant_roots: Vec<PathBuf>,
+    /// Filename globs no command may create or write, relative to each
+    /// writable root and `$HOME` (see [`crate::write_deny`]). The host sets
+    /// them from its dispatch policy; a backend that cannot enforce them at
+    /// creation time does not list `fs.deny-glob-on-create` and is refused.
+    pub write_deny_globs: Vec<String>,
 }
 
 fn default_true() -> bool {
@@ -60,6 +65,7 @@ impl Default for SandboxSpec {
             protected_paths: Vec::new(),
             runner_state_dirs: Vec::new(),
             exec_grant_roots: Vec::new(),
+            write_deny_globs: Vec::new(),
         }
     }
 }

@@ -129,12 +129,16 @@ impl From<SessionError> for ApiError {
             SessionError::Unsupported { .. }
             | SessionError::Exec(_)
             | SessionError::PolicyUnenforceable(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            SessionError::BadId(_) => StatusCode::BAD_REQUEST,
+            SessionError::BadId(_) | SessionError::InvalidSpec(_) => StatusCode::BAD_REQUEST,
             SessionError::Conflict(_) => StatusCode::CONFLICT,
             SessionError::NotFound(_) => StatusCode::NOT_FOUND,
             SessionError::Destroyed(_) => StatusCode::GONE,
         };
-        let field = matches!(e, SessionError::BadId(_)).then(|| "sessionId".to_owned());
+        let field = match &e {
+            SessionError::BadId(_) => Some("sessionId".to_owned()),
+            SessionError::InvalidSpec(_) => Some("writeDenyGlobs".to_owned()),
+            _ => None,
+        };
         Self {
             status,
             message: e.to_string(),

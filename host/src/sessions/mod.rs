@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sandbox_plugin_api::host::{BackendObject, SandboxObject};
+use sandbox_plugin_api::write_deny::GlobSet;
 use sandbox_plugin_api::{
     ErrorCode, Event, ExecRequest, PluginError, SandboxBackend, SandboxHandle, SandboxSpec,
     SandboxState, capability,
@@ -34,6 +35,8 @@ pub enum SessionError {
     },
     #[error("{0}")]
     PolicyUnenforceable(String),
+    #[error("the sandbox spec: {0}")]
+    InvalidSpec(String),
     #[error("invalid session id `{0}`: use 1 to 128 letters, digits, `.`, `_` or `-`")]
     BadId(String),
     #[error("a session `{0}` already exists")]
@@ -107,7 +110,11 @@ impl Sessions {
                 selection.backend
             ))
         })?;
-        if let Some(refusal) = self.policy.dispatch.refusal(entry.name(), &entry.report) {
+        self.policy.dispatch.apply(&mut spec);
+        if let Err(e) = GlobSet::parse(&spec.write_deny_globs) {
+            return Err(SessionError::InvalidSpec(e.to_string()));
+        }
+        if let Some(refusal) = DispatchPolicy::refusal(entry.name(), &entry.report, &spec) {
             return Err(SessionError::PolicyUnenforceable(refusal));
         }
         if spec.session_id.is_empty() {
