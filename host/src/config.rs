@@ -63,7 +63,7 @@ pub struct Settings {
 /// A config problem, naming the file and the fix.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read the config file {path}: {source}")]
+    #[error("cannot read the config file {path}")]
     Read {
         path: PathBuf,
         #[source]

@@ -3,8 +3,9 @@
 //! attempt is checked on the HOST afterwards (file unchanged, file not
 //! created, marker not leaked, process not left behind).
 //!
-//! Every run names `--backend bwrap` and lowers the dispatch policy
-//! (`without_create_guard`), so nothing here can silently run in `none`.
+//! Every run names `--backend bwrap` under the default dispatch policy (the
+//! create-time guard is on, as it is by default), so nothing here can
+//! silently run in `none`.
 //! Without `/usr/bin/bwrap` the tests say so and pass, except on CI, which
 //! installs it.
 
@@ -66,9 +67,7 @@ fn bwrap_run(
     flags: &[&str],
     argv: &[&str],
 ) -> Output {
-    let mut command = CcServer::new(plugins)
-        .without_create_guard()
-        .current_dir(cwd);
+    let mut command = CcServer::new(plugins).current_dir(cwd);
     if let Some(home) = home {
         command = command.env("HOME", home);
     }
@@ -231,7 +230,7 @@ fn git(dir: &Path, args: &[&str]) -> Output {
 // ---------------------------------------------------------------- HTTP API
 
 fn bwrap_server(plugins: &Plugins) -> Server {
-    Server::start_with(CcServer::new(plugins).without_create_guard())
+    Server::start_with(CcServer::new(plugins))
 }
 
 /// Creates a bwrap sandbox `id` binding `dir` (writable, the workdir).
@@ -544,7 +543,6 @@ fn a_missing_protected_path_in_a_writable_bind_is_refused() {
     let plugins = Plugins::with_bwrap();
     let work = tempfile::tempdir().unwrap();
     let out = CcServer::new(&plugins)
-        .without_create_guard()
         .current_dir(work.path())
         .args(["run", "--backend", "bwrap", "--protect", "missing"])
         .args(["--", "sh", "-c", "mkdir missing && echo ran > missing/x"])
@@ -877,7 +875,6 @@ fn a_missing_git_hooks_dir_cannot_be_created() {
 /// C1 (mandatory denies): a ~/.bashrc that does not exist yet cannot be
 /// created through a writable $HOME bind (it would run at the next login).
 #[test]
-#[ignore = "needs the create-time guard (issue: restore native dispatch on Linux): bubblewrap cannot stop a missing ~/.bashrc being created; the default dispatch policy refuses bwrap for exactly this, and these tests lower it"]
 fn a_missing_bashrc_cannot_be_created_in_a_writable_home() {
     require_bwrap!();
     let plugins = Plugins::with_bwrap();
@@ -1324,15 +1321,36 @@ fn runner_state_dirs_are_writable_in_review_mode() {
     );
 }
 
-/// C3: the default dispatch policy refuses bwrap (fail closed, 125, the
-/// command never runs, the way out is named) on the CLI and the API; with
-/// the policy lowered by config it runs, and says the policy was lowered.
+/// C3, G1: under the default dispatch policy bwrap runs with its create-time
+/// guard; with the guard disabled in the config it is refused (fail closed,
+/// 125, the command never runs, the ways out named) on the CLI and the API;
+/// with the policy also lowered it runs, and says the policy was lowered.
 #[test]
-fn the_default_dispatch_policy_refuses_bwrap() {
+fn the_dispatch_policy_needs_the_guard_or_an_explicit_lowering() {
     require_bwrap!();
     let plugins = Plugins::with_bwrap();
     let work = tempfile::tempdir().unwrap();
+    let out = bwrap_sh(
+        &plugins,
+        work.path(),
+        None,
+        &[],
+        "echo ran > ran && echo x > x.pem",
+    );
+    assert_ne!(code(&out), 0, "{}", both(&out));
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("ran")).unwrap(),
+        "ran\n"
+    );
+    assert!(
+        !work.path().join("x.pem").exists(),
+        "the guard let x.pem through"
+    );
+    std::fs::remove_file(work.path().join("ran")).unwrap();
+
+    let no_guard = "[backends.bwrap]\nguard = false\n";
     let out = CcServer::new(&plugins)
+        .config(no_guard)
         .current_dir(work.path())
         .args([
             "run",
@@ -1352,19 +1370,14 @@ fn the_default_dispatch_policy_refuses_bwrap() {
     );
     assert!(!work.path().join("ran").exists(), "the command ran");
 
-    let server = Server::start(&plugins);
+    let server = Server::start_with(CcServer::new(&plugins).config(no_guard));
     let body = json!({"sessionId": "p", "bindMounts": [{"hostPath": work.path()}], "guestWorkdir": work.path()});
     let refused = server.call(
         "POST",
         "/v1/sandboxes?backend=bwrap",
         Some(&body.to_string()),
     );
-    assert!(
-        !(200..300).contains(&refused.status),
-        "{} {}",
-        refused.status,
-        text(&refused.body)
-    );
+    assert_eq!(refused.status, 422, "{}", text(&refused.body));
     assert!(
         text(&refused.body).contains("fs.deny-glob-on-create"),
         "{}",
@@ -1372,7 +1385,20 @@ fn the_default_dispatch_policy_refuses_bwrap() {
     );
     assert_eq!(server.call("GET", "/v1/sandboxes/p", None).status, 404);
 
-    let out = bwrap_sh(&plugins, work.path(), None, &[], "echo ran > ran");
+    // The repository's example config lowers the policy for hosts without the guard.
+    let out = CcServer::new(&plugins)
+        .without_create_guard()
+        .current_dir(work.path())
+        .args([
+            "run",
+            "--backend",
+            "bwrap",
+            "--",
+            "sh",
+            "-c",
+            "echo ran > ran",
+        ])
+        .output();
     assert_eq!(code(&out), 0, "{}", both(&out));
     assert!(
         text(&out.stderr).contains("dispatch policy lowered"),

@@ -263,11 +263,18 @@ impl CcServer {
         }
     }
 
-    /// Lowers the dispatch policy with the repository's example config, so
-    /// the bwrap backend may launch before it has its create-time guard.
+    /// Lowers the dispatch policy with the repository's example config (for
+    /// hosts where the bwrap backend has no create-time guard).
     pub fn without_create_guard(self) -> Self {
         self.arg("--config")
             .arg(repo_root().join("examples/without-create-guard.toml"))
+    }
+
+    /// Uses this config file text (written into the private home).
+    pub fn config(self, toml: &str) -> Self {
+        let file = self._home.path().join("cc_server.toml");
+        std::fs::write(&file, toml).unwrap();
+        self.arg("--config").arg(file)
     }
 
     pub fn arg(mut self, arg: impl AsRef<std::ffi::OsStr>) -> Self {
@@ -314,6 +321,11 @@ impl CcServer {
         let output = wait_output(child, Duration::from_secs(120));
         writer.join().unwrap();
         output
+    }
+
+    /// The private home, kept alive by whoever needs it to outlive `self`.
+    pub fn home(&self) -> Arc<tempfile::TempDir> {
+        Arc::clone(&self._home)
     }
 
     /// Starts it; the caller owns the child.
@@ -404,6 +416,7 @@ pub struct Server {
     pub token_file: PathBuf,
     log: Arc<Mutex<String>>,
     _state: tempfile::TempDir,
+    _home: Arc<tempfile::TempDir>,
 }
 
 impl Server {
@@ -414,6 +427,7 @@ impl Server {
     /// Starts `serve` from a prepared command (extra global flags, env).
     pub fn start_with(command: CcServer) -> Self {
         let state = tempfile::tempdir().unwrap();
+        let home = command.home();
         let token_file = state.path().join("token");
         let mut child = command
             .arg("serve")
@@ -457,6 +471,7 @@ impl Server {
             token_file,
             log,
             _state: state,
+            _home: home,
         }
     }
 

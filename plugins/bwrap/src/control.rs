@@ -26,6 +26,8 @@ pub struct Exit {
 pub trait ControlEvents: Send + Sync + 'static {
     /// An exec's command ended.
     fn exited(&self, exec_id: u64, exit: Exit);
+    /// The create-time guard refused a call of an exec's command.
+    fn violation(&self, exec_id: u64, violation: sandbox_plugin_api::SandboxViolation);
     /// PID 1 is gone (the socket closed or broke).
     fn lost(&self);
 }
@@ -144,6 +146,19 @@ fn read_loop(socket: &UnixStream, waiters: &Waiters, events: &dyn ControlEvents)
     while let Ok(Some((envelope, _))) = proto::recv::<Reply>(socket.as_fd()) {
         match envelope.body {
             Reply::Exited { id, code, signal } => events.exited(id, Exit { code, signal }),
+            Reply::Violation {
+                id,
+                action,
+                target,
+                raw,
+            } => events.violation(
+                id,
+                sandbox_plugin_api::SandboxViolation {
+                    action,
+                    target,
+                    raw: Some(raw),
+                },
+            ),
             body => {
                 let waiter = waiters
                     .lock()

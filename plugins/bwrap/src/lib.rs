@@ -9,15 +9,18 @@
 //! filter every command inherits: no io_uring, no mount API, no new
 //! namespaces, no ptrace, no foreign-architecture syscalls.
 //!
-//! It cannot stop a *new* `.env`, `*.pem` or `*.key` from being created
-//! inside a writable bind, so it does not list `fs.deny-glob-on-create`; the
-//! host refuses launches whose policy needs that (SPEC C3).
+//! Mounts cannot stop a *new* `.env`, `*.pem` or `*.key` from being created
+//! inside a writable bind; the create-time guard in `sandbox-init` can
+//! (SPEC G1). The probe runs the guard's self-test and lists
+//! `fs.deny-glob-on-create` only when it passes; otherwise the host refuses
+//! launches whose policy needs it (SPEC C3).
 
 mod control;
 pub mod lists;
 pub mod plan;
 pub mod probe;
 mod sandbox;
+mod selftest;
 mod spawner;
 pub mod violations;
 
@@ -38,6 +41,8 @@ pub struct BwrapBackend {
     tools: Mutex<Option<Tools>>,
     /// More read-only system directories (`system_paths` option).
     extra_system: Mutex<Vec<PathBuf>>,
+    /// Whether the create-time guard passed its self-test.
+    guard: Mutex<bool>,
 }
 
 impl BackendImpl for BwrapBackend {
@@ -46,7 +51,39 @@ impl BackendImpl for BwrapBackend {
     }
 
     fn probe(&self, ctx: &ProbeContext) -> ProbeReport {
-        let (report, tools) = probe::probe(ctx);
+        let (mut report, tools) = probe::probe(ctx);
+        let disabled = ctx
+            .options
+            .get("guard")
+            .and_then(serde_json::Value::as_bool)
+            == Some(false);
+        let guard = match &tools {
+            Some(_) if disabled => {
+                tracing::warn!(
+                    "the create-time guard is disabled by `guard = false` under [backends.bwrap]"
+                );
+                report.hint = "filename-glob write denies are not enforced: the guard is disabled in the config".into();
+                false
+            }
+            Some(tools) => match selftest::guard(tools) {
+                Ok(()) => true,
+                Err(why) => {
+                    tracing::warn!("the create-time guard is not offered: {why}");
+                    report.hint =
+                        format!("filename-glob write denies cannot be enforced here: {why}");
+                    false
+                }
+            },
+            None => false,
+        };
+        if guard {
+            report
+                .capabilities
+                .push(sandbox_plugin_api::capability::FS_DENY_GLOB_ON_CREATE.into());
+        }
+        if let Ok(mut slot) = self.guard.lock() {
+            *slot = guard;
+        }
         if let Ok(mut slot) = self.tools.lock() {
             *slot = tools;
         }
@@ -83,6 +120,14 @@ impl BackendImpl for BwrapBackend {
             .lock()
             .map(|e| e.clone())
             .unwrap_or_default();
+        let guard = self.guard.lock().map(|g| *g).unwrap_or(false);
+        if !spec.write_deny_globs.is_empty() && !guard {
+            // The host refuses this already (no capability); never run weaker.
+            return Err(PluginError::new(
+                ErrorCode::INVALID_SPEC,
+                "the spec has filename-glob write denies and the create-time guard is not available here",
+            ));
+        }
         let home = std::env::var_os("HOME").map(PathBuf::from);
         for hooks in plan::hook_dirs_to_create(&spec, &RealHost) {
             std::fs::create_dir(&hooks).map_err(|e| {
@@ -100,6 +145,7 @@ impl BackendImpl for BwrapBackend {
                 init: &tools.init,
                 control_fd: CONTROL_FD,
                 extra_system: &extra,
+                guard,
             },
             &RealHost,
         )

@@ -24,6 +24,7 @@ use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
 
+use sandbox_init::guard::rules::GuardConfig;
 use sandbox_plugin_api::SandboxSpec;
 
 use crate::lists::{
@@ -32,6 +33,11 @@ use crate::lists::{
 
 /// Where `sandbox-init` appears inside every sandbox.
 pub const INIT_IN_SANDBOX: &str = "/.sandbox-init";
+
+/// An empty, read-only directory execs get as `GIT_TEMPLATE_DIR` when the
+/// guard runs: `git init` and `git clone` copy no sample hooks, which the
+/// guard would (rightly) refuse to create.
+pub const GIT_TEMPLATE_IN_SANDBOX: &str = "/.sandbox-git-template";
 
 /// What a path is on the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -87,6 +93,8 @@ pub struct PlanInput<'a> {
     pub control_fd: i32,
     /// More read-only system directories (config `system_paths`).
     pub extra_system: &'a [PathBuf],
+    /// Whether PID 1 runs the create-time guard for `spec.write_deny_globs`.
+    pub guard: bool,
 }
 
 /// The plan: bwrap's arguments and what they do.
@@ -100,6 +108,8 @@ pub struct Plan {
     pub protected: Vec<PathBuf>,
     /// Guest paths masked.
     pub masked: Vec<PathBuf>,
+    /// What the create-time guard enforces, when it runs.
+    pub guard: Option<GuardConfig>,
 }
 
 /// A spec the backend cannot honour as written.
@@ -359,15 +369,36 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
             .map_or_else(|| PathBuf::from("/"), |v| v.guest.clone()),
     };
 
+    let guard = (input.guard && !spec.write_deny_globs.is_empty()).then(|| {
+        let mut roots: Vec<PathBuf> = views
+            .iter()
+            .filter(|v| v.writable)
+            .map(|v| v.guest.clone())
+            .collect();
+        roots.extend(home.clone());
+        GuardConfig {
+            globs: spec.write_deny_globs.clone(),
+            roots,
+        }
+    });
+    if guard.is_some() {
+        args.one("--tmpfs", GIT_TEMPLATE_IN_SANDBOX);
+        args.one("--remount-ro", GIT_TEMPLATE_IN_SANDBOX);
+    }
     args.two("--ro-bind", input.init, INIT_IN_SANDBOX);
     args.flag("--");
     args.flag(INIT_IN_SANDBOX);
     args.one("--control-fd", input.control_fd.to_string());
+    if let Some(config) = &guard {
+        // Serialising plain strings cannot fail.
+        args.one("--guard", serde_json::to_string(config).unwrap_or_default());
+    }
     Ok(Plan {
         args: args.0,
         workdir,
         protected,
         masked,
+        guard,
     })
 }
 

@@ -115,6 +115,7 @@ fn run(spec: &SandboxSpec, host: &FakeHost) -> Result<Plan, PlanError> {
             init: Path::new("/opt/cc/sandbox-init"),
             control_fd: 3,
             extra_system: &[],
+            guard: true,
         },
         host,
     )
@@ -161,7 +162,12 @@ fn namespaces_hardening_and_the_init_come_first_and_last() {
     }
     assert!(has(&args, &["--cap-drop", "ALL"]));
     let tail = &args[args.len() - 4..];
-    assert_eq!(tail, ["--", INIT_IN_SANDBOX, "--control-fd", "3"]);
+    assert_eq!(
+        tail,
+        ["--", INIT_IN_SANDBOX, "--control-fd", "3"],
+        "no globs, no guard"
+    );
+    assert_eq!(plan.guard, None);
     assert!(has(
         &args,
         &["--ro-bind", "/opt/cc/sandbox-init", INIT_IN_SANDBOX]
@@ -466,4 +472,34 @@ fn a_repository_without_hooks_gets_an_empty_hooks_dir_first() {
     let mut review = spec_with(vec![bind("/work/proj", false)]);
     review.mode = SandboxMode::Review;
     assert!(hook_dirs_to_create(&review, &FakeHost::standard()).is_empty());
+}
+
+#[test]
+fn the_guard_gets_the_globs_and_every_writable_root() {
+    let mut spec = spec_with(vec![bind("/work/proj", false), bind("/data/real", true)]);
+    spec.write_deny_globs = vec!["**/.env".into()];
+    let plan = run(&spec, &FakeHost::standard()).unwrap();
+    let guard = plan
+        .guard
+        .clone()
+        .expect("globs and a guard-capable backend: the guard runs");
+    assert_eq!(guard.globs, vec!["**/.env".to_owned()]);
+    assert_eq!(
+        guard.roots,
+        vec![PathBuf::from("/work/proj"), PathBuf::from("/home/u")],
+        "read-only binds need no guard"
+    );
+    let args = strings(&plan);
+    let json = &args[args.len() - 1];
+    assert_eq!(args[args.len() - 2], "--guard");
+    assert_eq!(serde_json::from_str::<GuardConfig>(json).unwrap(), guard);
+    assert!(has(
+        &args,
+        &[
+            "--tmpfs",
+            GIT_TEMPLATE_IN_SANDBOX,
+            "--remount-ro",
+            GIT_TEMPLATE_IN_SANDBOX
+        ]
+    ));
 }

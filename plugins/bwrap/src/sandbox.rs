@@ -86,6 +86,20 @@ impl ControlEvents for Handler {
             .spawn(move || exec.relay.finish(terminal));
     }
 
+    fn violation(&self, exec_id: u64, violation: sandbox_plugin_api::SandboxViolation) {
+        let exec = self
+            .execs
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&exec_id).cloned());
+        match exec {
+            Some(exec) => exec.relay.violation(violation),
+            None => {
+                tracing::warn!(exec = exec_id, target = %violation.target, "violation of an exec that has ended")
+            }
+        }
+    }
+
     /// PID 1 is gone, and every process with it: the execs still listed
     /// were killed (by destroy, or by whatever ended the sandbox).
     fn lost(&self) {
@@ -130,71 +144,16 @@ pub struct BwrapSandbox {
 impl BwrapSandbox {
     /// Starts bwrap with the plan and waits for PID 1's `ready`.
     pub fn launch(tools: &Tools, plan: Plan, events: EventSender) -> Result<Self, PluginError> {
-        let (ours, theirs) = UnixStream::pair()
-            .map_err(|e| PluginError::other(format!("creating the control socket: {e}")))?;
-        let mut command = Command::new(&tools.bwrap);
-        command
-            .args(&plan.args)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let their_fd = theirs
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|e| PluginError::other(e.to_string()))?;
-        let raw = std::os::fd::AsRawFd::as_raw_fd(&their_fd);
-        // SAFETY: runs in the forked child before exec; dup2 and fcntl are
-        // async-signal-safe and only touch descriptors of the child.
-        unsafe {
-            command.pre_exec(move || {
-                if raw == CONTROL_FD {
-                    let flags = libc::fcntl(raw, libc::F_GETFD);
-                    libc::fcntl(raw, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
-                } else if libc::dup2(raw, CONTROL_FD) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let mut child = spawner::spawn(command)
-            .map_err(|e| PluginError::other(format!("starting {}: {e}", tools.bwrap.display())))?;
-        drop(their_fd);
-        drop(theirs);
-        let stderr_tail = Arc::new(Mutex::new(Vec::new()));
-        if let Some(stderr) = child.stderr.take() {
-            let tail = Arc::clone(&stderr_tail);
-            let _ = std::thread::Builder::new()
-                .name("bwrap-stderr".into())
-                .spawn(move || log_stderr(stderr, &tail));
-        }
         let execs: Execs = Arc::default();
         let life = Arc::new(Mutex::new(Life::Live));
         let handler = Arc::new(Handler {
             execs: Arc::clone(&execs),
             life: Arc::clone(&life),
         });
-        let control = match Control::start(ours, START_PATIENCE, handler) {
-            Ok(control) => Arc::new(control),
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                // Let the stderr reader collect what bwrap said.
-                std::thread::sleep(Duration::from_millis(50));
-                let said = stderr_tail.lock().map(|t| t.join("; ")).unwrap_or_default();
-                let said = if said.is_empty() {
-                    String::new()
-                } else {
-                    format!(" — bwrap said: {said}")
-                };
-                return Err(PluginError::other(format!(
-                    "the sandbox did not start: {e}{said}"
-                )));
-            }
-        };
+        let (child, control) = start(tools, &plan, handler)?;
         Ok(Self {
             events,
-            control,
+            control: Arc::new(control),
             bwrap_pid: child.id(),
             bwrap: Mutex::new(Some(child)),
             plan,
@@ -282,6 +241,72 @@ impl BwrapSandbox {
     }
 }
 
+/// Starts bwrap on a plan, with the control socket as descriptor
+/// [`CONTROL_FD`], and waits for PID 1's `ready`. On failure bwrap is gone
+/// and the error quotes what it said.
+pub(crate) fn start(
+    tools: &Tools,
+    plan: &Plan,
+    events: Arc<dyn ControlEvents>,
+) -> Result<(Child, Control), PluginError> {
+    let (ours, theirs) = UnixStream::pair()
+        .map_err(|e| PluginError::other(format!("creating the control socket: {e}")))?;
+    let mut command = Command::new(&tools.bwrap);
+    command
+        .args(&plan.args)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let their_fd = theirs
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| PluginError::other(e.to_string()))?;
+    let raw = std::os::fd::AsRawFd::as_raw_fd(&their_fd);
+    // SAFETY: runs in the forked child before exec; dup2 and fcntl are
+    // async-signal-safe and only touch descriptors of the child.
+    unsafe {
+        command.pre_exec(move || {
+            if raw == CONTROL_FD {
+                let flags = libc::fcntl(raw, libc::F_GETFD);
+                libc::fcntl(raw, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+            } else if libc::dup2(raw, CONTROL_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = spawner::spawn(command)
+        .map_err(|e| PluginError::other(format!("starting {}: {e}", tools.bwrap.display())))?;
+    drop(their_fd);
+    drop(theirs);
+    let stderr_tail = Arc::new(Mutex::new(Vec::new()));
+    if let Some(stderr) = child.stderr.take() {
+        let tail = Arc::clone(&stderr_tail);
+        let _ = std::thread::Builder::new()
+            .name("bwrap-stderr".into())
+            .spawn(move || log_stderr(stderr, &tail));
+    }
+    match Control::start(ours, START_PATIENCE, events) {
+        Ok(control) => Ok((child, control)),
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            // Let the stderr reader collect what bwrap said.
+            std::thread::sleep(Duration::from_millis(50));
+            let said = stderr_tail.lock().map(|t| t.join("; ")).unwrap_or_default();
+            let said = if said.is_empty() {
+                String::new()
+            } else {
+                format!(" — bwrap said: {said}")
+            };
+            Err(PluginError::other(format!(
+                "the sandbox did not start: {e}{said}"
+            )))
+        }
+    }
+}
+
 fn log_stderr(stderr: std::process::ChildStderr, tail: &Mutex<Vec<String>>) {
     for line in BufReader::new(stderr).lines() {
         let Ok(line) = line else { break };
@@ -326,6 +351,7 @@ impl SandboxImpl for BwrapSandbox {
         let mut details = serde_json::Map::new();
         details.insert("isolation".into(), "bubblewrap".into());
         details.insert("bwrapPid".into(), self.bwrap_pid.into());
+        details.insert("createGuard".into(), self.plan.guard.is_some().into());
         details.insert(
             "workdir".into(),
             self.plan.workdir.display().to_string().into(),
@@ -376,7 +402,10 @@ impl SandboxImpl for BwrapSandbox {
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
         let stdin = if request.stdin { Some(pipe()?) } else { None };
-        let mut watch = StderrWatch::default();
+        let mut watch = match &self.plan.guard {
+            Some(guard) => StderrWatch::guarded(guard.roots.clone()),
+            None => StderrWatch::default(),
+        };
         let relay = Relay::start(
             id,
             out_r,
@@ -402,10 +431,17 @@ impl SandboxImpl for BwrapSandbox {
             .cwd
             .clone()
             .unwrap_or_else(|| self.plan.workdir.clone());
+        let mut env = request.env;
+        if self.plan.guard.is_some() {
+            env.insert(
+                "GIT_TEMPLATE_DIR".into(),
+                crate::plan::GIT_TEMPLATE_IN_SANDBOX.into(),
+            );
+        }
         let message = Request::Exec {
             id,
             argv: request.argv.clone(),
-            env: request.env.into_iter().collect(),
+            env: env.into_iter().collect(),
             cwd: cwd.display().to_string(),
             stdin: stdin_r.is_some(),
         };

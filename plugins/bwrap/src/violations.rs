@@ -15,9 +15,33 @@ const MAX_LINE: usize = 4096;
 pub struct StderrWatch {
     partial: Vec<u8>,
     seen: HashSet<(String, String)>,
+    /// The writable roots when the create-time guard runs: it reports its
+    /// own refusals there exactly, so "Permission denied" in them is not
+    /// guessed a second time.
+    guarded_roots: Vec<std::path::PathBuf>,
 }
 
 impl StderrWatch {
+    /// A watch for a sandbox whose guard reports refusals under `roots`.
+    pub fn guarded(roots: Vec<std::path::PathBuf>) -> Self {
+        Self {
+            guarded_roots: roots,
+            ..Self::default()
+        }
+    }
+
+    fn reported_by_the_guard(&self, v: &SandboxViolation) -> bool {
+        if self.guarded_roots.is_empty() || v.action != "file-access" {
+            return false;
+        }
+        let target = std::path::Path::new(&v.target);
+        !target.is_absolute()
+            || self
+                .guarded_roots
+                .iter()
+                .any(|root| target.starts_with(root))
+    }
+
     /// Feeds a chunk; returns the new violations it completes.
     pub fn feed(&mut self, chunk: &[u8]) -> Vec<SandboxViolation> {
         let mut found = Vec::new();
@@ -26,6 +50,7 @@ impl StderrWatch {
                 let line = String::from_utf8_lossy(&self.partial).into_owned();
                 self.partial.clear();
                 if let Some(v) = parse_line(&line)
+                    && !self.reported_by_the_guard(&v)
                     && self.seen.insert((v.action.clone(), v.target.clone()))
                 {
                     found.push(v);
@@ -131,6 +156,32 @@ mod tests {
             let want = want.map(|(a, t)| (a.to_owned(), t.to_owned()));
             assert_eq!(got, want, "{line}");
         }
+    }
+
+    #[test]
+    fn the_guards_own_refusals_are_not_guessed_again() {
+        let mut watch = StderrWatch::guarded(vec!["/w".into()]);
+        assert!(
+            watch
+                .feed(b"sh: 1: cannot create b.pem: Permission denied\n")
+                .is_empty()
+        );
+        assert!(
+            watch
+                .feed(b"touch: cannot touch '/w/x.key': Permission denied\n")
+                .is_empty()
+        );
+        assert_eq!(
+            watch.feed(b"cat: /etc/shadow: Permission denied\n").len(),
+            1,
+            "outside the roots"
+        );
+        assert_eq!(
+            watch
+                .feed(b"touch: cannot touch '/w/x': Read-only file system\n")
+                .len(),
+            1
+        );
     }
 
     #[test]

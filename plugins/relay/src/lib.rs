@@ -39,6 +39,9 @@ pub struct Relay {
     ended: AtomicBool,
     ended_signal: (Mutex<()>, Condvar),
     drained: Mutex<mpsc::Receiver<()>>,
+    /// Targets of violations reported exactly (by the create-time guard):
+    /// the same refusal guessed again from stderr is not reported twice.
+    exact: Mutex<Vec<String>>,
 }
 
 impl Relay {
@@ -58,6 +61,7 @@ impl Relay {
             ended: AtomicBool::new(false),
             ended_signal: (Mutex::new(()), Condvar::new()),
             drained: Mutex::new(drained_rx),
+            exact: Mutex::new(Vec::new()),
         });
         Self::read(&relay, stdout, Stream::Stdout, drained_tx.clone());
         Self::read(&relay, stderr, Stream::Stderr(watcher), drained_tx);
@@ -82,6 +86,32 @@ impl Relay {
             .wait_timeout_while(guard, patience, |()| !self.has_ended())
             .map(|_| self.has_ended())
             .unwrap_or(true)
+    }
+
+    /// Emits an exactly reported violation, unless the exec has ended.
+    pub fn violation(&self, violation: SandboxViolation) {
+        let Ok(_emitting) = self.emitting.lock() else {
+            return;
+        };
+        if self.has_ended() {
+            return;
+        }
+        if let Ok(mut exact) = self.exact.lock() {
+            exact.push(violation.target.clone());
+        }
+        self.events.violation(self.exec_id, violation);
+    }
+
+    /// Whether a guessed violation repeats an exact one (its target names
+    /// the same file, perhaps relatively).
+    fn already_reported(&self, guessed: &SandboxViolation) -> bool {
+        !guessed.target.is_empty()
+            && self.exact.lock().is_ok_and(|exact| {
+                exact.iter().any(|t| {
+                    t == &guessed.target
+                        || t.ends_with(&format!("/{}", guessed.target.trim_start_matches("./")))
+                })
+            })
     }
 
     /// Emits the exec's terminal event (`exit` or `killed`) after the output
@@ -155,7 +185,9 @@ impl Relay {
                 self.events.stderr(self.exec_id, chunk.to_vec());
                 if let Some(watch) = watcher {
                     for violation in watch(chunk) {
-                        self.events.violation(self.exec_id, violation);
+                        if !self.already_reported(&violation) {
+                            self.events.violation(self.exec_id, violation);
+                        }
                     }
                 }
             }

@@ -5,5 +5,6 @@
 //! this binary; each exec is then a message on a socket pair, not a new
 //! sandbox (SPEC G2).
 
+pub mod guard;
 pub mod proto;
 pub mod seccomp;

@@ -1,4 +1,4 @@
-//! `sandbox-init --control-fd N`: PID 1 of a bwrap sandbox.
+//! `sandbox-init --control-fd N [--guard JSON]`: PID 1 of a bwrap sandbox.
 //!
 //! It installs the hardening seccomp filter on itself first (everything it
 //! starts inherits it and cannot remove it; if it cannot, it refuses to run
@@ -9,32 +9,60 @@
 //! goes away — destroy, or the server dying — it kills everything and exits,
 //! and the kernel tears the namespaces down with it.
 //!
-//! Single-threaded on purpose: forking from it is safe, and the code between
-//! fork and exec needs no care beyond not allocating.
+//! With `--guard`, it is also the create-time guard's supervisor (see
+//! `sandbox_init::guard`): every command installs the guard filter between
+//! fork and exec and hands its listener here, where a thread serves it.
+//!
+//! Forking happens on the main thread only; the code between fork and exec
+//! makes only async-signal-safe calls on memory prepared before the fork, so
+//! the supervisor threads cannot leave it a held lock.
 
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 
+use sandbox_init::guard::rules::{GuardConfig, Rules};
+use sandbox_init::guard::{self, notify::Listener};
 use sandbox_init::proto::{self, Reply, Request};
 use sandbox_init::seccomp;
 
+/// The stage codes a failed child reports.
+const STAGE_CHDIR: u32 = 1;
+const STAGE_EXEC: u32 = 2;
+const STAGE_GUARD: u32 = 3;
+
+// A command that cannot install its filters does not run: `STAGE_GUARD`.
+
 fn main() -> ExitCode {
-    let control = match control_fd() {
-        Ok(fd) => fd,
+    let (control, guard_config) = match parse_args() {
+        Ok(parsed) => parsed,
         Err(message) => {
             eprintln!("sandbox-init: {message}");
             return ExitCode::from(125);
         }
     };
-    if let Err(e) = seccomp::install(&seccomp::hardening_filter()) {
-        // Fail closed: without the filter nothing runs.
+    let rules = match guard_config.map(|c| start_guard(&c)).transpose() {
+        Ok(rules) => rules,
+        Err(message) => {
+            // Fail closed: a guard that cannot start means nothing runs.
+            eprintln!("sandbox-init: the create-time guard cannot start: {message}");
+            return ExitCode::from(125);
+        }
+    };
+    // PID 1's own filter; every command also installs the full one itself.
+    let own_filter = if rules.is_some() {
+        seccomp::supervisor_filter()
+    } else {
+        seccomp::hardening_filter()
+    };
+    if let Err(e) = seccomp::install(&own_filter) {
         eprintln!("sandbox-init: cannot install the seccomp filter: {e}");
         return ExitCode::from(125);
     }
-    match serve(control.as_fd()) {
+    match serve(control.as_fd(), rules.map(Arc::new)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sandbox-init: {e}");
@@ -43,14 +71,31 @@ fn main() -> ExitCode {
     }
 }
 
-fn control_fd() -> Result<OwnedFd, String> {
-    let args: Vec<String> = std::env::args().collect();
-    let fd: RawFd = match args.as_slice() {
-        [_, flag, fd] if flag == "--control-fd" => {
-            fd.parse().map_err(|_| format!("bad descriptor `{fd}`"))?
+fn parse_args() -> Result<(OwnedFd, Option<GuardConfig>), String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut control = None;
+    let mut guard_config = None;
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--control-fd" => {
+                control = Some(
+                    value
+                        .parse::<RawFd>()
+                        .map_err(|_| format!("bad descriptor `{value}`"))?,
+                )
+            }
+            "--guard" => {
+                guard_config = Some(
+                    serde_json::from_str::<GuardConfig>(value)
+                        .map_err(|e| format!("--guard: {e}"))?,
+                )
+            }
+            other => return Err(format!("unknown argument `{other}`")),
         }
-        _ => return Err("usage: sandbox-init --control-fd N".into()),
-    };
+    }
+    let fd = control.ok_or("usage: sandbox-init --control-fd N [--guard JSON]")?;
     // SAFETY: F_GETFD only inspects the descriptor table.
     if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
         return Err(format!("descriptor {fd} is not open"));
@@ -59,7 +104,27 @@ fn control_fd() -> Result<OwnedFd, String> {
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     // SAFETY: plain fcntl on a descriptor we own; commands must not inherit it.
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-    Ok(owned)
+    Ok((owned, guard_config))
+}
+
+/// Prepares the supervisor side: the rules, the identities of existing
+/// protected files, and a process no command can inspect.
+fn start_guard(config: &GuardConfig) -> Result<Rules, String> {
+    let mut rules = Rules::new(config)?;
+    if !seccomp::notify_available() {
+        return Err("this kernel offers no seccomp user notification".into());
+    }
+    if !guard::scan_protected_inodes(&mut rules) {
+        eprintln!(
+            "sandbox-init: more files than the scan limit; hard links to some protected files may not be caught"
+        );
+    }
+    // SAFETY: plain prctl call. Not dumpable: commands can neither read
+    // PID 1's memory nor reach its descriptors through /proc/1.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
+    }
+    Ok(rules)
 }
 
 /// Commands running, by pid and by exec id.
@@ -69,16 +134,43 @@ struct Running {
     by_id: HashMap<u64, i32>,
 }
 
-fn serve(control: BorrowedFd<'_>) -> io::Result<()> {
+/// The control socket, shared by the main loop and the supervisor threads.
+#[derive(Clone)]
+struct Outbox {
+    fd: RawFd,
+    lock: Arc<Mutex<()>>,
+}
+
+impl Outbox {
+    fn send(&self, seq: u64, reply: &Reply) -> io::Result<()> {
+        let _frame = self
+            .lock
+            .lock()
+            .map_err(|_| io::Error::other("send lock poisoned"))?;
+        // SAFETY: the control descriptor outlives every sender (PID 1 exits
+        // with it; supervisor threads die with the process).
+        let fd = unsafe { BorrowedFd::borrow_raw(self.fd) };
+        proto::send(fd, seq, reply, &[])
+    }
+}
+
+fn serve(control: BorrowedFd<'_>, rules: Option<Arc<Rules>>) -> io::Result<()> {
     let children = ChildSignals::new()?;
-    proto::send(
-        control,
+    let outbox = Outbox {
+        fd: control.as_raw_fd(),
+        lock: Arc::default(),
+    };
+    outbox.send(
         0,
         &Reply::Ready {
             version: proto::VERSION,
         },
-        &[],
     )?;
+    let filters = Filters {
+        hardening: seccomp::hardening_filter(),
+        guard: rules.as_ref().map(|_| seccomp::guard_filter()),
+        umask: commands_umask(rules.is_some()),
+    };
     let mut running = Running::default();
     loop {
         let mut polled = [
@@ -104,13 +196,20 @@ fn serve(control: BorrowedFd<'_>) -> io::Result<()> {
         }
         if polled[1].revents != 0 {
             children.drain();
-            reap(control, &mut running)?;
+            reap(&outbox, &mut running)?;
         }
         if polled[0].revents != 0 {
             match proto::recv::<Request>(control)? {
                 Some((envelope, fds)) => {
-                    let reply = handle(envelope.body, fds, &mut running);
-                    proto::send(control, envelope.seq, &reply, &[])?;
+                    let reply = handle(
+                        envelope.body,
+                        fds,
+                        &mut running,
+                        &filters,
+                        rules.as_ref(),
+                        &outbox,
+                    );
+                    outbox.send(envelope.seq, &reply)?;
                 }
                 None => {
                     // The backend is gone (destroy, or the server died).
@@ -122,7 +221,35 @@ fn serve(control: BorrowedFd<'_>) -> io::Result<()> {
     }
 }
 
-fn handle(request: Request, fds: Vec<OwnedFd>, running: &mut Running) -> Reply {
+/// What every command gets between fork and exec.
+struct Filters {
+    hardening: Vec<seccomp::SockFilter>,
+    guard: Option<Vec<seccomp::SockFilter>>,
+    /// The umask commands start with.
+    umask: libc::mode_t,
+}
+
+/// With the guard, PID 1 creates files for commands with their own umask
+/// applied, so its own must be 0; commands get back the umask PID 1 started
+/// with.
+fn commands_umask(guarded: bool) -> libc::mode_t {
+    // SAFETY: umask has no preconditions; reading it means setting it.
+    let started_with = unsafe { libc::umask(0) };
+    if !guarded {
+        // SAFETY: as above.
+        unsafe { libc::umask(started_with) };
+    }
+    started_with
+}
+
+fn handle(
+    request: Request,
+    fds: Vec<OwnedFd>,
+    running: &mut Running,
+    filters: &Filters,
+    rules: Option<&Arc<Rules>>,
+    outbox: &Outbox,
+) -> Reply {
     match request {
         Request::Exec {
             id,
@@ -130,10 +257,13 @@ fn handle(request: Request, fds: Vec<OwnedFd>, running: &mut Running) -> Reply {
             env,
             cwd,
             stdin,
-        } => match spawn(&argv, &env, &cwd, stdin, fds) {
-            Ok(pid) => {
+        } => match spawn(&argv, &env, &cwd, stdin, fds, filters) {
+            Ok((pid, listener)) => {
                 running.by_pid.insert(pid, id);
                 running.by_id.insert(id, pid);
+                if let (Some(rules), Some(listener)) = (rules, listener) {
+                    supervise(id, listener, Arc::clone(rules), outbox.clone());
+                }
                 Reply::Started { pid }
             }
             Err(Failure { errno, message }) => Reply::Failed { errno, message },
@@ -158,6 +288,29 @@ fn handle(request: Request, fds: Vec<OwnedFd>, running: &mut Running) -> Reply {
     }
 }
 
+/// Serves an exec's listener on a thread until its last process is gone.
+fn supervise(exec_id: u64, listener: OwnedFd, rules: Arc<Rules>, outbox: Outbox) {
+    let spawned = std::thread::Builder::new()
+        .name(format!("guard-{exec_id}"))
+        .spawn(move || {
+            let listener = Listener::new(listener);
+            let report = |denial: &guard::emulate::Denial, tid: u32| {
+                let violation = Reply::Violation {
+                    id: exec_id,
+                    action: denial.action.to_owned(),
+                    target: denial.target.display().to_string(),
+                    raw: guard::describe(denial, tid),
+                };
+                let _ = outbox.send(0, &violation);
+            };
+            guard::serve(&listener, &rules, &report);
+        });
+    if let Err(e) = spawned {
+        // Without a supervisor every guarded call of this exec fails: closed.
+        eprintln!("sandbox-init: cannot start the guard of exec {exec_id}: {e}");
+    }
+}
+
 /// Signals every process of the sandbox but PID 1 (kill(-1) from the init of
 /// a pid namespace reaches exactly its other members).
 fn signal_everything(signal: i32) -> Reply {
@@ -179,7 +332,7 @@ fn kill_everything() {
 }
 
 /// Reaps every child that ended; reports the commands among them.
-fn reap(control: BorrowedFd<'_>, running: &mut Running) -> io::Result<()> {
+fn reap(outbox: &Outbox, running: &mut Running) -> io::Result<()> {
     loop {
         let mut status = 0;
         // SAFETY: plain syscall writing into `status`.
@@ -196,7 +349,7 @@ fn reap(control: BorrowedFd<'_>, running: &mut Running) -> io::Result<()> {
         } else {
             (None, Some(libc::WTERMSIG(status)))
         };
-        proto::send(control, 0, &Reply::Exited { id, code, signal }, &[])?;
+        outbox.send(0, &Reply::Exited { id, code, signal })?;
     }
 }
 
@@ -208,12 +361,13 @@ struct ChildSignals {
 impl ChildSignals {
     fn new() -> io::Result<Self> {
         // SAFETY: sigset operations on a local set, then blocking SIGCHLD for
-        // this (single-threaded) process so it is only seen via the signalfd.
+        // this process so it is only seen via the signalfd (threads started
+        // later inherit the mask).
         let fd = unsafe {
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
             libc::sigaddset(&mut set, libc::SIGCHLD);
-            if libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+            if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
                 return Err(io::Error::last_os_error());
             }
             libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK)
@@ -263,13 +417,16 @@ fn candidates(program: &str, env: &[(String, String)]) -> Vec<String> {
 }
 
 /// Forks and execs one command in a session (and process group) of its own.
+/// With a guard filter, the child installs it before exec and hands over
+/// its listener, which is returned with the pid.
 fn spawn(
     argv: &[String],
     env: &[(String, String)],
     cwd: &str,
     stdin: bool,
     fds: Vec<OwnedFd>,
-) -> Result<i32, Failure> {
+    filters: &Filters,
+) -> Result<(i32, Option<OwnedFd>), Failure> {
     let expected = if stdin { 3 } else { 2 };
     if argv.is_empty() || fds.len() != expected {
         return Err(Failure {
@@ -290,40 +447,50 @@ fn spawn(
         .iter()
         .map(|p| c_string(p))
         .collect::<Result<_, _>>()?;
-    let c_cwd = c_string(cwd)?;
-    let c_null = c_string("/dev/null")?;
-    let mut argv_ptrs: Vec<*const libc::c_char> = c_argv.iter().map(|a| a.as_ptr()).collect();
-    argv_ptrs.push(std::ptr::null());
-    let mut env_ptrs: Vec<*const libc::c_char> = c_env.iter().map(|e| e.as_ptr()).collect();
-    env_ptrs.push(std::ptr::null());
-    let stdout = fds[0].as_raw_fd();
-    let stderr = fds[1].as_raw_fd();
-    let stdin_fd = if stdin {
-        Some(fds[2].as_raw_fd())
-    } else {
-        None
+    let prepared = Prepared {
+        argv: pointers(&c_argv),
+        env: pointers(&c_env),
+        paths: c_paths,
+        cwd: c_string(cwd)?,
+        dev_null: c_string("/dev/null")?,
+        stdin: if stdin {
+            Some(fds[2].as_raw_fd())
+        } else {
+            None
+        },
+        stdout: fds[0].as_raw_fd(),
+        stderr: fds[1].as_raw_fd(),
+        hardening: &filters.hardening,
+        guard_filter: filters.guard.as_deref(),
+        umask: filters.umask,
     };
 
-    let mut report = [0 as RawFd; 2];
-    // SAFETY: pipe2 writes two descriptors into `report`.
-    if unsafe { libc::pipe2(report.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+    // A datagram socket pair: the child sends its guard listener (if any)
+    // and, on failure, `(stage, errno)`; a successful exec closes its end.
+    let mut pair = [0 as RawFd; 2];
+    // SAFETY: socketpair writes two descriptors into `pair`.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            pair.as_mut_ptr(),
+        )
+    } != 0
+    {
         return Err(Failure {
             errno: io::Error::last_os_error()
                 .raw_os_error()
                 .unwrap_or(libc::EIO),
-            message: "pipe2".into(),
+            message: "socketpair".into(),
         });
     }
     // SAFETY: both descriptors were just created and are ours.
-    let (report_r, report_w) = unsafe {
-        (
-            OwnedFd::from_raw_fd(report[0]),
-            OwnedFd::from_raw_fd(report[1]),
-        )
-    };
+    let (report_r, report_w) =
+        unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
 
-    // SAFETY: this process is single-threaded, so the child may run any code;
-    // it only makes syscalls on memory prepared above and ends in exec or _exit.
+    // SAFETY: the child runs only `child`, which makes async-signal-safe
+    // syscalls on memory prepared above and ends in exec or _exit.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(Failure {
@@ -335,99 +502,147 @@ fn spawn(
     }
     if pid == 0 {
         // SAFETY: the child side of fork; see above. Never returns.
-        unsafe {
-            child(
-                &argv_ptrs,
-                &env_ptrs,
-                &c_paths,
-                &c_cwd,
-                &c_null,
-                stdin_fd,
-                stdout,
-                stderr,
-                report_w.as_raw_fd(),
-            )
-        }
+        unsafe { child(&prepared, report_w.as_raw_fd()) }
     }
     drop(report_w);
     drop(fds);
-    let mut answer = [0u8; 8];
-    let n = read_full(report_r.as_fd(), &mut answer);
-    if n < answer.len() {
-        return Ok(pid); // exec succeeded: the pipe closed on exec
+    let (listener, failure) = read_report(report_r.as_fd());
+    if let Some((stage, errno)) = failure {
+        let what = match stage {
+            STAGE_CHDIR => format!("working directory {cwd}"),
+            STAGE_GUARD => "installing the command's seccomp filters".to_owned(),
+            _ => argv[0].clone(),
+        };
+        return Err(Failure {
+            errno,
+            message: format!("{what}: {}", io::Error::from_raw_os_error(errno)),
+        });
     }
-    let stage = u32::from_le_bytes([answer[0], answer[1], answer[2], answer[3]]);
-    let errno = i32::from_le_bytes([answer[4], answer[5], answer[6], answer[7]]);
-    let what = if stage == 1 {
-        format!("working directory {cwd}")
-    } else {
-        argv[0].clone()
-    };
-    Err(Failure {
-        errno,
-        message: format!("{what}: {}", io::Error::from_raw_os_error(errno)),
-    })
+    if filters.guard.is_some() && listener.is_none() {
+        // SAFETY: plain syscall on our own child, which must not run unguarded.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        return Err(Failure {
+            errno: libc::EIO,
+            message: "the command did not hand over its guard listener".into(),
+        });
+    }
+    Ok((pid, listener))
 }
 
-fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8]) -> usize {
-    let mut filled = 0;
-    while filled < buf.len() {
-        // SAFETY: reads into the unfilled tail of `buf`.
-        let n = unsafe {
-            libc::read(
-                fd.as_raw_fd(),
-                buf[filled..].as_mut_ptr().cast(),
-                buf.len() - filled,
-            )
-        };
-        if n > 0 {
-            filled += n as usize;
-        } else if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-            continue;
-        } else {
-            break;
+fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
+    let mut out: Vec<*const libc::c_char> = strings.iter().map(|s| s.as_ptr()).collect();
+    out.push(std::ptr::null());
+    out
+}
+
+/// Reads the child's report: a listener (with the first message) and, if
+/// it failed, `(stage, errno)`.
+fn read_report(socket: BorrowedFd<'_>) -> (Option<OwnedFd>, Option<(u32, i32)>) {
+    let (mut listener, mut failure) = (None, None);
+    loop {
+        let mut fds = Vec::new();
+        let mut buf = [0u8; 8];
+        match recv_datagram(socket.as_raw_fd(), &mut buf, &mut fds) {
+            Ok(0) | Err(_) => return (listener, failure),
+            Ok(n) => {
+                if let Some(fd) = fds.pop() {
+                    listener = Some(fd);
+                }
+                if n == 8 {
+                    let stage = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
+                    let errno = i32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]);
+                    failure = Some((stage, errno));
+                }
+            }
         }
     }
-    filled
+}
+
+fn recv_datagram(socket: RawFd, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut space = [0u64; 8];
+    // SAFETY: an all-zero msghdr is a valid empty message; we point it at our buffers.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = space.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&space);
+    // SAFETY: msg describes valid buffers that outlive the call.
+    let n = unsafe { libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel filled the control buffer; the macros stay inside it.
+    unsafe {
+        let mut header = libc::CMSG_FIRSTHDR(&msg);
+        while !header.is_null() {
+            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
+                let fd = std::ptr::read_unaligned(libc::CMSG_DATA(header).cast::<RawFd>());
+                fds.push(OwnedFd::from_raw_fd(fd));
+            }
+            header = libc::CMSG_NXTHDR(&msg, header);
+        }
+    }
+    Ok(n as usize)
+}
+
+/// What the child needs, prepared before fork.
+struct Prepared<'a> {
+    argv: Vec<*const libc::c_char>,
+    env: Vec<*const libc::c_char>,
+    paths: Vec<CString>,
+    cwd: CString,
+    dev_null: CString,
+    stdin: Option<RawFd>,
+    stdout: RawFd,
+    stderr: RawFd,
+    hardening: &'a [seccomp::SockFilter],
+    guard_filter: Option<&'a [seccomp::SockFilter]>,
+    umask: libc::mode_t,
 }
 
 /// The child between fork and exec.
 ///
 /// # Safety
-/// Call only in the child of `fork`; every pointer must stay valid (they
-/// were prepared by the parent before forking).
-#[allow(clippy::too_many_arguments)]
-unsafe fn child(
-    argv: &[*const libc::c_char],
-    env: &[*const libc::c_char],
-    paths: &[CString],
-    cwd: &CString,
-    dev_null: &CString,
-    stdin: Option<RawFd>,
-    stdout: RawFd,
-    stderr: RawFd,
-    report: RawFd,
-) -> ! {
-    // SAFETY: syscalls on descriptors and memory prepared before fork.
+/// Call only in the child of `fork`; `p` was prepared before forking.
+unsafe fn child(p: &Prepared<'_>, report: RawFd) -> ! {
+    // SAFETY: async-signal-safe syscalls on descriptors and memory prepared before fork.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+        libc::umask(p.umask);
         libc::setsid();
-        let input = match stdin {
+        if seccomp::install(p.hardening).is_err() {
+            fail(report, STAGE_GUARD);
+        }
+        if let Some(filter) = p.guard_filter {
+            match seccomp::install_listener(filter) {
+                Ok(listener) => {
+                    send_fd(report, listener.as_raw_fd());
+                    // The command must never hold its own listener.
+                    drop(listener);
+                }
+                Err(_) => fail(report, STAGE_GUARD),
+            }
+        }
+        let input = match p.stdin {
             Some(fd) => fd,
-            None => libc::open(dev_null.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC),
+            None => libc::open(p.dev_null.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC),
         };
         libc::dup2(input, 0);
-        libc::dup2(stdout, 1);
-        libc::dup2(stderr, 2);
-        if libc::chdir(cwd.as_ptr()) != 0 {
-            fail(report, 1);
+        libc::dup2(p.stdout, 1);
+        libc::dup2(p.stderr, 2);
+        if libc::chdir(p.cwd.as_ptr()) != 0 {
+            fail(report, STAGE_CHDIR);
         }
         let mut denied = false;
         let mut last = libc::ENOENT;
-        for path in paths {
-            libc::execve(path.as_ptr(), argv.as_ptr(), env.as_ptr());
+        for path in &p.paths {
+            libc::execve(path.as_ptr(), p.argv.as_ptr(), p.env.as_ptr());
             last = *libc::__errno_location();
             match last {
                 libc::ENOENT | libc::ENOTDIR => {}
@@ -438,7 +653,34 @@ unsafe fn child(
         if denied && matches!(last, libc::ENOENT | libc::ENOTDIR) {
             *libc::__errno_location() = libc::EACCES;
         }
-        fail(report, 2)
+        fail(report, STAGE_EXEC)
+    }
+}
+
+/// Sends one descriptor over the report socket (async-signal-safe).
+///
+/// # Safety
+/// Call only in the forked child.
+unsafe fn send_fd(socket: RawFd, fd: RawFd) {
+    let mut byte = [b'L'];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut space = [0u64; 4];
+    // SAFETY: stack buffers only; the CMSG macros stay inside `space`.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = space.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize;
+        let header = libc::CMSG_FIRSTHDR(&msg);
+        (*header).cmsg_level = libc::SOL_SOCKET;
+        (*header).cmsg_type = libc::SCM_RIGHTS;
+        (*header).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<RawFd>(), fd);
+        libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL);
     }
 }
 
@@ -447,13 +689,18 @@ unsafe fn child(
 /// # Safety
 /// Call only in the forked child.
 unsafe fn fail(report: RawFd, stage: u32) -> ! {
-    // SAFETY: reads errno, writes a local buffer to our own pipe, exits.
+    // SAFETY: reads errno, sends a local buffer over our own socket, exits.
     unsafe {
         let errno = *libc::__errno_location();
         let mut answer = [0u8; 8];
         answer[..4].copy_from_slice(&stage.to_le_bytes());
         answer[4..].copy_from_slice(&errno.to_le_bytes());
-        libc::write(report, answer.as_ptr().cast(), answer.len());
-        libc::_exit(if stage == 1 { 126 } else { 127 })
+        libc::send(
+            report,
+            answer.as_ptr().cast(),
+            answer.len(),
+            libc::MSG_NOSIGNAL,
+        );
+        libc::_exit(if stage == STAGE_CHDIR { 126 } else { 127 })
     }
 }

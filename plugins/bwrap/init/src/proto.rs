@@ -64,6 +64,14 @@ pub enum Reply {
     Failed { errno: i32, message: String },
     /// The request was refused.
     Refused { message: String },
+    /// The guard refused a call of an exec's command (sent before the
+    /// refused call returns, so before the exec's `exited`).
+    Violation {
+        id: u64,
+        action: String,
+        target: String,
+        raw: String,
+    },
     /// An exec's command ended: its exit code, or the signal that ended it.
     Exited {
         id: u64,

@@ -148,6 +148,8 @@ pub enum Action {
     Errno(u16),
     /// Kill the whole process with `SIGSYS`.
     KillProcess,
+    /// Hand the call to the supervisor holding the filter's listener.
+    Notify,
 }
 
 impl Action {
@@ -157,6 +159,7 @@ impl Action {
             Action::Allow => SECCOMP_RET_ALLOW,
             Action::Errno(errno) => SECCOMP_RET_ERRNO | (errno as u32 & SECCOMP_RET_DATA),
             Action::KillProcess => SECCOMP_RET_KILL_PROCESS,
+            Action::Notify => SECCOMP_RET_USER_NOTIF,
         }
     }
 }
@@ -176,6 +179,18 @@ pub enum Rule {
         /// Action taken when any bit of `mask` is set.
         action: Action,
     },
+}
+
+/// How an `open`-style flags argument is judged by the guard filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenFlags {
+    /// Argument index of the flags.
+    pub arg: u8,
+    /// Bits that make the call allowed outright (`O_PATH`: it ignores the
+    /// create and write bits, and its descriptors cannot be injected).
+    pub exempt: u32,
+    /// Bits that send the call to the supervisor.
+    pub notify: u32,
 }
 
 /// One row of the decision table.
@@ -389,6 +404,27 @@ pub fn hardening_filter() -> Vec<SockFilter> {
     }
 }
 
+/// PID 1's own filter when it supervises the create-time guard: the
+/// hardening filter without the `process_vm_*` entries, because the
+/// supervisor reads each guarded call's path out of the caller's memory.
+/// Every command still installs the full [`hardening_filter`] itself.
+pub fn supervisor_filter() -> Vec<SockFilter> {
+    if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+        let reads_memory = [
+            libc::SYS_process_vm_readv as u32,
+            libc::SYS_process_vm_writev as u32,
+        ];
+        let kept: Vec<Entry> = policy()
+            .iter()
+            .filter(|e| !reads_memory.contains(&e.nr))
+            .copied()
+            .collect();
+        compile(&kept).into_instructions()
+    } else {
+        Vec::new()
+    }
+}
+
 /// Set `no_new_privs` and install `filter` on the calling thread. It is
 /// inherited by every child created afterwards and cannot be removed; other
 /// threads already running are not affected, so call this before spawning
@@ -465,6 +501,145 @@ fn install_impl(filter: &[SockFilter]) -> io::Result<()> {
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
 fn install_impl(_filter: &[SockFilter]) -> io::Result<()> {
     Err(io::Error::from(io::ErrorKind::Unsupported))
+}
+
+/// `SECCOMP_RET_USER_NOTIF`.
+const SECCOMP_RET_USER_NOTIF: u32 = 0x7fc0_0000;
+
+/// The raw `__O_TMPFILE` bit; glibc's `O_TMPFILE` also carries O_DIRECTORY,
+/// which would send every directory open to the supervisor.
+const O_TMPFILE_BIT: u32 = 0o2000_0000;
+
+/// Open flags that can create or write: they go to the supervisor.
+const OPEN_WRITE_BITS: u32 =
+    (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u32 | O_TMPFILE_BIT;
+
+/// The create-time guard's filter (SPEC G1), installed by each command on
+/// top of the hardening filter it inherits: every call that can create,
+/// write-open, rename, link or remove a name goes to the supervisor;
+/// `openat2` gets ENOSYS (its flags are behind a pointer); everything else
+/// runs. Empty off Linux x86_64.
+pub fn guard_filter() -> Vec<SockFilter> {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    {
+        let mut p = Program::new();
+        p.load_word(OFFSET_ARCH)
+            .jump_if_equal(AUDIT_ARCH_X86_64, 1, 0)
+            .ret(Action::KillProcess)
+            .load_word(OFFSET_NR)
+            .jump_if_any_set(X32_SYSCALL_BIT, 0, 1)
+            .ret(Action::Errno(ENOSYS));
+        let open_style = [
+            OpenFlags {
+                arg: 1,
+                exempt: libc::O_PATH as u32,
+                notify: OPEN_WRITE_BITS,
+            },
+            OpenFlags {
+                arg: 2,
+                exempt: libc::O_PATH as u32,
+                notify: OPEN_WRITE_BITS,
+            },
+        ];
+        for (nr, flags) in [libc::SYS_open, libc::SYS_openat]
+            .into_iter()
+            .zip(open_style)
+        {
+            // jeq nr,0,5; ld flags; jset exempt,2,0; jset notify,0,1; ret notify; ret allow
+            p.jump_if_equal(nr as u32, 0, 5)
+                .load_word(arg_low_offset(flags.arg))
+                .jump_if_any_set(flags.exempt, 2, 0)
+                .jump_if_any_set(flags.notify, 0, 1)
+                .ret(Action::Notify)
+                .ret(Action::Allow);
+        }
+        p.jump_if_equal(libc::SYS_openat2 as u32, 0, 1)
+            .ret(Action::Errno(ENOSYS));
+        for nr in GUARDED {
+            p.jump_if_equal(*nr as u32, 0, 1).ret(Action::Notify);
+        }
+        p.ret(Action::Allow);
+        p.into_instructions()
+    }
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    {
+        Vec::new()
+    }
+}
+
+/// Calls that always go to the supervisor (besides write-opens).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub const GUARDED: &[libc::c_long] = &[
+    libc::SYS_creat,
+    libc::SYS_mkdir,
+    libc::SYS_mkdirat,
+    libc::SYS_mknod,
+    libc::SYS_mknodat,
+    libc::SYS_symlink,
+    libc::SYS_symlinkat,
+    libc::SYS_link,
+    libc::SYS_linkat,
+    libc::SYS_rename,
+    libc::SYS_renameat,
+    libc::SYS_renameat2,
+    libc::SYS_unlink,
+    libc::SYS_unlinkat,
+    libc::SYS_rmdir,
+    libc::SYS_truncate,
+];
+
+/// Installs a filter whose notifications go to a new listener, and returns
+/// the listener. `WAIT_KILLABLE_RECV`: once the supervisor has received a
+/// call, only a fatal signal can interrupt it (otherwise a signal storm
+/// replays calls the supervisor already did: spurious EEXIST). Allocates
+/// nothing, so a forked child may call it.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub fn install_listener(filter: &[SockFilter]) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let Ok(len) = libc::c_ushort::try_from(filter.len()) else {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    };
+    if filter.is_empty() {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    let prog = SockFprog {
+        len,
+        filter: filter.as_ptr(),
+    };
+    // SAFETY: PR_SET_NO_NEW_PRIVS takes integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let flags =
+        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+    // SAFETY: `prog` points at `len` instructions that outlive the call.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER as libc::c_ulong,
+            flags,
+            &prog as *const SockFprog,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a fresh listener descriptor.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as std::os::fd::RawFd) })
+}
+
+/// Whether the kernel offers user notification (`SECCOMP_GET_ACTION_AVAIL`).
+pub fn notify_available() -> bool {
+    let action: u32 = SECCOMP_RET_USER_NOTIF;
+    // SAFETY: plain syscall reading a u32 we own.
+    unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_GET_ACTION_AVAIL as libc::c_ulong,
+            0 as libc::c_ulong,
+            &action as *const u32,
+        ) == 0
+    }
 }
 
 #[cfg(test)]
@@ -591,6 +766,93 @@ mod tests {
 
         fn decide(data: &Data) -> u32 {
             run(&hardening_filter(), data)
+        }
+
+        const NOTIFY: u32 = super::super::SECCOMP_RET_USER_NOTIF;
+
+        #[test]
+        fn the_supervisor_may_read_tracee_memory_and_nothing_else_more() {
+            let supervisor = supervisor_filter();
+            let readv = Data::native(libc::SYS_process_vm_readv, [0; 6]);
+            assert_eq!(run(&supervisor, &readv), ALLOW);
+            assert_eq!(decide(&readv), E_PERM, "commands still may not");
+            for nr in [
+                libc::SYS_ptrace,
+                libc::SYS_mount,
+                libc::SYS_io_uring_setup,
+                libc::SYS_bpf,
+            ] {
+                let data = Data::native(nr, [0; 6]);
+                assert_eq!(run(&supervisor, &data), decide(&data), "{nr}");
+            }
+        }
+
+        #[test]
+        fn the_guard_notifies_every_writing_open_and_nothing_else() {
+            let guard = guard_filter();
+            let open = |flags: i32| {
+                run(
+                    &guard,
+                    &Data::native(libc::SYS_open, [0, flags as u64, 0, 0, 0, 0]),
+                )
+            };
+            let openat = |flags: i32| {
+                run(
+                    &guard,
+                    &Data::native(libc::SYS_openat, [0, 0, flags as u64, 0, 0, 0]),
+                )
+            };
+            for f in [
+                libc::O_WRONLY,
+                libc::O_RDWR,
+                libc::O_CREAT,
+                libc::O_TRUNC,
+                libc::O_TMPFILE,
+                libc::O_WRONLY | libc::O_APPEND,
+            ] {
+                assert_eq!(open(f), NOTIFY, "open {f:#o}");
+                assert_eq!(openat(f), NOTIFY, "openat {f:#o}");
+            }
+            for f in [
+                libc::O_RDONLY,
+                libc::O_DIRECTORY,
+                libc::O_RDONLY | libc::O_CLOEXEC,
+                libc::O_PATH | libc::O_CREAT,
+                libc::O_PATH | libc::O_WRONLY,
+            ] {
+                assert_eq!(open(f), ALLOW, "open {f:#o}");
+                assert_eq!(openat(f), ALLOW, "openat {f:#o}");
+            }
+            for nr in GUARDED {
+                assert_eq!(run(&guard, &Data::native(*nr, [0; 6])), NOTIFY, "{nr}");
+            }
+            assert_eq!(
+                run(&guard, &Data::native(libc::SYS_openat2, [0; 6])),
+                E_NOSYS
+            );
+            for nr in [
+                libc::SYS_read,
+                libc::SYS_write,
+                libc::SYS_close,
+                libc::SYS_execve,
+                libc::SYS_getpid,
+                libc::SYS_stat,
+                libc::SYS_chdir,
+            ] {
+                assert_eq!(run(&guard, &Data::native(nr, [0; 6])), ALLOW, "{nr}");
+            }
+            let ia32 = Data {
+                arch: AUDIT_ARCH_I386,
+                ..Data::native(5, [0; 6])
+            };
+            assert_eq!(run(&guard, &ia32), KILL);
+            assert_eq!(
+                run(
+                    &guard,
+                    &Data::native(i64::from(X32_SYSCALL_BIT) | 2, [0; 6])
+                ),
+                E_NOSYS
+            );
         }
 
         const ALLOW: u32 = SECCOMP_RET_ALLOW;

@@ -1,0 +1,660 @@
+//! Doing a traced process's name-creating syscall for it, on exactly the
+//! name that was checked (research/linux-create-deny.md §2.5).
+//!
+//! The path is copied out of the tracee once; its parent is opened the way
+//! the tracee would resolve it (from its cwd, root or directory descriptor,
+//! no magic links, absolute paths inside its root); the decision is made on
+//! (canonical parent, final name); then the supervisor performs the call
+//! relative to that parent descriptor, so what it checked is what happens.
+//! A symlink in final position is followed here, hop by hop, each hop
+//! checked. The result (a descriptor, a value or an errno) goes back to the
+//! tracee; nothing is re-read from its memory, so there is no TOCTOU window.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+
+use super::rules::{Refusal, Rules};
+use super::tracee;
+
+/// Symlinks followed before giving up, as the kernel (ELOOP).
+const MAX_HOPS: usize = 40;
+
+/// One notification, decoded.
+#[derive(Debug, Clone, Copy)]
+pub struct Call {
+    pub tid: u32,
+    pub nr: i64,
+    pub args: [u64; 6],
+}
+
+/// What to answer.
+#[derive(Debug)]
+pub enum Answer {
+    /// Inject this descriptor and return its number.
+    Fd { fd: OwnedFd, cloexec: bool },
+    /// Return this value.
+    Value(i64),
+    /// Fail with this errno.
+    Error(i32),
+}
+
+/// A refused call, for the violation event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// `file-write-create`, `file-write-data` or `file-write-unlink`.
+    pub action: &'static str,
+    /// The canonical path refused.
+    pub target: PathBuf,
+    /// The glob or rule that refused it.
+    pub rule: String,
+    /// The syscall.
+    pub syscall: &'static str,
+}
+
+/// The answer and, when refused, why.
+#[derive(Debug)]
+pub struct Outcome {
+    pub answer: Answer,
+    pub denial: Option<Denial>,
+}
+
+impl Outcome {
+    fn error(errno: i32) -> Self {
+        Self {
+            answer: Answer::Error(errno),
+            denial: None,
+        }
+    }
+
+    fn value(value: i64) -> Self {
+        Self {
+            answer: Answer::Value(value),
+            denial: None,
+        }
+    }
+}
+
+fn errno_of(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+type Step<T> = Result<T, Outcome>;
+
+fn io<T>(r: io::Result<T>) -> Step<T> {
+    r.map_err(|e| Outcome::error(errno_of(&e)))
+}
+
+fn deny(action: &'static str, target: &Path, refusal: Refusal, syscall: &'static str) -> Outcome {
+    Outcome {
+        answer: Answer::Error(libc::EACCES),
+        denial: Some(Denial {
+            action,
+            target: target.to_path_buf(),
+            rule: refusal.rule,
+            syscall,
+        }),
+    }
+}
+
+/// Where resolution starts.
+enum Start<'a> {
+    /// The tracee's own directory descriptor (or `AT_FDCWD`).
+    Tracee(i32),
+    /// A directory we already hold (after following a relative symlink).
+    Dir(&'a OwnedFd),
+}
+
+/// A tracee's (dirfd, path), resolved to the parent directory we hold and
+/// the final name.
+struct Target {
+    parent: OwnedFd,
+    parent_path: PathBuf,
+    name: Vec<u8>,
+}
+
+impl Target {
+    /// The canonical path the call is about.
+    fn path(&self) -> PathBuf {
+        match self.name.as_slice() {
+            b"." | b"" => self.parent_path.clone(),
+            b".." => self
+                .parent_path
+                .parent()
+                .unwrap_or(&self.parent_path)
+                .to_path_buf(),
+            name => tracee::join(&self.parent_path, name),
+        }
+    }
+
+    fn name_c(&self) -> Step<CString> {
+        CString::new(self.name.clone()).map_err(|_| Outcome::error(libc::EINVAL))
+    }
+}
+
+fn dup(fd: &OwnedFd) -> Step<OwnedFd> {
+    io(fd.try_clone())
+}
+
+/// Resolves the directory part the way the tracee would.
+fn resolve(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
+    if path.is_empty() {
+        return Err(Outcome::error(libc::ENOENT));
+    }
+    let path = tracee::rewrite_self(path, tid);
+    let (dir, name) = tracee::split(&path);
+    let absolute = path[0] == b'/';
+    let base = if absolute {
+        io(tracee::open_path(&format!("/proc/{tid}/root"), true))?
+    } else {
+        match start {
+            Start::Tracee(dirfd) if dirfd == libc::AT_FDCWD => {
+                io(tracee::open_path(&format!("/proc/{tid}/cwd"), true))?
+            }
+            Start::Tracee(dirfd) => {
+                io(tracee::open_path(&format!("/proc/{tid}/fd/{dirfd}"), true))?
+            }
+            Start::Dir(fd) => dup(fd)?,
+        }
+    };
+    let mut resolve_flags = libc::RESOLVE_NO_MAGICLINKS;
+    if absolute {
+        // A chrooted tracee's "/" is its root, not ours (confused deputy).
+        resolve_flags |= libc::RESOLVE_IN_ROOT;
+    }
+    let parent = if dir.is_empty() || dir == b"/" {
+        base
+    } else {
+        let dir_c = CString::new(dir).map_err(|_| Outcome::error(libc::EINVAL))?;
+        io(tracee::openat2(
+            base.as_raw_fd(),
+            &dir_c,
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            0,
+            resolve_flags,
+        ))?
+    };
+    let mut parent_path = io(tracee::fd_path(parent.as_raw_fd()))?;
+    // `/dev/fd` leads to `/proc/self/fd`, which the supervisor resolves to
+    // its *own* /proc entry: the tracee meant its own. (PID 1 is not
+    // dumpable, so the tracee could never reach PID 1's entry itself.)
+    let own = PathBuf::from(format!("/proc/{}", std::process::id()));
+    if let Ok(rest) = parent_path.strip_prefix(&own) {
+        let theirs = Path::new("/proc").join(tid.to_string()).join(rest);
+        let theirs_c =
+            CString::new(tracee::bytes(&theirs)).map_err(|_| Outcome::error(libc::EINVAL))?;
+        let fd = io(tracee::openat2(
+            libc::AT_FDCWD,
+            &theirs_c,
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            0,
+            libc::RESOLVE_NO_MAGICLINKS,
+        ))?;
+        parent_path = theirs;
+        return Ok(Target {
+            parent: fd,
+            parent_path,
+            name,
+        });
+    }
+    Ok(Target {
+        parent,
+        parent_path,
+        name,
+    })
+}
+
+/// `/proc/<n>/fd` or `/proc/<n>/task/<m>/fd`: the final name is a magic link.
+fn proc_fd_owner(dir: &Path) -> Option<u32> {
+    let parts: Vec<&str> = dir.to_str()?.trim_start_matches('/').split('/').collect();
+    match parts.as_slice() {
+        ["proc", pid, "fd"] => pid.parse().ok(),
+        ["proc", _, "task", tid, "fd"] => tid.parse().ok(),
+        _ => None,
+    }
+}
+
+fn fstat(fd: RawFd) -> Option<(u64, u64)> {
+    // SAFETY: zeroed stat is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat on a descriptor we hold, writing into `st`.
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev, st.st_ino))
+}
+
+fn exists(parent: &OwnedFd, name: &CStr) -> bool {
+    // SAFETY: zeroed stat is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatat relative to a descriptor we hold.
+    unsafe {
+        libc::fstatat(
+            parent.as_raw_fd(),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        ) == 0
+    }
+}
+
+fn readlink(parent: &OwnedFd, name: &CStr) -> Step<Vec<u8>> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: readlinkat into our buffer, relative to a descriptor we hold.
+    let n = unsafe {
+        libc::readlinkat(
+            parent.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(Outcome::error(errno_of(&io::Error::last_os_error())));
+    }
+    buf.truncate(n as usize);
+    Ok(buf)
+}
+
+fn fd_result(fd: i32) -> Step<OwnedFd> {
+    if fd < 0 {
+        return Err(Outcome::error(errno_of(&io::Error::last_os_error())));
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn unit_result(rc: i64) -> Outcome {
+    if rc < 0 {
+        Outcome::error(errno_of(&io::Error::last_os_error()))
+    } else {
+        Outcome::value(0)
+    }
+}
+
+fn wants_write(flags: i32) -> bool {
+    flags & libc::O_ACCMODE != libc::O_RDONLY || flags & (libc::O_CREAT | libc::O_TRUNC) != 0
+}
+
+/// The raw `__O_TMPFILE` bit (glibc's `O_TMPFILE` also holds O_DIRECTORY).
+const TMPFILE_BIT: i32 = 0o20000000;
+
+/// Opens for the tracee: checks every name that could be written or
+/// created, follows symlinks itself, refuses protected inodes.
+fn open(
+    rules: &Rules,
+    tid: u32,
+    dirfd: i32,
+    path: &[u8],
+    flags: i32,
+    mode: u32,
+    syscall: &'static str,
+) -> Step<OwnedFd> {
+    let write = wants_write(flags);
+    let create_mode = (mode & 0o7777) & !tracee::umask(tid);
+    if flags & TMPFILE_BIT != 0 {
+        // An unnamed file in a directory: no name to judge (linking it is).
+        let t = resolve(tid, Start::Tracee(dirfd), path)?;
+        let name = t.name_c()?;
+        let dir = io(tracee::openat2(
+            t.parent.as_raw_fd(),
+            &name,
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            0,
+            libc::RESOLVE_NO_MAGICLINKS,
+        ))?;
+        let dot = c".";
+        // SAFETY: openat relative to a directory we hold.
+        return fd_result(unsafe {
+            libc::openat(
+                dir.as_raw_fd(),
+                dot.as_ptr(),
+                flags | libc::O_CLOEXEC,
+                create_mode,
+            )
+        });
+    }
+    let mut text = path.to_vec();
+    let mut holder: Option<OwnedFd> = None;
+    for _ in 0..=MAX_HOPS {
+        let start = holder.as_ref().map_or(Start::Tracee(dirfd), Start::Dir);
+        let t = resolve(tid, start, &text)?;
+        if let Some(owner) = proc_fd_owner(&t.parent_path) {
+            return magic_open(rules, owner, &t, flags, write, syscall);
+        }
+        let name = t.name_c()?;
+        let target = t.path();
+        if write && let Some(refusal) = rules.check_name(&target) {
+            let action = if exists(&t.parent, &name) {
+                "file-write-data"
+            } else {
+                "file-write-create"
+            };
+            return Err(deny(action, &target, refusal, syscall));
+        }
+        // SAFETY: openat relative to a directory we hold, on the checked name.
+        let fd = unsafe {
+            libc::openat(
+                t.parent.as_raw_fd(),
+                name.as_ptr(),
+                flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                create_mode,
+            )
+        };
+        if fd >= 0 {
+            let fd = fd_result(fd)?;
+            if write
+                && let Some((dev, ino)) = fstat(fd.as_raw_fd())
+                && rules.is_protected_inode(dev, ino)
+            {
+                let refusal = Refusal {
+                    rule: "another name of a protected file".into(),
+                };
+                return Err(deny("file-write-data", &target, refusal, syscall));
+            }
+            return Ok(fd);
+        }
+        let err = io::Error::last_os_error();
+        if errno_of(&err) != libc::ELOOP || flags & libc::O_NOFOLLOW != 0 {
+            return Err(Outcome::error(errno_of(&err)));
+        }
+        // The final name is a symlink: follow it here, so its target is judged too.
+        text = readlink(&t.parent, &name)?;
+        holder = Some(t.parent);
+    }
+    Err(Outcome::error(libc::ELOOP))
+}
+
+/// `/proc/<n>/fd/<k>` (`/dev/stdout`, `/dev/fd/3`): take the tracee's very
+/// file, judge its path and identity, and reopen it.
+fn magic_open(
+    rules: &Rules,
+    owner: u32,
+    t: &Target,
+    flags: i32,
+    write: bool,
+    syscall: &'static str,
+) -> Step<OwnedFd> {
+    let k: i32 = std::str::from_utf8(&t.name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| Outcome::error(libc::ENOENT))?;
+    let file = io(tracee::steal_fd(owner, k))?;
+    let target = io(tracee::fd_path(file.as_raw_fd()))?;
+    if write {
+        if let Some(refusal) = rules.check_name(&target) {
+            return Err(deny("file-write-data", &target, refusal, syscall));
+        }
+        if let Some((dev, ino)) = fstat(file.as_raw_fd())
+            && rules.is_protected_inode(dev, ino)
+        {
+            let refusal = Refusal {
+                rule: "another name of a protected file".into(),
+            };
+            return Err(deny("file-write-data", &target, refusal, syscall));
+        }
+    }
+    let again = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .map_err(|_| Outcome::error(libc::EINVAL))?;
+    let reopen = (flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW)) | libc::O_CLOEXEC;
+    // SAFETY: open of our own magic link with a valid C string.
+    fd_result(unsafe { libc::open(again.as_ptr(), reopen) })
+}
+
+fn string(tid: u32, addr: u64) -> Step<Vec<u8>> {
+    io(tracee::read_string(tid, addr)).map(CString::into_bytes)
+}
+
+fn arg_int(args: &[u64; 6], i: usize) -> i32 {
+    args[i] as u32 as i32
+}
+
+/// Handles one call. `still_valid` confirms the notification (and so the
+/// tid) is still live after the tracee's memory was read.
+pub fn handle(rules: &Rules, call: &Call, still_valid: &dyn Fn() -> bool) -> Outcome {
+    match run(rules, call, still_valid) {
+        Ok(outcome) | Err(outcome) => outcome,
+    }
+}
+
+fn run(rules: &Rules, call: &Call, still_valid: &dyn Fn() -> bool) -> Step<Outcome> {
+    let (tid, a) = (call.tid, &call.args);
+    let valid = || {
+        if still_valid() {
+            Ok(())
+        } else {
+            Err(Outcome::error(libc::ENOENT))
+        }
+    };
+    let opened = |fd: OwnedFd, flags: i32| Outcome {
+        answer: Answer::Fd {
+            fd,
+            cloexec: flags & libc::O_CLOEXEC != 0,
+        },
+        denial: None,
+    };
+    match call.nr {
+        libc::SYS_open | libc::SYS_openat | libc::SYS_creat => {
+            let (dirfd, path_at, flags, mode, name) = match call.nr {
+                libc::SYS_open => (libc::AT_FDCWD, a[0], arg_int(a, 1), a[2] as u32, "open"),
+                libc::SYS_creat => (
+                    libc::AT_FDCWD,
+                    a[0],
+                    libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
+                    a[1] as u32,
+                    "creat",
+                ),
+                _ => (arg_int(a, 0), a[1], arg_int(a, 2), a[3] as u32, "openat"),
+            };
+            let path = string(tid, path_at)?;
+            valid()?;
+            let fd = open(rules, tid, dirfd, &path, flags, mode, name)?;
+            Ok(opened(fd, flags))
+        }
+        libc::SYS_truncate => {
+            let path = string(tid, a[0])?;
+            valid()?;
+            let fd = open(
+                rules,
+                tid,
+                libc::AT_FDCWD,
+                &path,
+                libc::O_WRONLY,
+                0,
+                "truncate",
+            )?;
+            // SAFETY: ftruncate on a descriptor we hold.
+            Ok(unit_result(i64::from(unsafe {
+                libc::ftruncate(fd.as_raw_fd(), a[1] as libc::off_t)
+            })))
+        }
+        libc::SYS_mkdir | libc::SYS_mkdirat | libc::SYS_mknod | libc::SYS_mknodat => {
+            let (dirfd, path_at, mode, dev, name) = match call.nr {
+                libc::SYS_mkdir => (libc::AT_FDCWD, a[0], a[1] as u32, None, "mkdir"),
+                libc::SYS_mkdirat => (arg_int(a, 0), a[1], a[2] as u32, None, "mkdirat"),
+                libc::SYS_mknod => (libc::AT_FDCWD, a[0], a[1] as u32, Some(a[2]), "mknod"),
+                _ => (arg_int(a, 0), a[1], a[2] as u32, Some(a[3]), "mknodat"),
+            };
+            let path = string(tid, path_at)?;
+            valid()?;
+            let t = resolve(tid, Start::Tracee(dirfd), &path)?;
+            let target = t.path();
+            if let Some(refusal) = rules.check_name(&target) {
+                return Err(deny("file-write-create", &target, refusal, name));
+            }
+            let cname = t.name_c()?;
+            let masked = mode & !tracee::umask(tid);
+            // SAFETY: *at calls relative to a directory we hold, on the checked name.
+            let rc = unsafe {
+                match dev {
+                    None => libc::mkdirat(t.parent.as_raw_fd(), cname.as_ptr(), masked & 0o7777),
+                    Some(dev) => libc::mknodat(t.parent.as_raw_fd(), cname.as_ptr(), masked, dev),
+                }
+            };
+            Ok(unit_result(i64::from(rc)))
+        }
+        libc::SYS_symlink | libc::SYS_symlinkat => {
+            let (target_at, dirfd, link_at) = if call.nr == libc::SYS_symlink {
+                (a[0], libc::AT_FDCWD, a[1])
+            } else {
+                (a[0], arg_int(a, 1), a[2])
+            };
+            let contents =
+                CString::new(string(tid, target_at)?).map_err(|_| Outcome::error(libc::EINVAL))?;
+            let link = string(tid, link_at)?;
+            valid()?;
+            let t = resolve(tid, Start::Tracee(dirfd), &link)?;
+            let target = t.path();
+            if let Some(refusal) = rules.check_name(&target) {
+                return Err(deny("file-write-create", &target, refusal, "symlink"));
+            }
+            let cname = t.name_c()?;
+            // SAFETY: symlinkat relative to a directory we hold.
+            let rc =
+                unsafe { libc::symlinkat(contents.as_ptr(), t.parent.as_raw_fd(), cname.as_ptr()) };
+            Ok(unit_result(i64::from(rc)))
+        }
+        libc::SYS_link | libc::SYS_linkat => link(rules, call, &valid),
+        libc::SYS_rename | libc::SYS_renameat | libc::SYS_renameat2 => rename(rules, call, &valid),
+        libc::SYS_unlink | libc::SYS_unlinkat | libc::SYS_rmdir => {
+            let (dirfd, path_at, flags, name) = match call.nr {
+                libc::SYS_unlink => (libc::AT_FDCWD, a[0], 0, "unlink"),
+                libc::SYS_rmdir => (libc::AT_FDCWD, a[0], libc::AT_REMOVEDIR, "rmdir"),
+                _ => (arg_int(a, 0), a[1], arg_int(a, 2), "unlinkat"),
+            };
+            let path = string(tid, path_at)?;
+            valid()?;
+            let t = resolve(tid, Start::Tracee(dirfd), &path)?;
+            let target = t.path();
+            if let Some(refusal) = rules.check_structure(&target) {
+                return Err(deny("file-write-unlink", &target, refusal, name));
+            }
+            let cname = t.name_c()?;
+            // SAFETY: unlinkat relative to a directory we hold.
+            let rc = unsafe { libc::unlinkat(t.parent.as_raw_fd(), cname.as_ptr(), flags) };
+            Ok(unit_result(i64::from(rc)))
+        }
+        _ => Ok(Outcome::error(libc::ENOSYS)),
+    }
+}
+
+fn link(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -> Step<Outcome> {
+    let (tid, a) = (call.tid, &call.args);
+    let (olddirfd, old_at, newdirfd, new_at, flags) = if call.nr == libc::SYS_link {
+        (libc::AT_FDCWD, a[0], libc::AT_FDCWD, a[1], 0)
+    } else {
+        (arg_int(a, 0), a[1], arg_int(a, 2), a[3], arg_int(a, 4))
+    };
+    let old = string(tid, old_at)?;
+    let new = string(tid, new_at)?;
+    valid()?;
+    // The file being linked, held by us: a name's file, or a descriptor's.
+    let source = if old.is_empty() && flags & libc::AT_EMPTY_PATH != 0 {
+        io(tracee::steal_fd(tid, olddirfd))?
+    } else {
+        let t = resolve(tid, Start::Tracee(olddirfd), &old)?;
+        let cname = t.name_c()?;
+        let follow = if flags & libc::AT_SYMLINK_FOLLOW != 0 {
+            0
+        } else {
+            libc::O_NOFOLLOW
+        };
+        io(tracee::openat2(
+            t.parent.as_raw_fd(),
+            &cname,
+            libc::O_PATH | libc::O_CLOEXEC | follow,
+            0,
+            libc::RESOLVE_NO_MAGICLINKS,
+        ))?
+    };
+    let source_path = io(tracee::fd_path(source.as_raw_fd()))?;
+    // A hard link to a protected file is a writable alias of it.
+    if let Some(refusal) = rules.check_name(&source_path) {
+        return Err(deny("file-write-data", &source_path, refusal, "link"));
+    }
+    if let Some((dev, ino)) = fstat(source.as_raw_fd())
+        && rules.is_protected_inode(dev, ino)
+    {
+        let refusal = Refusal {
+            rule: "another name of a protected file".into(),
+        };
+        return Err(deny("file-write-data", &source_path, refusal, "link"));
+    }
+    let t = resolve(tid, Start::Tracee(newdirfd), &new)?;
+    let target = t.path();
+    if let Some(refusal) = rules.check_name(&target) {
+        return Err(deny("file-write-create", &target, refusal, "link"));
+    }
+    let cname = t.name_c()?;
+    let via = CString::new(format!("/proc/self/fd/{}", source.as_raw_fd()))
+        .map_err(|_| Outcome::error(libc::EINVAL))?;
+    // SAFETY: links exactly the file we hold (through our own magic link)
+    // under the checked name.
+    let rc = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            via.as_ptr(),
+            t.parent.as_raw_fd(),
+            cname.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    Ok(unit_result(i64::from(rc)))
+}
+
+fn rename(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -> Step<Outcome> {
+    let (tid, a) = (call.tid, &call.args);
+    let (olddirfd, old_at, newdirfd, new_at, flags) = match call.nr {
+        libc::SYS_rename => (libc::AT_FDCWD, a[0], libc::AT_FDCWD, a[1], 0u32),
+        libc::SYS_renameat => (arg_int(a, 0), a[1], arg_int(a, 2), a[3], 0),
+        _ => (arg_int(a, 0), a[1], arg_int(a, 2), a[3], a[4] as u32),
+    };
+    let old = string(tid, old_at)?;
+    let new = string(tid, new_at)?;
+    valid()?;
+    let from = resolve(tid, Start::Tracee(olddirfd), &old)?;
+    let to = resolve(tid, Start::Tracee(newdirfd), &new)?;
+    let (from_path, to_path) = (from.path(), to.path());
+    // Moving a protected name (or a directory protected names live in)
+    // away is a write to it; moving anything into such a place creates one.
+    // RENAME_EXCHANGE does both to both.
+    if let Some(refusal) = rules.check_structure(&from_path) {
+        return Err(deny("file-write-unlink", &from_path, refusal, "rename"));
+    }
+    if let Some(refusal) = rules.check_structure(&to_path) {
+        return Err(deny("file-write-create", &to_path, refusal, "rename"));
+    }
+    let (from_name, to_name) = (from.name_c()?, to.name_c()?);
+    // SAFETY: renameat2 relative to directories we hold, on the checked names.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            from.parent.as_raw_fd(),
+            from_name.as_ptr(),
+            to.parent.as_raw_fd(),
+            to_name.as_ptr(),
+            flags,
+        )
+    };
+    Ok(unit_result(rc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_fd_directories_are_recognised() {
+        assert_eq!(proc_fd_owner(Path::new("/proc/42/fd")), Some(42));
+        assert_eq!(proc_fd_owner(Path::new("/proc/42/task/43/fd")), Some(43));
+        assert_eq!(proc_fd_owner(Path::new("/proc/42/fdinfo")), None);
+        assert_eq!(proc_fd_owner(Path::new("/work/proc/42/fd")), None);
+    }
+
+    #[test]
+    fn write_intent() {
+        assert!(!wants_write(libc::O_RDONLY));
+        assert!(wants_write(libc::O_WRONLY));
+        assert!(wants_write(libc::O_RDWR));
+        assert!(wants_write(libc::O_RDONLY | libc::O_CREAT));
+        assert!(wants_write(libc::O_RDONLY | libc::O_TRUNC));
+    }
+}

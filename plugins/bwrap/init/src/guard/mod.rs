@@ -1,0 +1,103 @@
+//! The create-time guard (SPEC G1): a seccomp user-notification supervisor
+//! in PID 1 that does every name-creating and write-opening syscall of the
+//! sandboxed commands itself, after checking the name against the dispatch
+//! policy's globs — so a new `.env`, `*.pem`, `*.key`, shell rc file or git
+//! hook cannot be made, by any route, and there is no window between the
+//! check and the act. A refused call gets EACCES and an exact violation.
+//!
+//! Each exec's command installs the notify filter before it execs and hands
+//! the listener to PID 1, which serves it on a thread of its own until the
+//! last process of the exec is gone. If PID 1 dies, every notified call
+//! fails (the kernel answers ENOSYS): nothing can be created — fail closed.
+
+pub mod emulate;
+pub mod notify;
+pub mod rules;
+pub mod tracee;
+
+use self::emulate::{Answer, Denial};
+use self::notify::Listener;
+use self::rules::Rules;
+
+/// Files looked at when recording the identities of protected files at start.
+const INODE_SCAN_LIMIT: usize = 200_000;
+
+/// Records `(dev, ino)` of every existing file under the roots that a glob
+/// matches, so other names of them (hard links) are refused too. Returns
+/// `false` when the scan stopped at its limit.
+pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
+    let mut seen = 0usize;
+    let roots: Vec<_> = rules.roots().to_vec();
+    let mut found = Vec::new();
+    let mut stack: Vec<std::path::PathBuf> = roots;
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > INODE_SCAN_LIMIT {
+                for (dev, ino) in found {
+                    rules.protect_inode(dev, ino);
+                }
+                return false;
+            }
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let path = entry.path();
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file()
+                && rules.check_name(&path).is_some()
+                && let Ok(meta) = entry.metadata()
+            {
+                use std::os::unix::fs::MetadataExt;
+                found.push((meta.dev(), meta.ino()));
+            }
+        }
+    }
+    for (dev, ino) in found {
+        rules.protect_inode(dev, ino);
+    }
+    true
+}
+
+/// Serves one listener until no process uses it. `report` gets every
+/// refusal (before the refused call returns).
+pub fn serve(listener: &Listener, rules: &Rules, report: &dyn Fn(&Denial, u32)) {
+    while let Ok(true) = listener.wait() {
+        let Ok(notification) = listener.recv() else {
+            continue;
+        };
+        let id = notification.id;
+        let outcome = emulate::handle(rules, &notification.call, &|| listener.id_valid(id));
+        if let Some(denial) = &outcome.denial {
+            report(denial, notification.call.tid);
+        }
+        let _ = match outcome.answer {
+            Answer::Fd { fd, cloexec } => {
+                match listener.add_fd(id, std::os::fd::AsRawFd::as_raw_fd(&fd), cloexec) {
+                    Ok(remote) => {
+                        // Our copy goes before the answer (see `Listener::add_fd`).
+                        drop(fd);
+                        listener.respond(id, i64::from(remote), 0)
+                    }
+                    Err(e) => listener.respond(id, 0, e.raw_os_error().unwrap_or(libc::EMFILE)),
+                }
+            }
+            Answer::Value(value) => listener.respond(id, value, 0),
+            Answer::Error(errno) => listener.respond(id, 0, errno),
+        };
+    }
+}
+
+/// The `raw` text of a violation: who, and which call.
+pub fn describe(denial: &Denial, tid: u32) -> String {
+    format!(
+        "seccomp-unotify pid={tid} comm={} syscall={} rule={} -> EACCES",
+        tracee::comm(tid),
+        denial.syscall,
+        denial.rule
+    )
+}

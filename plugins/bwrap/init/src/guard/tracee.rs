@@ -1,0 +1,226 @@
+//! Reading what a traced process asked for, and reaching its objects:
+//! memory, working directory, root, descriptors, umask.
+
+use std::ffi::{CStr, CString, OsStr, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
+
+/// The longest path read from a tracee (PATH_MAX).
+const PATH_MAX: usize = 4096;
+
+fn last_error() -> io::Error {
+    io::Error::last_os_error()
+}
+
+/// Reads a NUL-terminated string at `addr` in `pid`'s memory, once. The
+/// copy is what gets checked *and* used, so the tracee changing its memory
+/// afterwards changes nothing.
+pub fn read_string(pid: u32, addr: u64) -> io::Result<CString> {
+    if addr == 0 {
+        return Err(io::Error::from_raw_os_error(libc::EFAULT));
+    }
+    let mut out = Vec::with_capacity(256);
+    let mut at = addr;
+    while out.len() < PATH_MAX {
+        // Never read across a page boundary: the next page may be unmapped
+        // even when the string ends before it.
+        let page_left = 4096 - (at % 4096) as usize;
+        let want = page_left.min(PATH_MAX - out.len());
+        let mut buf = vec![0u8; want];
+        let local = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: want,
+        };
+        let remote = libc::iovec {
+            iov_base: at as *mut libc::c_void,
+            iov_len: want,
+        };
+        // SAFETY: one local iovec over `buf`, one remote iovec; the kernel
+        // validates the remote range.
+        let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+        if n <= 0 {
+            return Err(io::Error::from_raw_os_error(libc::EFAULT));
+        }
+        let got = &buf[..n as usize];
+        if let Some(end) = got.iter().position(|&b| b == 0) {
+            out.extend_from_slice(&got[..end]);
+            return CString::new(out).map_err(|_| io::Error::from_raw_os_error(libc::EFAULT));
+        }
+        out.extend_from_slice(got);
+        at += n as u64;
+    }
+    Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG))
+}
+
+/// Opens a path of ours `O_PATH` (for `/proc/<tid>/…`).
+pub fn open_path(path: &str, directory: bool) -> io::Result<OwnedFd> {
+    let c = CString::new(path).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let flags = libc::O_PATH | libc::O_CLOEXEC | if directory { libc::O_DIRECTORY } else { 0 };
+    // SAFETY: open with a valid C string.
+    let fd = unsafe { libc::open(c.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(last_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The path the kernel gives an open descriptor of ours.
+pub fn fd_path(fd: RawFd) -> io::Result<PathBuf> {
+    std::fs::read_link(format!("/proc/self/fd/{fd}"))
+}
+
+/// `openat2(dir, path, flags, resolve)`.
+pub fn openat2(
+    dir: RawFd,
+    path: &CStr,
+    flags: i32,
+    mode: u32,
+    resolve: u64,
+) -> io::Result<OwnedFd> {
+    // SAFETY: an all-zero open_how is valid; we set its fields.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = flags as u64;
+    how.mode = u64::from(mode);
+    how.resolve = resolve;
+    // SAFETY: valid descriptor number, C string and open_how of the right size.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir,
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(last_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// A copy of descriptor `n` of thread `tid` (its very file, not a reopen).
+pub fn steal_fd(tid: u32, n: i32) -> io::Result<OwnedFd> {
+    // PIDFD_THREAD (O_EXCL): the pidfd names this thread, as notif.pid does.
+    // SAFETY: plain syscalls with integer arguments.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid as libc::pid_t, libc::O_EXCL) };
+    if pidfd < 0 {
+        return Err(last_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+    // SAFETY: plain syscall on our pidfd.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), n, 0) };
+    if fd < 0 {
+        return Err(last_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// The umask of thread `tid`.
+pub fn umask(tid: u32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
+}
+
+/// The command name of thread `tid`, for violation reports.
+pub fn comm(tid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{tid}/comm"))
+        .map(|c| c.trim_end().to_owned())
+        .unwrap_or_else(|_| "?".to_owned())
+}
+
+/// Splits a path into the directory part and the final name, the way the
+/// kernel sees it: trailing slashes belong to the name's directory-ness,
+/// `"a/b/"` is `("a", "b")`, `"x"` is `("", "x")`, `"/x"` is `("/", "x")`.
+pub fn split(path: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut end = path.len();
+    while end > 1 && path[end - 1] == b'/' {
+        end -= 1;
+    }
+    let trimmed = &path[..end];
+    match trimmed.iter().rposition(|&b| b == b'/') {
+        Some(0) => (b"/".to_vec(), trimmed[1..].to_vec()),
+        Some(i) => (trimmed[..i].to_vec(), trimmed[i + 1..].to_vec()),
+        None => (Vec::new(), trimmed.to_vec()),
+    }
+}
+
+/// `/proc/self/…` and `/proc/thread-self/…` as the tracee means them.
+pub fn rewrite_self(path: &[u8], tid: u32) -> Vec<u8> {
+    for prefix in [&b"/proc/self"[..], &b"/proc/thread-self"[..]] {
+        if let Some(rest) = path.strip_prefix(prefix)
+            && (rest.is_empty() || rest[0] == b'/')
+        {
+            let mut out = format!("/proc/{tid}").into_bytes();
+            out.extend_from_slice(rest);
+            return out;
+        }
+    }
+    path.to_vec()
+}
+
+/// Joins a canonical directory and a name.
+pub fn join(parent: &std::path::Path, name: &[u8]) -> PathBuf {
+    parent.join(OsStr::from_bytes(name))
+}
+
+/// Bytes of a path.
+pub fn bytes(path: &std::path::Path) -> Vec<u8> {
+    OsString::from(path.as_os_str()).into_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_like_the_kernel() {
+        assert_eq!(split(b"a/b/c"), (b"a/b".to_vec(), b"c".to_vec()));
+        assert_eq!(split(b"c"), (b"".to_vec(), b"c".to_vec()));
+        assert_eq!(split(b"/c"), (b"/".to_vec(), b"c".to_vec()));
+        assert_eq!(split(b"a/dir//"), (b"a".to_vec(), b"dir".to_vec()));
+        assert_eq!(split(b"/"), (b"/".to_vec(), b"".to_vec()));
+    }
+
+    #[test]
+    fn proc_self_means_the_tracee() {
+        assert_eq!(
+            rewrite_self(b"/proc/self/fd/1", 42),
+            b"/proc/42/fd/1".to_vec()
+        );
+        assert_eq!(rewrite_self(b"/proc/thread-self", 42), b"/proc/42".to_vec());
+        assert_eq!(
+            rewrite_self(b"/proc/selfish", 42),
+            b"/proc/selfish".to_vec()
+        );
+        assert_eq!(rewrite_self(b"x", 42), b"x".to_vec());
+    }
+
+    #[test]
+    fn reads_our_own_strings() {
+        let text = CString::new("hello/world.pem").unwrap();
+        let pid = std::process::id();
+        let got = read_string(pid, text.as_ptr() as u64).unwrap();
+        assert_eq!(got, text);
+        assert!(read_string(pid, 0).is_err());
+    }
+
+    #[test]
+    fn umask_and_comm_of_ourselves() {
+        let tid = std::process::id();
+        assert!(umask(tid) <= 0o777);
+        assert!(!comm(tid).is_empty());
+    }
+}
