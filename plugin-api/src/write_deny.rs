@@ -14,6 +14,14 @@
 //! So `.bashrc` means only `<root>/.bashrc`; `**/.env` means a `.env` at any
 //! depth; `**/.git/hooks/**` means any `.git/hooks` and anything inside it.
 //!
+//! **Existing files only.** A glob written `existing:<glob>` protects the
+//! names it matches once they exist — no write, truncate, rename onto or
+//! away, unlink, or hard-link alias — but lets a new one be created. The
+//! default policy uses it for `**/.git/config`: changing an existing
+//! repository's config (hooks path, fsmonitor, aliases) would run code on
+//! the host later, while `git init` and `git clone` must write the config of
+//! the repository they create.
+//!
 //! **Dependency folders.** Globs of the form `**/<name pattern>` (a name
 //! anywhere, such as `**/*.pem`) do not apply inside `node_modules`,
 //! `site-packages`, `dist-packages` or `.venv`: packages ship certificates
@@ -40,7 +48,7 @@ pub const DEFAULT_GLOBS: &[&str] = &[
     ".zprofile",
     ".zlogin",
     "**/.git/hooks/**",
-    "**/.git/config",
+    "existing:**/.git/config",
     ".claude/**",
     ".mcp.json",
 ];
@@ -59,7 +67,11 @@ pub enum Segment {
 pub struct Glob {
     text: String,
     segments: Vec<Segment>,
+    existing_only: bool,
 }
+
+/// The prefix that makes a glob protect existing files only.
+pub const EXISTING_PREFIX: &str = "existing:";
 
 /// A glob that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,10 +93,21 @@ impl std::error::Error for GlobError {}
 impl Glob {
     /// Parses a glob of the language above.
     pub fn parse(text: &str) -> Result<Self, GlobError> {
-        let error = |reason| GlobError {
+        let (existing_only, pattern) = match text.strip_prefix(EXISTING_PREFIX) {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let mut glob = Self::parse_pattern(pattern).map_err(|reason| GlobError {
             glob: text.to_owned(),
             reason,
-        };
+        })?;
+        glob.text = text.to_owned();
+        glob.existing_only = existing_only;
+        Ok(glob)
+    }
+
+    fn parse_pattern(text: &str) -> Result<Self, &'static str> {
+        let error = |reason| reason;
         if text.is_empty() {
             return Err(error("it is empty"));
         }
@@ -118,7 +141,13 @@ impl Glob {
         Ok(Self {
             text: text.to_owned(),
             segments,
+            existing_only: false,
         })
+    }
+
+    /// Whether it protects existing files only (`existing:`).
+    pub fn existing_only(&self) -> bool {
+        self.existing_only
     }
 
     /// The glob as written.
@@ -212,6 +241,13 @@ impl GlobSet {
             .filter(|s| !s.is_empty() && *s != ".")
             .collect();
         self.globs.iter().find(|g| g.matches(&segments))
+    }
+
+    /// The first glob that forbids *creating* this path: `existing:` globs
+    /// are left out.
+    pub fn forbidding_creation(&self, relative: &str) -> Option<&Glob> {
+        let segments: Vec<&str> = relative.split('/').filter(|s| !s.is_empty() && *s != ".").collect();
+        self.globs.iter().find(|g| !g.existing_only && g.matches(&segments))
     }
 
     /// Whether a glob could match something *inside* the directory at this
@@ -338,6 +374,18 @@ mod tests {
             2,
             "`**/**` folds"
         );
+    }
+
+    #[test]
+    fn existing_only_globs_allow_creation() {
+        let s = set();
+        assert!(s.matching(".git/config").unwrap().existing_only());
+        assert!(s.forbidding_creation(".git/config").is_none(), "git init may write a new repo's config");
+        assert!(s.forbidding_creation("a/.env").is_some());
+        let g = Glob::parse("existing:**/x").unwrap();
+        assert_eq!(g.as_str(), "existing:**/x");
+        assert!(Glob::parse("existing:").is_err());
+        assert!(Glob::parse("existing:/abs").unwrap_err().to_string().contains("existing:/abs"));
     }
 
     #[test]

@@ -29,9 +29,24 @@ pub struct Call {
     pub args: [u64; 6],
 }
 
+/// What one exec's supervisor remembers between calls.
+#[derive(Debug, Default)]
+pub struct Memo {
+    /// Umask by thread id; forgotten whenever any process calls `umask`.
+    umasks: std::collections::HashMap<u32, u32>,
+}
+
+impl Memo {
+    fn umask(&mut self, tid: u32) -> u32 {
+        *self.umasks.entry(tid).or_insert_with(|| tracee::umask(tid))
+    }
+}
+
 /// What to answer.
 #[derive(Debug)]
 pub enum Answer {
+    /// Let the call run unchanged (path-free calls only).
+    Continue,
     /// Inject this descriptor and return its number.
     Fd { fd: OwnedFd, cloexec: bool },
     /// Return this value.
@@ -279,8 +294,10 @@ const TMPFILE_BIT: i32 = 0o20000000;
 
 /// Opens for the tracee: checks every name that could be written or
 /// created, follows symlinks itself, refuses protected inodes.
+#[allow(clippy::too_many_arguments)]
 fn open(
     rules: &Rules,
+    memo: &mut Memo,
     tid: u32,
     dirfd: i32,
     path: &[u8],
@@ -289,7 +306,12 @@ fn open(
     syscall: &'static str,
 ) -> Step<OwnedFd> {
     let write = wants_write(flags);
-    let create_mode = (mode & 0o7777) & !tracee::umask(tid);
+    let creates = flags & (libc::O_CREAT | TMPFILE_BIT) != 0;
+    let create_mode = if creates {
+        (mode & 0o7777) & !memo.umask(tid)
+    } else {
+        0
+    };
     if flags & TMPFILE_BIT != 0 {
         // An unnamed file in a directory: no name to judge (linking it is).
         let t = resolve(tid, Start::Tracee(dirfd), path)?;
@@ -322,13 +344,21 @@ fn open(
         }
         let name = t.name_c()?;
         let target = t.path();
-        if write && let Some(refusal) = rules.check_name(&target) {
-            let action = if exists(&t.parent, &name) {
-                "file-write-data"
+        if write && rules.could_refuse(&target) {
+            let existed = exists(&t.parent, &name);
+            let refusal = if existed {
+                rules.check_name(&target)
             } else {
-                "file-write-create"
+                rules.check_create(&target)
             };
-            return Err(deny(action, &target, refusal, syscall));
+            if let Some(refusal) = refusal {
+                let action = if existed {
+                    "file-write-data"
+                } else {
+                    "file-write-create"
+                };
+                return Err(deny(action, &target, refusal, syscall));
+            }
         }
         // SAFETY: openat relative to a directory we hold, on the checked name.
         let fd = unsafe {
@@ -342,6 +372,7 @@ fn open(
         if fd >= 0 {
             let fd = fd_result(fd)?;
             if write
+                && rules.protected_inodes() > 0
                 && let Some((dev, ino)) = fstat(fd.as_raw_fd())
                 && rules.is_protected_inode(dev, ino)
             {
@@ -409,13 +440,31 @@ fn arg_int(args: &[u64; 6], i: usize) -> i32 {
 
 /// Handles one call. `still_valid` confirms the notification (and so the
 /// tid) is still live after the tracee's memory was read.
-pub fn handle(rules: &Rules, call: &Call, still_valid: &dyn Fn() -> bool) -> Outcome {
-    match run(rules, call, still_valid) {
+pub fn handle(
+    rules: &Rules,
+    memo: &mut Memo,
+    call: &Call,
+    still_valid: &dyn Fn() -> bool,
+) -> Outcome {
+    if call.nr == libc::SYS_umask {
+        // Path-free: let it run, and forget the umasks we knew.
+        memo.umasks.clear();
+        return Outcome {
+            answer: Answer::Continue,
+            denial: None,
+        };
+    }
+    match run(rules, memo, call, still_valid) {
         Ok(outcome) | Err(outcome) => outcome,
     }
 }
 
-fn run(rules: &Rules, call: &Call, still_valid: &dyn Fn() -> bool) -> Step<Outcome> {
+fn run(
+    rules: &Rules,
+    memo: &mut Memo,
+    call: &Call,
+    still_valid: &dyn Fn() -> bool,
+) -> Step<Outcome> {
     let (tid, a) = (call.tid, &call.args);
     let valid = || {
         if still_valid() {
@@ -446,7 +495,7 @@ fn run(rules: &Rules, call: &Call, still_valid: &dyn Fn() -> bool) -> Step<Outco
             };
             let path = string(tid, path_at)?;
             valid()?;
-            let fd = open(rules, tid, dirfd, &path, flags, mode, name)?;
+            let fd = open(rules, memo, tid, dirfd, &path, flags, mode, name)?;
             Ok(opened(fd, flags))
         }
         libc::SYS_truncate => {
@@ -454,6 +503,7 @@ fn run(rules: &Rules, call: &Call, still_valid: &dyn Fn() -> bool) -> Step<Outco
             valid()?;
             let fd = open(
                 rules,
+                memo,
                 tid,
                 libc::AT_FDCWD,
                 &path,
@@ -477,11 +527,11 @@ fn run(rules: &Rules, call: &Call, still_valid: &dyn Fn() -> bool) -> Step<Outco
             valid()?;
             let t = resolve(tid, Start::Tracee(dirfd), &path)?;
             let target = t.path();
-            if let Some(refusal) = rules.check_name(&target) {
+            if let Some(refusal) = rules.check_create(&target) {
                 return Err(deny("file-write-create", &target, refusal, name));
             }
             let cname = t.name_c()?;
-            let masked = mode & !tracee::umask(tid);
+            let masked = mode & !memo.umask(tid);
             // SAFETY: *at calls relative to a directory we hold, on the checked name.
             let rc = unsafe {
                 match dev {
@@ -503,7 +553,7 @@ fn run(rules: &Rules, call: &Call, still_valid: &dyn Fn() -> bool) -> Step<Outco
             valid()?;
             let t = resolve(tid, Start::Tracee(dirfd), &link)?;
             let target = t.path();
-            if let Some(refusal) = rules.check_name(&target) {
+            if let Some(refusal) = rules.check_create(&target) {
                 return Err(deny("file-write-create", &target, refusal, "symlink"));
             }
             let cname = t.name_c()?;
@@ -580,7 +630,7 @@ fn link(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -> Step<Outcom
     }
     let t = resolve(tid, Start::Tracee(newdirfd), &new)?;
     let target = t.path();
-    if let Some(refusal) = rules.check_name(&target) {
+    if let Some(refusal) = rules.check_create(&target) {
         return Err(deny("file-write-create", &target, refusal, "link"));
     }
     let cname = t.name_c()?;
@@ -619,7 +669,18 @@ fn rename(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -> Step<Outc
     if let Some(refusal) = rules.check_structure(&from_path) {
         return Err(deny("file-write-unlink", &from_path, refusal, "rename"));
     }
-    if let Some(refusal) = rules.check_structure(&to_path) {
+    // Onto an existing name is a change to it; to a new name, a creation
+    // (which `existing:` globs allow), or a directory taking over a place
+    // protected names live in.
+    let to_name_c = to.name_c()?;
+    let refusal = if exists(&to.parent, &to_name_c) {
+        rules.check_structure(&to_path)
+    } else {
+        rules
+            .check_create(&to_path)
+            .or_else(|| rules.check_structure_of_new(&to_path))
+    };
+    if let Some(refusal) = refusal {
         return Err(deny("file-write-create", &to_path, refusal, "rename"));
     }
     let (from_name, to_name) = (from.name_c()?, to.name_c()?);

@@ -23,12 +23,14 @@ use self::rules::Rules;
 const INODE_SCAN_LIMIT: usize = 200_000;
 
 /// Records `(dev, ino)` of every existing file under the roots that a glob
-/// matches, so other names of them (hard links) are refused too. Returns
-/// `false` when the scan stopped at its limit.
+/// matches, so other names of them (hard links) are refused too, and which
+/// files `existing:` globs protect. Returns `false` when the scan stopped at
+/// its limit (then `existing:` globs protect every match: fail closed).
 pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
     let mut seen = 0usize;
     let roots: Vec<_> = rules.roots().to_vec();
     let mut found = Vec::new();
+    let mut existing = Vec::new();
     let mut stack: Vec<std::path::PathBuf> = roots;
     while let Some(dir) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -37,6 +39,7 @@ pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
         for entry in entries.flatten() {
             seen += 1;
             if seen > INODE_SCAN_LIMIT {
+                // Incomplete: `existing:` globs then protect every match.
                 for (dev, ino) in found {
                     rules.protect_inode(dev, ino);
                 }
@@ -48,30 +51,42 @@ pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
             let path = entry.path();
             if kind.is_dir() {
                 stack.push(path);
-            } else if kind.is_file()
-                && rules.check_name(&path).is_some()
-                && let Ok(meta) = entry.metadata()
-            {
-                use std::os::unix::fs::MetadataExt;
-                found.push((meta.dev(), meta.ino()));
+            } else if kind.is_file() {
+                if rules.matches_existing_only(&path) {
+                    existing.push(path.clone());
+                }
+                if (rules.check_create(&path).is_some() || rules.matches_existing_only(&path))
+                    && let Ok(meta) = entry.metadata()
+                {
+                    use std::os::unix::fs::MetadataExt;
+                    found.push((meta.dev(), meta.ino()));
+                }
             }
         }
     }
     for (dev, ino) in found {
         rules.protect_inode(dev, ino);
     }
+    for path in existing {
+        rules.protect_existing(path);
+    }
+    rules.scan_completed();
     true
 }
 
 /// Serves one listener until no process uses it. `report` gets every
 /// refusal (before the refused call returns).
 pub fn serve(listener: &Listener, rules: &Rules, report: &dyn Fn(&Denial, u32)) {
+    listener.sync_wake_up();
+    let mut memo = emulate::Memo::default();
     while let Ok(true) = listener.wait() {
         let Ok(notification) = listener.recv() else {
             continue;
         };
         let id = notification.id;
-        let outcome = emulate::handle(rules, &notification.call, &|| listener.id_valid(id));
+        let outcome = emulate::handle(rules, &mut memo, &notification.call, &|| {
+            listener.id_valid(id)
+        });
         if let Some(denial) = &outcome.denial {
             report(denial, notification.call.tid);
         }
@@ -86,6 +101,7 @@ pub fn serve(listener: &Listener, rules: &Rules, report: &dyn Fn(&Denial, u32)) 
                     Err(e) => listener.respond(id, 0, e.raw_os_error().unwrap_or(libc::EMFILE)),
                 }
             }
+            Answer::Continue => listener.continue_call(id),
             Answer::Value(value) => listener.respond(id, value, 0),
             Answer::Error(errno) => listener.respond(id, 0, errno),
         };

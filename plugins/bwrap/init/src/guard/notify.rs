@@ -29,6 +29,21 @@ impl Listener {
         Self { fd }
     }
 
+    /// Asks the kernel to wake the supervisor and the caller on the same CPU
+    /// (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`, Linux 6.6): it roughly halves
+    /// the round trip on small machines. Older kernels ignore it: no harm.
+    pub fn sync_wake_up(&self) {
+        let flags: u64 = 1;
+        // SAFETY: ioctl with an integer argument on our listener.
+        unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+                flags,
+            )
+        };
+    }
+
     /// Waits until a notification is pending; `false` once no process uses
     /// the filter any more (every command of the exec has exited).
     pub fn wait(&self) -> io::Result<bool> {
@@ -112,6 +127,23 @@ impl Listener {
             return Err(io::Error::last_os_error());
         }
         Ok(rc)
+    }
+
+    /// Lets the call run as the caller made it (only for calls that carry no
+    /// path, where there is nothing to race: `umask`).
+    pub fn continue_call(&self, id: u64) -> io::Result<()> {
+        // SAFETY: zeroed then filled.
+        let mut resp: libc::seccomp_notif_resp = unsafe { std::mem::zeroed() };
+        resp.id = id;
+        resp.flags = libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32;
+        // SAFETY: ioctl with a pointer to a correctly sized struct.
+        check(unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_SEND,
+                &mut resp,
+            )
+        })
     }
 
     /// Answers: `val` as the syscall's result, or `-errno`.

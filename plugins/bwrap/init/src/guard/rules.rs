@@ -33,6 +33,12 @@ pub struct Rules {
     /// `(st_dev, st_ino)` of files that matched a glob at start: another
     /// name for one (a hard link) is as protected as the name itself.
     inodes: HashSet<(u64, u64)>,
+    /// Files an `existing:` glob matched at start: only these are protected
+    /// by such globs (a repository `git init` makes here is the command's).
+    existing: HashSet<PathBuf>,
+    /// Whether the start-up scan saw everything; if not, every existing file
+    /// an `existing:` glob matches is protected (fail closed).
+    scan_complete: bool,
 }
 
 impl Rules {
@@ -51,6 +57,8 @@ impl Rules {
             globs,
             roots,
             inodes: HashSet::new(),
+            existing: HashSet::new(),
+            scan_complete: false,
         })
     }
 
@@ -67,6 +75,23 @@ impl Rules {
     /// Remembers the identity of a protected file found at start.
     pub fn protect_inode(&mut self, dev: u64, ino: u64) {
         self.inodes.insert((dev, ino));
+    }
+
+    /// Records a file an `existing:` glob matched at start.
+    pub fn protect_existing(&mut self, path: PathBuf) {
+        self.existing.insert(path);
+    }
+
+    /// Marks the start-up scan as complete.
+    pub fn scan_completed(&mut self) {
+        self.scan_complete = true;
+    }
+
+    /// Whether `path` matches an `existing:` glob (at any root).
+    pub fn matches_existing_only(&self, path: &Path) -> bool {
+        self.relatives(path).any(|rel| {
+            !rel.is_empty() && self.globs.matching(&rel).is_some_and(|g| g.existing_only())
+        })
     }
 
     /// Whether `(dev, ino)` is a protected file's.
@@ -87,16 +112,49 @@ impl Rules {
         })
     }
 
-    /// Whether creating, writing or removing the file at `path` (canonical,
-    /// absolute) is refused.
+    /// Whether any glob matches `path` at all: when none does, nothing
+    /// about it needs looking up.
+    pub fn could_refuse(&self, path: &Path) -> bool {
+        self.relatives(path)
+            .any(|rel| !rel.is_empty() && self.globs.matching(&rel).is_some())
+    }
+
+    /// Whether changing or removing the existing file at `path` (canonical,
+    /// absolute) is refused. `existing:` globs refuse only files that were
+    /// there at start.
     pub fn check_name(&self, path: &Path) -> Option<Refusal> {
+        if let Some(refusal) = self.check_create(path) {
+            return Some(refusal);
+        }
+        let protected = !self.scan_complete || self.existing.contains(path);
+        self.relatives(path).find_map(|rel| {
+            let glob = self.globs.matching(&rel).filter(|g| g.existing_only())?;
+            (protected && !rel.is_empty()).then(|| Refusal {
+                rule: glob.as_str().to_owned(),
+            })
+        })
+    }
+
+    /// Whether creating a new name at `path` is refused (globs that protect
+    /// existing files only are left out).
+    pub fn check_create(&self, path: &Path) -> Option<Refusal> {
         self.relatives(path).find_map(|rel| {
             (!rel.is_empty())
-                .then(|| self.globs.matching(&rel))
+                .then(|| self.globs.forbidding_creation(&rel))
                 .flatten()
                 .map(|glob| Refusal {
                     rule: glob.as_str().to_owned(),
                 })
+        })
+    }
+
+    /// Whether a new name at `path` would be a directory protected names
+    /// live in (`mv x .git`), leaving out whether `path` itself matches.
+    pub fn check_structure_of_new(&self, path: &Path) -> Option<Refusal> {
+        self.relatives(path).find_map(|rel| {
+            (!rel.is_empty() && self.globs.guards_inside(&rel)).then(|| Refusal {
+                rule: format!("{rel} may hold protected names"),
+            })
         })
     }
 
@@ -179,6 +237,27 @@ mod tests {
             r.check_structure(Path::new("/work/proj")).is_none(),
             "a root itself"
         );
+    }
+
+    #[test]
+    fn a_new_repositorys_config_may_be_created_but_not_an_existing_one_changed() {
+        let mut r = rules();
+        let old = Path::new("/work/proj/.git/config");
+        let new = Path::new("/work/proj/sub/.git/config");
+        assert!(r.check_create(new).is_none());
+        assert!(
+            r.check_name(new).is_some(),
+            "before the scan completes, fail closed"
+        );
+        r.protect_existing(old.to_path_buf());
+        r.scan_completed();
+        assert!(r.check_name(old).is_some(), "there at start: protected");
+        assert!(
+            r.check_name(new).is_none(),
+            "made in the sandbox: the command's"
+        );
+        assert!(r.check_create(Path::new("/work/proj/.env")).is_some());
+        assert!(r.check_name(Path::new("/work/proj/.env")).is_some());
     }
 
     #[test]
