@@ -9,5 +9,6 @@ mod util;
 mod api;
 mod bwrap;
 mod conformance;
+mod guard;
 mod plugins;
 mod run;

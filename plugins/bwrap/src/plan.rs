@@ -375,7 +375,12 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
             .filter(|v| v.writable)
             .map(|v| v.guest.clone())
             .collect();
-        roots.extend(home.clone());
+        // $HOME counts when a writable bind shows it; a private, empty one
+        // is thrown away with the sandbox.
+        roots.extend(
+            home.clone()
+                .filter(|h| views.iter().any(|v| v.writable && h.starts_with(&v.guest))),
+        );
         GuardConfig {
             globs: spec.write_deny_globs.clone(),
             roots,

@@ -486,8 +486,19 @@ fn the_guard_gets_the_globs_and_every_writable_root() {
     assert_eq!(guard.globs, vec!["**/.env".to_owned()]);
     assert_eq!(
         guard.roots,
-        vec![PathBuf::from("/work/proj"), PathBuf::from("/home/u")],
-        "read-only binds need no guard"
+        vec![PathBuf::from("/work/proj")],
+        "read-only binds and a private $HOME need no guard"
+    );
+    let mut with_home = spec_with(vec![bind("/work/proj", false), bind("/home/u", false)]);
+    with_home.write_deny_globs = vec!["**/.env".into()];
+    let roots = run(&with_home, &FakeHost::standard())
+        .unwrap()
+        .guard
+        .unwrap()
+        .roots;
+    assert!(
+        roots.contains(&PathBuf::from("/home/u")),
+        "a bound $HOME is guarded: {roots:?}"
     );
     let args = strings(&plan);
     let json = &args[args.len() - 1];

@@ -527,6 +527,10 @@ fn run(
             valid()?;
             let t = resolve(tid, Start::Tracee(dirfd), &path)?;
             let target = t.path();
+            if exists(&t.parent, &t.name_c()?) {
+                // What the kernel answers first; nothing is being created.
+                return Err(Outcome::error(libc::EEXIST));
+            }
             if let Some(refusal) = rules.check_create(&target) {
                 return Err(deny("file-write-create", &target, refusal, name));
             }
@@ -553,6 +557,9 @@ fn run(
             valid()?;
             let t = resolve(tid, Start::Tracee(dirfd), &link)?;
             let target = t.path();
+            if exists(&t.parent, &t.name_c()?) {
+                return Err(Outcome::error(libc::EEXIST));
+            }
             if let Some(refusal) = rules.check_create(&target) {
                 return Err(deny("file-write-create", &target, refusal, "symlink"));
             }
@@ -602,11 +609,17 @@ fn link(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -> Step<Outcom
     } else {
         let t = resolve(tid, Start::Tracee(olddirfd), &old)?;
         let cname = t.name_c()?;
-        let follow = if flags & libc::AT_SYMLINK_FOLLOW != 0 {
-            0
-        } else {
-            libc::O_NOFOLLOW
-        };
+        let follow_links = flags & libc::AT_SYMLINK_FOLLOW != 0;
+        if follow_links && let Some(owner) = proc_fd_owner(&t.parent_path) {
+            // `/proc/self/fd/N` with AT_SYMLINK_FOLLOW (how an O_TMPFILE file
+            // gets a name): the file is the tracee's descriptor N.
+            let k: i32 = std::str::from_utf8(&t.name)
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| Outcome::error(libc::ENOENT))?;
+            return link_file(rules, io(tracee::steal_fd(owner, k))?, tid, newdirfd, &new);
+        }
+        let follow = if follow_links { 0 } else { libc::O_NOFOLLOW };
         io(tracee::openat2(
             t.parent.as_raw_fd(),
             &cname,
@@ -615,6 +628,11 @@ fn link(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -> Step<Outcom
             libc::RESOLVE_NO_MAGICLINKS,
         ))?
     };
+    link_file(rules, source, tid, newdirfd, &new)
+}
+
+/// Links the file we hold under the tracee's new name, after checking both.
+fn link_file(rules: &Rules, source: OwnedFd, tid: u32, newdirfd: i32, new: &[u8]) -> Step<Outcome> {
     let source_path = io(tracee::fd_path(source.as_raw_fd()))?;
     // A hard link to a protected file is a writable alias of it.
     if let Some(refusal) = rules.check_name(&source_path) {
@@ -628,7 +646,7 @@ fn link(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -> Step<Outcom
         };
         return Err(deny("file-write-data", &source_path, refusal, "link"));
     }
-    let t = resolve(tid, Start::Tracee(newdirfd), &new)?;
+    let t = resolve(tid, Start::Tracee(newdirfd), new)?;
     let target = t.path();
     if let Some(refusal) = rules.check_create(&target) {
         return Err(deny("file-write-create", &target, refusal, "link"));

@@ -79,6 +79,7 @@ pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
 pub fn serve(listener: &Listener, rules: &Rules, report: &dyn Fn(&Denial, u32)) {
     listener.sync_wake_up();
     let mut memo = emulate::Memo::default();
+    let mut storms = Storms::default();
     while let Ok(true) = listener.wait() {
         let Ok(notification) = listener.recv() else {
             continue;
@@ -87,7 +88,9 @@ pub fn serve(listener: &Listener, rules: &Rules, report: &dyn Fn(&Denial, u32)) 
         let outcome = emulate::handle(rules, &mut memo, &notification.call, &|| {
             listener.id_valid(id)
         });
-        if let Some(denial) = &outcome.denial {
+        if let Some(denial) = &outcome.denial
+            && storms.first_in_a_while(denial)
+        {
             report(denial, notification.call.tid);
         }
         let _ = match outcome.answer {
@@ -116,4 +119,31 @@ pub fn describe(denial: &Denial, tid: u32) -> String {
         denial.syscall,
         denial.rule
     )
+}
+
+/// Storm control: the same refusal (action and path) is reported once per
+/// second per exec; a loop hammering one name does not flood the stream.
+#[derive(Default)]
+struct Storms {
+    last: std::collections::HashMap<(&'static str, std::path::PathBuf), std::time::Instant>,
+}
+
+impl Storms {
+    const WINDOW: std::time::Duration = std::time::Duration::from_secs(1);
+
+    fn first_in_a_while(&mut self, denial: &Denial) -> bool {
+        let now = std::time::Instant::now();
+        if self.last.len() > 4096 {
+            self.last
+                .retain(|_, seen| now.duration_since(*seen) < Self::WINDOW);
+        }
+        match self.last.get(&(denial.action, denial.target.clone())) {
+            Some(seen) if now.duration_since(*seen) < Self::WINDOW => false,
+            _ => {
+                self.last
+                    .insert((denial.action, denial.target.clone()), now);
+                true
+            }
+        }
+    }
 }

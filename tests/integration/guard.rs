@@ -1,0 +1,1603 @@
+//! The Linux create-time guard (SPEC G1, C3), black-box: the real
+//! `cc_server run --backend bwrap` under the default dispatch policy (so the
+//! guard is on, as the probe self-tests) runs attacks against temp dirs made
+//! here, and every attempt is checked on the HOST afterwards: the forbidden
+//! name is absent, the protected file unchanged, and the refusal was reported
+//! as an exact `violation` where the guard saw the call. Legitimate work
+//! (git, tar, venvs, npm, standard streams) must keep working inside it.
+//!
+//! The attacks that need raw syscalls (io_uring, `int $0x80`, openat2, the
+//! two-thread race, a non-dumpable process, chroot, O_TMPFILE) are small C
+//! programs written here, compiled with the host's `cc` into a temp dir and
+//! copied into the bound work dir. Each one, like each shell script, first
+//! checks that PID 1 is `sandbox-init` and stops (exit 99) otherwise, so a
+//! run that accidentally escaped the sandbox harms nothing.
+//!
+//! Without `/usr/bin/bwrap` the tests say so and pass, except on CI.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::Value;
+
+use crate::util::*;
+
+/// Whether bwrap is installed; says loudly when a test is skipped (CI installs it).
+fn bwrap_installed() -> bool {
+    if Path::new("/usr/bin/bwrap").exists() {
+        return true;
+    }
+    eprintln!("SKIPPED: /usr/bin/bwrap is not installed on this machine");
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must install bubblewrap: these tests cannot be skipped there"
+    );
+    false
+}
+
+macro_rules! require_bwrap {
+    () => {
+        if !bwrap_installed() {
+            return;
+        }
+    };
+}
+
+/// A string no other test (or earlier run) uses: digits only.
+fn unique() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "{}{:09}{}",
+        std::process::id(),
+        nanos,
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// `cc_server run --backend bwrap FLAGS… -- ARGV…` from `cwd`, under the
+/// default dispatch policy (no config: the guard is on).
+fn guard_run(plugins: &Plugins, cwd: &Path, flags: &[&str], argv: &[&str]) -> Output {
+    let out = CcServer::new(plugins)
+        .current_dir(cwd)
+        .arg("run")
+        .args(["--backend", "bwrap"])
+        .args(flags)
+        .arg("--")
+        .args(argv)
+        .output();
+    assert_ne!(
+        out.status.code(),
+        Some(125),
+        "cc_server itself failed; stdout:\n{}\nstderr:\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    out
+}
+
+/// The first line of every script: unless PID 1 is `sandbox-init` (so the
+/// script really runs in a bwrap sandbox) it stops before doing anything.
+const ONLY_IN_A_SANDBOX: &str = "grep -q sandbox-init /proc/1/cmdline 2>/dev/null \
+    || { echo 'cc-test: not in a bwrap sandbox; refusing to run the script' >&2; exit 99; }\n";
+
+/// [`guard_run`] of `sh -c SCRIPT`, behind [`ONLY_IN_A_SANDBOX`].
+fn guard_sh(plugins: &Plugins, cwd: &Path, flags: &[&str], script: &str) -> Output {
+    let guarded = format!("{ONLY_IN_A_SANDBOX}{script}");
+    guard_run(plugins, cwd, flags, &["sh", "-c", &guarded])
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or_else(|| {
+        panic!(
+            "cc_server ended by a signal: {:?}; stderr:\n{}",
+            out.status,
+            text(&out.stderr)
+        )
+    })
+}
+
+/// stdout and stderr, for failure messages (long outputs cut).
+fn both(out: &Output) -> String {
+    fn cut(t: String) -> String {
+        if t.len() <= 12_000 {
+            return t;
+        }
+        let mut end = 12_000;
+        while !t.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}\n[… {} more bytes]\n", &t[..end], t.len() - end)
+    }
+    format!(
+        "exit {:?}\n--- stdout:\n{}--- stderr:\n{}",
+        out.status.code(),
+        cut(text(&out.stdout)),
+        cut(text(&out.stderr))
+    )
+}
+
+/// The stdout lines of a run.
+fn lines(out: &Output) -> Vec<String> {
+    text(&out.stdout).lines().map(str::to_owned).collect()
+}
+
+/// Asserts the script printed `line` on a line of its own.
+fn assert_line(out: &Output, line: &str) {
+    assert!(
+        lines(out).iter().any(|l| l == line),
+        "expected the line {line:?}\n{}",
+        both(out)
+    );
+}
+
+/// A shell fragment that runs `cmd` and prints `LABEL=ok` or `LABEL=failed`.
+fn attempt(label: &str, cmd: &str) -> String {
+    format!("if {cmd}; then echo {label}=ok; else echo {label}=failed; fi\n")
+}
+
+/// Asserts each label printed `=failed`.
+fn assert_failed(out: &Output, labels: &[&str]) {
+    for label in labels {
+        assert!(
+            lines(out).contains(&format!("{label}=failed")),
+            "{label} was not refused\n{}",
+            both(out)
+        );
+    }
+}
+
+/// Asserts nothing (not even a dangling symlink) is at `path` on the host.
+fn assert_absent(path: &Path, out: &Output) {
+    assert!(
+        std::fs::symlink_metadata(path).is_err(),
+        "{} reached the host\n{}",
+        path.display(),
+        both(out)
+    );
+}
+
+/// Asserts cc_server printed `cc_server: violation: ACTION TARGET`.
+fn assert_reported(out: &Output, action: &str, target: &Path) {
+    let line = format!("cc_server: violation: {action} {}\n", target.display());
+    assert!(
+        text(&out.stderr).contains(&line),
+        "no violation {action} {} was reported\n{}",
+        target.display(),
+        both(out)
+    );
+}
+
+/// The NDJSON events of a `--json` run.
+fn events(out: &Output) -> Vec<Value> {
+    text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad NDJSON ({e}): {l}")))
+        .collect()
+}
+
+/// Every file under `dir` (symlinks not followed) with its bytes; a
+/// snapshot to compare the host against after a run.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                out.push((path.clone(), None));
+                stack.push(path);
+            } else if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).unwrap();
+                out.push((path, Some(target.into_os_string().into_encoded_bytes())));
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                out.push((path, Some(bytes)));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// git on the host, with no user or system config.
+fn git(dir: &Path, args: &[&str]) -> Output {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "host")
+        .env("GIT_AUTHOR_EMAIL", "host@example.com")
+        .env("GIT_COMMITTER_NAME", "host")
+        .env("GIT_COMMITTER_EMAIL", "host@example.com")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?} on the host failed: {}",
+        text(&out.stderr)
+    );
+    out
+}
+
+/// A repository made on the host without template hooks (`.git/hooks` absent).
+fn host_repo(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    git(
+        dir,
+        &["-c", "init.templateDir=", "init", "-q", "-b", "main", "."],
+    );
+}
+
+/// The start of every C program here: `only_in_a_sandbox()` exits 99 unless
+/// PID 1 is `sandbox-init`, so a program run by mistake on the host does nothing.
+const C_PRELUDE: &str = r#"#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void only_in_a_sandbox(void) {
+    char buf[4096];
+    int fd = open("/proc/1/cmdline", O_RDONLY);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf);
+    if (n <= 0 || !memmem(buf, (size_t)n, "sandbox-init", 12)) {
+        fprintf(stderr, "cc-test: not in a bwrap sandbox; refusing to run\n");
+        exit(99);
+    }
+    close(fd);
+}
+"#;
+
+/// Compiles `source` (after [`C_PRELUDE`]) with the host's `cc` in a temp
+/// dir and copies the program into `work` as `name`.
+fn c_program(work: &Path, name: &str, source: &str) {
+    let build = tempfile::tempdir().unwrap();
+    let c = build.path().join(format!("{name}.c"));
+    let bin = build.path().join(name);
+    std::fs::write(&c, format!("{C_PRELUDE}{source}")).unwrap();
+    let out = Command::new("cc")
+        .args(["-O2", "-pthread", "-Wall", "-o"])
+        .arg(&bin)
+        .arg(&c)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run cc (gcc is needed for these tests): {e}"));
+    assert!(
+        out.status.success(),
+        "cc failed on {name}.c:\n{}",
+        text(&out.stderr)
+    );
+    std::fs::copy(&bin, work.join(name)).unwrap();
+}
+
+/// `NAME=N` from a program's output, as a number.
+fn reading(out: &Output, name: &str) -> i64 {
+    let prefix = format!("{name}=");
+    lines(out)
+        .iter()
+        .flat_map(|l| l.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+        .find_map(|w| w.strip_prefix(&prefix).and_then(|v| v.parse().ok()))
+        .unwrap_or_else(|| panic!("no {name}= in the output\n{}", both(out)))
+}
+
+// ------------------------------------------------------------ bypasses
+
+/// G1, C3: a new `.env`, `.env.*`, `*.pem`, `*.key`, rc file at the top of
+/// the root, `.mcp.json` or `.claude/…` cannot be created by the usual
+/// routes (shell redirect, append, touch, cp, python, nested dirs); each is
+/// reported as `file-write-create` with its absolute path; ordinary names
+/// and an rc file below the top stay creatable. Host: every forbidden name
+/// absent, the allowed ones present.
+#[test]
+fn direct_creates_of_protected_names_are_refused() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let mut script = String::from("mkdir -p deep/er sub\n");
+    script += &attempt("redirect", "echo x > x.pem");
+    script += &attempt("env", "echo SECRET=1 > .env");
+    script += &attempt("env-local", "echo SECRET=1 > .env.local");
+    script += &attempt("key", "echo x > sub.key");
+    script += &attempt("append", "echo x >> app.key");
+    script += &attempt("touch", "touch t.pem");
+    script += &attempt("cp", "echo data > data.txt && cp data.txt copy.pem");
+    script += &attempt("nested", "echo x > deep/er/y.pem");
+    script += &attempt("nested-env", "echo x > deep/.env");
+    script += &attempt(
+        "python",
+        "/usr/bin/python3 -c \"open('py.pem', 'w').write('x')\"",
+    );
+    script += &attempt("bashrc", "echo 'echo PWNED' > .bashrc");
+    script += &attempt("mcp", "echo '{}' > .mcp.json");
+    script += &attempt(
+        "claude",
+        "mkdir -p .claude && echo '{}' > .claude/settings.json",
+    );
+    script += &attempt("plain", "echo ok > x.txt");
+    script += &attempt("nested-plain", "echo ok > deep/er/y.txt");
+    script += &attempt("rc-below-top", "echo ok > sub/.bashrc");
+    let out = guard_sh(&plugins, w, &[], &script);
+    assert_failed(
+        &out,
+        &[
+            "redirect",
+            "env",
+            "env-local",
+            "key",
+            "append",
+            "touch",
+            "cp",
+            "nested",
+            "nested-env",
+            "python",
+            "bashrc",
+            "mcp",
+            "claude",
+        ],
+    );
+    for label in ["plain", "nested-plain", "rc-below-top"] {
+        assert_line(&out, &format!("{label}=ok"));
+    }
+    for name in [
+        "x.pem",
+        ".env",
+        ".env.local",
+        "sub.key",
+        "app.key",
+        "t.pem",
+        "copy.pem",
+        "deep/er/y.pem",
+        "deep/.env",
+        "py.pem",
+        ".bashrc",
+        ".mcp.json",
+        ".claude",
+    ] {
+        assert_absent(&w.join(name), &out);
+        assert_reported(&out, "file-write-create", &w.join(name));
+    }
+    assert_eq!(std::fs::read_to_string(w.join("x.txt")).unwrap(), "ok\n");
+    assert_eq!(
+        std::fs::read_to_string(w.join("deep/er/y.txt")).unwrap(),
+        "ok\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.join("sub/.bashrc")).unwrap(),
+        "ok\n"
+    );
+}
+
+/// G1, C3 (Seatbelt's unlink deny on denied paths): no rename into a
+/// protected name (`*.pem`, `.env`, over `.git/config`), out of one (an
+/// existing `*.pem`, `.git/config`, `.git/hooks/pre-commit`), nor an
+/// exchange of one; `.git` and `.git/hooks` can be neither renamed away nor
+/// made by renaming a prepared directory into place (`mv x .git` would turn
+/// `x/hooks/*` into hooks). Host: no forbidden name appeared, both repos and
+/// the protected file are byte-for-byte unchanged.
+#[test]
+fn renames_into_and_out_of_protected_names_are_refused() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    std::fs::write(w.join("keep.txt"), "keep\n").unwrap();
+    std::fs::write(w.join("existing.pem"), "secret\n").unwrap();
+    std::fs::create_dir(w.join("plain")).unwrap();
+    // a: no hooks directory; b: one with a hook in it.
+    host_repo(&w.join("repo-a"));
+    host_repo(&w.join("repo-b"));
+    std::fs::create_dir(w.join("repo-b/.git/hooks")).unwrap();
+    std::fs::write(w.join("repo-b/.git/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
+    let (a_before, b_before) = (snapshot(&w.join("repo-a")), snapshot(&w.join("repo-b")));
+    let mut script = String::from("echo y > y.txt\n");
+    script += &attempt("into-pem", "mv y.txt moved.pem");
+    script += &attempt("into-env", "mv y.txt .env");
+    script += &attempt("out-of-pem", "mv existing.pem out.txt");
+    script += &attempt(
+        "exchange",
+        "/usr/bin/python3 -c \"import ctypes, sys\n\
+l = ctypes.CDLL(None, use_errno=True)\n\
+sys.exit(1 if l.renameat2(-100, b'keep.txt', -100, b'existing.pem', 2) else 0)\"",
+    );
+    script += &attempt(
+        "into-git",
+        "mkdir -p plain/x/hooks && echo evil > plain/x/hooks/pre-commit && mv plain/x plain/.git",
+    );
+    script += &attempt(
+        "into-hooks",
+        "mkdir -p h && echo evil > h/post-commit && mv h repo-a/.git/hooks",
+    );
+    script += &attempt(
+        "onto-config",
+        "printf '[core]\\n\\thooksPath = /tmp\\n' > cfg && mv cfg repo-a/.git/config",
+    );
+    script += &attempt("git-away", "mv repo-a/.git repo-a/git-old");
+    script += &attempt("hooks-away", "mv repo-b/.git/hooks repo-b/.git/hooks-old");
+    script += &attempt("hook-away", "mv repo-b/.git/hooks/pre-commit repo-b/pc");
+    script += &attempt(
+        "config-away",
+        "mv repo-a/.git/config repo-a/.git/config.old",
+    );
+    script += &attempt(
+        "plain-rename",
+        "mv keep.txt kept.txt && mv kept.txt keep.txt",
+    );
+    let out = guard_sh(&plugins, w, &[], &script);
+    assert_failed(
+        &out,
+        &[
+            "into-pem",
+            "into-env",
+            "out-of-pem",
+            "exchange",
+            "into-git",
+            "into-hooks",
+            "onto-config",
+            "git-away",
+            "hooks-away",
+            "hook-away",
+            "config-away",
+        ],
+    );
+    assert_line(&out, "plain-rename=ok");
+    for name in [
+        "moved.pem",
+        ".env",
+        "out.txt",
+        "plain/.git",
+        "repo-a/.git/hooks",
+        "repo-a/git-old",
+        "repo-b/.git/hooks-old",
+        "repo-b/pc",
+        "repo-a/.git/config.old",
+    ] {
+        assert_absent(&w.join(name), &out);
+    }
+    assert_eq!(
+        std::fs::read_to_string(w.join("existing.pem")).unwrap(),
+        "secret\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.join("keep.txt")).unwrap(),
+        "keep\n"
+    );
+    assert_eq!(std::fs::read_to_string(w.join("y.txt")).unwrap(), "y\n");
+    assert_eq!(snapshot(&w.join("repo-a")), a_before, "{}", both(&out));
+    assert_eq!(snapshot(&w.join("repo-b")), b_before, "{}", both(&out));
+    assert_reported(&out, "file-write-create", &w.join("moved.pem"));
+    assert_reported(&out, "file-write-create", &w.join(".env"));
+    assert_reported(&out, "file-write-unlink", &w.join("existing.pem"));
+    assert_reported(&out, "file-write-create", &w.join("plain/.git"));
+    assert_reported(&out, "file-write-create", &w.join("repo-a/.git/hooks"));
+    assert_reported(&out, "file-write-unlink", &w.join("repo-a/.git"));
+    assert_reported(&out, "file-write-unlink", &w.join("repo-b/.git/hooks"));
+    assert_reported(
+        &out,
+        "file-write-unlink",
+        &w.join("repo-b/.git/hooks/pre-commit"),
+    );
+    assert_reported(&out, "file-write-unlink", &w.join("repo-a/.git/config"));
+}
+
+/// G1, C3: a hard link cannot give a protected name to a file, nor a new
+/// name to a protected file (nor to a hard link of one made before the
+/// run); a symlink cannot be a protected name, and writing through a
+/// symlink (relative, absolute, a chain, a directory link) to a protected
+/// name is refused — creating or changing it. Host: no forbidden name, the
+/// protected file unchanged; ordinary links work.
+#[test]
+fn links_cannot_reach_a_protected_name() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    std::fs::write(w.join("keep.txt"), "keep\n").unwrap();
+    std::fs::write(w.join("plain.txt"), "plain\n").unwrap();
+    std::fs::write(w.join("existing.pem"), "secret\n").unwrap();
+    std::fs::hard_link(w.join("existing.pem"), w.join("innocent.txt")).unwrap();
+    std::fs::create_dir(w.join("sub")).unwrap();
+    let mut script = String::new();
+    script += &attempt("hard-to", "ln keep.txt hard.key");
+    script += &attempt("hard-from", "ln existing.pem alias.txt");
+    script += &attempt("old-alias", "echo evil >> innocent.txt");
+    script += &attempt("symlink-named", "ln -s /etc/passwd sym.pem");
+    script += &attempt("through", "ln -s new.pem trap.txt && echo x > trap.txt");
+    script += &attempt(
+        "through-existing",
+        "ln -s existing.pem trap2.txt && echo evil >> trap2.txt",
+    );
+    script += &attempt(
+        "through-absolute",
+        &format!("ln -s {}/abs.key abs.txt && echo x > abs.txt", s(w)),
+    );
+    script += &attempt(
+        "through-chain",
+        "ln -s hop2 hop1 && ln -s chain.pem hop2 && echo x > hop1",
+    );
+    script += &attempt(
+        "through-dir",
+        "ln -s sub dirlink && echo x > dirlink/via.pem",
+    );
+    script += &attempt("hard-plain", "ln plain.txt hard.txt");
+    script += &attempt(
+        "soft-plain",
+        "ln -s plain.txt soft.txt && echo more >> soft.txt",
+    );
+    let out = guard_sh(&plugins, w, &[], &script);
+    assert_failed(
+        &out,
+        &[
+            "hard-to",
+            "hard-from",
+            "old-alias",
+            "symlink-named",
+            "through",
+            "through-existing",
+            "through-absolute",
+            "through-chain",
+            "through-dir",
+        ],
+    );
+    assert_line(&out, "hard-plain=ok");
+    assert_line(&out, "soft-plain=ok");
+    for name in [
+        "hard.key",
+        "alias.txt",
+        "sym.pem",
+        "new.pem",
+        "abs.key",
+        "chain.pem",
+        "sub/via.pem",
+    ] {
+        assert_absent(&w.join(name), &out);
+    }
+    assert_eq!(
+        std::fs::read_to_string(w.join("existing.pem")).unwrap(),
+        "secret\n",
+        "{}",
+        both(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.join("plain.txt")).unwrap(),
+        "plain\nmore\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.join("hard.txt")).unwrap(),
+        "plain\nmore\n"
+    );
+    assert_reported(&out, "file-write-create", &w.join("hard.key"));
+    assert_reported(&out, "file-write-data", &w.join("existing.pem"));
+    assert_reported(&out, "file-write-data", &w.join("innocent.txt"));
+    assert_reported(&out, "file-write-create", &w.join("sym.pem"));
+    assert_reported(&out, "file-write-create", &w.join("new.pem"));
+    assert_reported(&out, "file-write-create", &w.join("abs.key"));
+    assert_reported(&out, "file-write-create", &w.join("chain.pem"));
+    assert_reported(&out, "file-write-create", &w.join("sub/via.pem"));
+}
+
+/// G1: mknod (a fifo, a regular file made by mknod) and mkdir cannot make a
+/// protected name: `*.pem`, `*.key`, `.env`, `.env.*`, `.claude`, and a
+/// missing `.git/hooks` (a hook planted there would run on the host).
+/// Host: none of them exists; ordinary fifos and dirs are made.
+#[test]
+fn mknod_and_mkdir_of_protected_names_are_refused() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    host_repo(&w.join("repo"));
+    let mut script = String::new();
+    script += &attempt("fifo", "mkfifo fifo.pem");
+    script += &attempt(
+        "mknod",
+        "/usr/bin/python3 -c \"import os, stat; os.mknod('node.key', stat.S_IFREG | 0o600)\"",
+    );
+    script += &attempt("dir-pem", "mkdir dir.pem");
+    script += &attempt("dir-env", "mkdir .env");
+    script += &attempt("dir-env-d", "mkdir -p deep/.env.d");
+    script += &attempt("dir-claude", "mkdir .claude");
+    script += &attempt("dir-hooks", "mkdir repo/.git/hooks");
+    script += &attempt("fifo-plain", "mkfifo fifo.txt");
+    script += &attempt("dir-plain", "mkdir dir.txt");
+    let out = guard_sh(&plugins, w, &[], &script);
+    assert_failed(
+        &out,
+        &[
+            "fifo",
+            "mknod",
+            "dir-pem",
+            "dir-env",
+            "dir-env-d",
+            "dir-claude",
+            "dir-hooks",
+        ],
+    );
+    assert_line(&out, "fifo-plain=ok");
+    assert_line(&out, "dir-plain=ok");
+    for name in [
+        "fifo.pem",
+        "node.key",
+        "dir.pem",
+        ".env",
+        "deep/.env.d",
+        ".claude",
+        "repo/.git/hooks",
+    ] {
+        assert_absent(&w.join(name), &out);
+        assert_reported(&out, "file-write-create", &w.join(name));
+    }
+    assert!(w.join("dir.txt").is_dir());
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(w.join("fifo.txt"))
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+}
+
+/// The O_TMPFILE program: an unnamed file, then linkat to give it a name,
+/// by descriptor (AT_EMPTY_PATH) and by its `/proc/self/fd` name.
+const TMPFILE_C: &str = r#"
+static void show(const char *what, int rc) {
+    printf("%s=%d\n", what, rc < 0 ? errno : 0);
+}
+
+int main(void) {
+    only_in_a_sandbox();
+    int fd = open(".", O_TMPFILE | O_WRONLY, 0600);
+    show("tmpfile", fd);
+    if (fd < 0) return 1;
+    if (write(fd, "secret\n", 7) != 7) return 1;
+    char via[64];
+    snprintf(via, sizeof via, "/proc/self/fd/%d", fd);
+    show("empty-path", linkat(fd, "", AT_FDCWD, "tmp1.pem", AT_EMPTY_PATH));
+    show("proc-fd", linkat(AT_FDCWD, via, AT_FDCWD, "tmp2.key", AT_SYMLINK_FOLLOW));
+    show("empty-path-plain", linkat(fd, "", AT_FDCWD, "tmp3.txt", AT_EMPTY_PATH));
+    show("proc-fd-plain", linkat(AT_FDCWD, via, AT_FDCWD, "tmp4.txt", AT_SYMLINK_FOLLOW));
+    return 0;
+}
+"#;
+
+/// G1: an O_TMPFILE file has no name to judge when it is made, but linking
+/// it into the tree is judged: by descriptor (AT_EMPTY_PATH) to `tmp1.pem`
+/// is refused with EACCES and reported; by its `/proc/self/fd` name to
+/// `tmp2.key` is refused too. Host: neither exists; linking to an ordinary
+/// name by descriptor works, with the data written.
+#[test]
+fn an_unnamed_file_cannot_be_linked_to_a_protected_name() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    c_program(w, "tmpfile", TMPFILE_C);
+    let out = guard_sh(&plugins, w, &[], "./tmpfile");
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(reading(&out, "tmpfile"), 0);
+    assert_eq!(reading(&out, "empty-path"), i64::from(libc::EACCES));
+    assert_ne!(reading(&out, "proc-fd"), 0, "{}", both(&out));
+    assert_eq!(reading(&out, "empty-path-plain"), 0);
+    assert_absent(&w.join("tmp1.pem"), &out);
+    assert_absent(&w.join("tmp2.key"), &out);
+    assert_reported(&out, "file-write-create", &w.join("tmp1.pem"));
+    assert_eq!(
+        std::fs::read_to_string(w.join("tmp3.txt")).unwrap(),
+        "secret\n"
+    );
+}
+
+/// G1 (the usual way to name an O_TMPFILE, man 2 open): `linkat` of its
+/// `/proc/self/fd/N` name with AT_SYMLINK_FOLLOW works for an ordinary name
+/// and is refused with EACCES (and reported) for a protected one, as the
+/// research measured (§3.3).
+#[test]
+fn an_unnamed_file_can_be_linked_by_its_proc_fd_name() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    c_program(w, "tmpfile", TMPFILE_C);
+    let out = guard_sh(&plugins, w, &[], "./tmpfile");
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(reading(&out, "proc-fd-plain"), 0, "{}", both(&out));
+    assert_eq!(
+        std::fs::read_to_string(w.join("tmp4.txt")).unwrap(),
+        "secret\n"
+    );
+    assert_eq!(reading(&out, "proc-fd"), i64::from(libc::EACCES));
+    assert_absent(&w.join("tmp2.key"), &out);
+    assert_reported(&out, "file-write-create", &w.join("tmp2.key"));
+}
+
+/// G1, C2: io_uring creates files without a syscall seccomp could see, so
+/// `io_uring_setup` must fail (ENOSYS) and no ring exists. The program sets
+/// a ring up by hand and, should that work, asks it to create `uring.pem`.
+/// Host: `uring.pem` absent.
+#[test]
+fn io_uring_is_unavailable_so_no_ring_creates_anything() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    c_program(
+        w,
+        "uring",
+        r#"
+#include <linux/io_uring.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+int main(void) {
+    only_in_a_sandbox();
+    struct io_uring_params p;
+    memset(&p, 0, sizeof p);
+    long ring = syscall(SYS_io_uring_setup, 4, &p);
+    if (ring < 0) {
+        printf("setup=%d\n", errno);
+        return 0;
+    }
+    printf("setup=0\n");
+    size_t sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+    size_t cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
+    char *sq = mmap(0, sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring,
+                    IORING_OFF_SQ_RING);
+    char *cq = mmap(0, cq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring,
+                    IORING_OFF_CQ_RING);
+    struct io_uring_sqe *sqes = mmap(0, p.sq_entries * sizeof(struct io_uring_sqe),
+                                     PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring,
+                                     IORING_OFF_SQES);
+    if (sq == MAP_FAILED || cq == MAP_FAILED || sqes == MAP_FAILED) {
+        printf("mmap=%d\n", errno);
+        return 0;
+    }
+    unsigned *tail = (unsigned *)(sq + p.sq_off.tail);
+    unsigned slot = *tail & *(unsigned *)(sq + p.sq_off.ring_mask);
+    struct io_uring_sqe *e = &sqes[slot];
+    memset(e, 0, sizeof *e);
+    e->opcode = IORING_OP_OPENAT;
+    e->fd = AT_FDCWD;
+    e->addr = (unsigned long)"uring.pem";
+    e->open_flags = O_CREAT | O_WRONLY;
+    e->len = 0644;
+    ((unsigned *)(sq + p.sq_off.array))[slot] = slot;
+    __atomic_store_n(tail, *tail + 1, __ATOMIC_RELEASE);
+    long n = syscall(SYS_io_uring_enter, ring, 1, 1, IORING_ENTER_GETEVENTS, 0, 0);
+    if (n < 0) {
+        printf("enter=%d\n", errno);
+        return 0;
+    }
+    struct io_uring_cqe *c = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
+    unsigned head = *(unsigned *)(cq + p.cq_off.head) & *(unsigned *)(cq + p.cq_off.ring_mask);
+    printf("enter=0 res=%d\n", c[head].res);
+    return 0;
+}
+"#,
+    );
+    let out = guard_sh(&plugins, w, &[], "./uring");
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(reading(&out, "setup"), i64::from(libc::ENOSYS));
+    assert_absent(&w.join("uring.pem"), &out);
+}
+
+/// G1, C2, F10: the i386 entry point (`int $0x80` from a 64-bit process,
+/// `open("ia32.pem", O_CREAT)` by the i386 number) would bypass a filter
+/// that judges syscall numbers only: the process is killed with SIGSYS,
+/// reported as exit 159 (128 + 31) and, with `--json`, `signal` 31. Host:
+/// `ia32.pem` absent.
+#[test]
+fn the_ia32_entry_point_kills_the_process() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    c_program(
+        w,
+        "ia32",
+        r#"
+#include <sys/mman.h>
+
+int main(void) {
+    only_in_a_sandbox();
+    /* int $0x80 takes 32-bit pointers: the name must live below 4 GiB. */
+    char *low = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
+    if (low == MAP_FAILED) {
+        printf("mmap=%d\n", errno);
+        return 2;
+    }
+    strcpy(low, "ia32.pem");
+    printf("calling\n");
+    fflush(stdout);
+    long ret;
+    /* 5 is open in the i386 table; 0101 is O_CREAT|O_WRONLY. */
+    __asm__ volatile("int $0x80" : "=a"(ret) : "a"(5L), "b"(low), "c"(0101L), "d"(0644L) : "memory");
+    printf("returned=%ld\n", ret);
+    return 0;
+}
+"#,
+    );
+    let out = guard_sh(&plugins, w, &[], "exec ./ia32");
+    assert_eq!(code(&out), 128 + libc::SIGSYS, "{}", both(&out));
+    assert_line(&out, "calling");
+    assert!(!text(&out.stdout).contains("returned="), "{}", both(&out));
+    assert_absent(&w.join("ia32.pem"), &out);
+
+    let out = guard_sh(&plugins, w, &["--json"], "exec ./ia32");
+    let events = events(&out);
+    let exit = events.last().unwrap();
+    assert_eq!(exit["type"], "exit", "{events:?}");
+    assert_eq!(exit["exitCode"], 128 + libc::SIGSYS, "{events:?}");
+    assert_eq!(exit["signal"], libc::SIGSYS, "{events:?}");
+    assert_absent(&w.join("ia32.pem"), &out);
+}
+
+/// G1: `openat2` carries its flags behind a pointer seccomp cannot read, so
+/// it gets ENOSYS whatever the name (libraries fall back to openat). Host:
+/// neither `o2.pem` nor `o2.txt` was created.
+#[test]
+fn openat2_gets_enosys() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    c_program(
+        w,
+        "o2",
+        r#"
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+
+static void try(const char *label, const char *path) {
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = O_CREAT | O_WRONLY;
+    how.mode = 0644;
+    long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+    printf("%s=%d\n", label, fd < 0 ? errno : 0);
+}
+
+int main(void) {
+    only_in_a_sandbox();
+    try("pem", "o2.pem");
+    try("txt", "o2.txt");
+    return 0;
+}
+"#,
+    );
+    let out = guard_sh(&plugins, w, &[], "./o2");
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(reading(&out, "pem"), i64::from(libc::ENOSYS));
+    assert_eq!(reading(&out, "txt"), i64::from(libc::ENOSYS));
+    assert_absent(&w.join("o2.pem"), &out);
+    assert_absent(&w.join("o2.txt"), &out);
+}
+
+/// G1, C2: a chrooted tracee would make a careless supervisor resolve its
+/// absolute paths against the wrong root (confused deputy); chroot is
+/// refused outright (EPERM, the hardening filter). Host: nothing created in
+/// the would-be jail, the work dir or the host's `/`.
+#[test]
+fn chroot_is_refused_so_no_confused_deputy() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    std::fs::create_dir(w.join("jail")).unwrap();
+    let name = format!("cd-{}.pem", unique());
+    c_program(
+        w,
+        "jailed",
+        r#"
+int main(int argc, char **argv) {
+    only_in_a_sandbox();
+    if (argc < 2) return 2;
+    printf("chroot=%d\n", chroot("jail") < 0 ? errno : 0);
+    int fd = open(argv[1], O_CREAT | O_WRONLY, 0644);
+    printf("open=%d\n", fd < 0 ? errno : 0);
+    return 0;
+}
+"#,
+    );
+    let out = guard_sh(&plugins, w, &[], &format!("./jailed /{name}"));
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(reading(&out, "chroot"), i64::from(libc::EPERM));
+    assert_absent(&w.join("jail").join(&name), &out);
+    assert_absent(&w.join(&name), &out);
+    assert_absent(&Path::new("/").join(&name), &out);
+}
+
+/// G1 (§2.5 item 1, fail closed): a process that makes itself non-dumpable
+/// cannot have its memory read by the supervisor, so its creates fail (in
+/// this process layout, without the nested user namespace, every create
+/// fails with EFAULT). Host: `x.pem` absent. What happens to `x.txt` is
+/// recorded, not asserted (it fails today; with the nested userns it would
+/// work).
+#[test]
+fn a_non_dumpable_process_fails_closed() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    c_program(
+        w,
+        "nodump",
+        r#"
+#include <sys/prctl.h>
+
+static void try(const char *path) {
+    int fd = open(path, O_CREAT | O_WRONLY, 0644);
+    printf("%s=%d\n", path, fd < 0 ? errno : 0);
+    if (fd >= 0) close(fd);
+}
+
+int main(void) {
+    only_in_a_sandbox();
+    printf("prctl=%d\n", prctl(PR_SET_DUMPABLE, 0, 0, 0, 0));
+    printf("dumpable=%d\n", prctl(PR_GET_DUMPABLE, 0, 0, 0, 0));
+    try("x.pem");
+    try("x.txt");
+    return 0;
+}
+"#,
+    );
+    let out = guard_sh(&plugins, w, &[], "./nodump");
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(reading(&out, "prctl"), 0);
+    assert_eq!(reading(&out, "dumpable"), 0, "the attack did not happen");
+    assert_ne!(reading(&out, "x.pem"), 0, "{}", both(&out));
+    assert_absent(&w.join("x.pem"), &out);
+    eprintln!(
+        "non-dumpable process: x.pem errno {}, x.txt errno {} (on the host: {})",
+        reading(&out, "x.pem"),
+        reading(&out, "x.txt"),
+        if w.join("x.txt").exists() {
+            "created"
+        } else {
+            "absent"
+        }
+    );
+}
+
+/// G1 (race-free, §3.3): one thread creates whatever name a buffer holds
+/// while another flips the buffer between `race.txt` and `race.pem`; with
+/// check-then-continue hundreds of `race.pem` got through, with emulation
+/// none may. 20,000 attempts; the refusals prove the flips reached the
+/// guard. Host: `race.pem` absent, `race.txt` present.
+#[test]
+fn a_two_thread_path_flipping_race_creates_no_protected_file() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    c_program(
+        w,
+        "race",
+        r#"
+#include <pthread.h>
+
+static char name[] = "race.txt";
+static volatile int done;
+
+static void *flip(void *unused) {
+    (void)unused;
+    while (!done) {
+        memcpy(name + 5, "pem", 3);
+        __asm__ volatile("" ::: "memory");
+        memcpy(name + 5, "txt", 3);
+        __asm__ volatile("" ::: "memory");
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    only_in_a_sandbox();
+    long rounds = argc > 1 ? atol(argv[1]) : 20000;
+    pthread_t t;
+    if (pthread_create(&t, 0, flip, 0) != 0) return 2;
+    long opened = 0;
+    for (long i = 0; i < rounds; i++) {
+        int fd = open(name, O_CREAT | O_WRONLY, 0644);
+        if (fd >= 0) {
+            opened++;
+            close(fd);
+        }
+    }
+    done = 1;
+    pthread_join(t, 0);
+    printf("rounds=%ld opened=%ld pem=%d txt=%d\n", rounds, opened,
+           access("race.pem", F_OK) == 0, access("race.txt", F_OK) == 0);
+    return 0;
+}
+"#,
+    );
+    let out = guard_sh(&plugins, w, &[], "./race 20000");
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(reading(&out, "rounds"), 20_000);
+    assert_eq!(reading(&out, "pem"), 0, "{}", both(&out));
+    assert_eq!(reading(&out, "txt"), 1, "{}", both(&out));
+    assert_absent(&w.join("race.pem"), &out);
+    assert!(w.join("race.txt").is_file(), "{}", both(&out));
+    let refused = format!(
+        "cc_server: violation: file-write-create {}\n",
+        w.join("race.pem").display()
+    );
+    let count = text(&out.stderr).matches(&refused).count();
+    assert!(
+        count >= 1,
+        "the guard never saw race.pem: the race did not happen\n{}",
+        both(&out)
+    );
+    eprintln!(
+        "race: {} opens succeeded, {count} refused as race.pem, 0 created",
+        reading(&out, "opened")
+    );
+}
+
+/// F12, G1: refusals are reported exactly — one `violation` event per
+/// refused call, with the action (`file-write-create` for a new name,
+/// `file-write-data` for writing an existing one, `file-write-unlink` for
+/// removing or renaming one away), the absolute path refused, and a `raw`
+/// naming the guard, process and syscall — and the command's own
+/// "Permission denied" lines are not guessed again as `file-access`. Ten
+/// attacks, one syscall each. Host: none of them changed anything.
+#[test]
+fn refusals_are_reported_exactly_once() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    std::fs::write(w.join("keep.txt"), "keep\n").unwrap();
+    std::fs::write(w.join("y.txt"), "y\n").unwrap();
+    std::fs::write(w.join("existing.pem"), "secret\n").unwrap();
+    std::fs::write(w.join(".env.prod"), "SECRET=1\n").unwrap();
+    std::fs::write(w.join("old.key"), "key\n").unwrap();
+    let before = snapshot(w);
+    let python = r#"import ctypes, os, sys
+w = os.getcwd()
+libc = ctypes.CDLL(None, use_errno=True)
+
+def tmpfile_link(path):
+    fd = os.open(w, os.O_TMPFILE | os.O_WRONLY, 0o600)
+    if libc.linkat(fd, b"", -100, path.encode(), 0x1000) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), path)
+
+attacks = [
+    ("create", lambda: os.open(w + "/x.pem", os.O_CREAT | os.O_WRONLY, 0o644)),
+    ("rename-into", lambda: os.rename(w + "/y.txt", w + "/r.key")),
+    ("rename-out", lambda: os.rename(w + "/existing.pem", w + "/freed.txt")),
+    ("hard-link", lambda: os.link(w + "/keep.txt", w + "/h.key")),
+    ("follow", lambda: (os.symlink("s.pem", w + "/trap.txt"), open(w + "/trap.txt", "w"))),
+    ("mknod", lambda: os.mkfifo(w + "/f.pem")),
+    ("mkdir", lambda: os.mkdir(w + "/.env")),
+    ("write", lambda: open(w + "/.env.prod", "a")),
+    ("unlink", lambda: os.unlink(w + "/old.key")),
+    ("tmpfile", lambda: tmpfile_link(w + "/t.pem")),
+]
+for label, attack in attacks:
+    try:
+        attack()
+        print(label + "=ok")
+    except OSError as e:
+        print(label + "=failed")
+        sys.stderr.write("cc-test: %s: %s\n" % (label, e))
+        sys.stderr.flush()
+"#;
+    let script = format!("/usr/bin/python3 -c '{python}'\nrm -f trap.txt\n");
+    let out = guard_sh(&plugins, w, &["--json"], &script);
+    let events = events(&out);
+    let expected: [(&str, &str, &str); 10] = [
+        ("create", "file-write-create", "x.pem"),
+        ("rename-into", "file-write-create", "r.key"),
+        ("rename-out", "file-write-unlink", "existing.pem"),
+        ("hard-link", "file-write-create", "h.key"),
+        ("follow", "file-write-create", "s.pem"),
+        ("mknod", "file-write-create", "f.pem"),
+        ("mkdir", "file-write-create", ".env"),
+        ("write", "file-write-data", ".env.prod"),
+        ("unlink", "file-write-unlink", "old.key"),
+        ("tmpfile", "file-write-create", "t.pem"),
+    ];
+    let stdout = joined(&events, "stdout");
+    let stderr = joined(&events, "stderr");
+    let violations: Vec<&Value> = events.iter().filter(|e| e["type"] == "violation").collect();
+    for (label, action, name) in expected {
+        assert!(
+            stdout.lines().any(|l| l == format!("{label}=failed")),
+            "{label} was not refused\n{events:#?}"
+        );
+        // The command's own complaint is there, so a guessed duplicate could be made.
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with(&format!("cc-test: {label}: [Errno 13] Permission denied"))),
+            "{label}: no Permission denied on stderr\n{stderr}"
+        );
+        let target = w.join(name);
+        let target_s = s(&target);
+        let exact: Vec<&&Value> = violations
+            .iter()
+            .filter(|v| v["target"] == target_s)
+            .collect();
+        assert_eq!(
+            exact.len(),
+            1,
+            "{label}: expected one violation for {target_s}\n{violations:#?}"
+        );
+        assert_eq!(exact[0]["action"], action, "{label}: {:#}", exact[0]);
+        let raw = exact[0]["raw"].as_str().unwrap_or_default();
+        assert!(
+            raw.starts_with("seccomp-unotify pid=")
+                && raw.contains("comm=python3")
+                && raw.contains(" syscall=")
+                && raw.contains(" rule=")
+                && raw.ends_with("-> EACCES"),
+            "{label}: raw {raw:?}"
+        );
+        assert!(
+            !violations.iter().any(|v| v["action"] == "file-access"
+                && v["target"]
+                    .as_str()
+                    .is_some_and(|t| t == target_s || t.ends_with(&format!("/{name}")))),
+            "{label}: a guessed duplicate\n{violations:#?}"
+        );
+        assert_absent_or_unchanged(&target, &before, &out);
+    }
+    assert_eq!(
+        violations.len(),
+        expected.len(),
+        "violations other than the ten refusals\n{violations:#?}"
+    );
+    assert!(
+        !violations.iter().any(|v| v["action"] == "file-access"),
+        "{violations:#?}"
+    );
+    assert_eq!(exit_code(&events), 0, "{events:?}");
+    assert_eq!(snapshot(w), before, "{}", both(&out));
+}
+
+/// The host state of one refused target: unchanged if it existed, else absent.
+fn assert_absent_or_unchanged(target: &Path, before: &[(PathBuf, Option<Vec<u8>>)], out: &Output) {
+    match before.iter().find(|(p, _)| p == target) {
+        Some((_, bytes)) => assert_eq!(
+            std::fs::read(target).ok(),
+            bytes.clone(),
+            "{} changed\n{}",
+            target.display(),
+            both(out)
+        ),
+        None => assert_absent(target, out),
+    }
+}
+
+// -------------------------------------------------- legitimate work
+
+/// G1 with git (research §5; GIT_TEMPLATE_DIR is set to an empty dir by the
+/// backend): `git init` + `add` + `commit` inside the guard work, and the
+/// commit is on the host; no sample hooks were copied.
+#[test]
+fn git_init_add_and_commit_work_inside_the_guard() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let script = "set -e\n\
+        git init -q -b main repo\n\
+        cd repo\n\
+        printf 'hello\\n' > hello.txt\n\
+        mkdir src && printf 'fn main() {}\\n' > src/main.rs\n\
+        git add -A\n\
+        git -c user.name=t -c user.email=t@example.com commit -q -m from-the-sandbox\n\
+        echo committed\n";
+    let out = guard_sh(&plugins, w, &[], script);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_line(&out, "committed");
+    let repo = w.join("repo");
+    let log = git(&repo, &["log", "--format=%s"]);
+    assert_eq!(text(&log.stdout), "from-the-sandbox\n");
+    let files = git(&repo, &["ls-files"]);
+    assert_eq!(text(&files.stdout), "hello.txt\nsrc/main.rs\n");
+    let hooks = repo.join(".git/hooks");
+    assert!(
+        !hooks.exists() || std::fs::read_dir(&hooks).unwrap().count() == 0,
+        "hooks were planted"
+    );
+}
+
+/// G1 with git: `git clone` of a local repository (made on the host, bound
+/// read-only) into the work dir works inside the guard; the clone is on the
+/// host with the source's commit and files, and no sample hooks.
+#[test]
+fn git_clone_of_a_local_repository_works_inside_the_guard() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let source = tempfile::tempdir().unwrap();
+    host_repo(source.path());
+    std::fs::write(source.path().join("README"), "from the host\n").unwrap();
+    git(source.path(), &["add", "README"]);
+    git(source.path(), &["commit", "-q", "-m", "on-the-host"]);
+    let bind = format!("{}:ro", s(source.path()));
+    let script = format!(
+        "git clone -q {} clone && git -C clone log --format=%s",
+        s(source.path())
+    );
+    let out = guard_sh(&plugins, work.path(), &["--bind", &bind], &script);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_line(&out, "on-the-host");
+    let clone = work.path().join("clone");
+    assert_eq!(
+        std::fs::read_to_string(clone.join("README")).unwrap(),
+        "from the host\n"
+    );
+    let log = git(&clone, &["log", "--format=%s"]);
+    assert_eq!(text(&log.stdout), "on-the-host\n");
+    let hooks = clone.join(".git/hooks");
+    assert!(
+        !hooks.exists() || std::fs::read_dir(&hooks).unwrap().count() == 0,
+        "hooks were planted"
+    );
+}
+
+/// G1 with git: in a repository made on the host (nested in the work dir,
+/// so only the guard protects its `.git`), editing, `git add`, `git commit`,
+/// a branch and a tag work inside the guard, and the host sees them; the
+/// guard refused nothing.
+#[test]
+fn git_commits_in_an_existing_repository_work_inside_the_guard() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let repo = work.path().join("project");
+    host_repo(&repo);
+    std::fs::write(repo.join("README"), "v1\n").unwrap();
+    git(&repo, &["add", "README"]);
+    git(&repo, &["commit", "-q", "-m", "on-the-host"]);
+    let script = "set -e\n\
+        cd project\n\
+        printf 'v2\\n' > README\n\
+        mkdir -p src/deep && printf 'x\\n' > src/deep/new.rs\n\
+        git add -A\n\
+        git -c user.name=t -c user.email=t@example.com commit -q -m from-the-sandbox\n\
+        git branch feature\n\
+        git -c user.name=t -c user.email=t@example.com tag -a v1 -m v1\n\
+        git status --porcelain\n\
+        echo done\n";
+    let out = guard_sh(&plugins, work.path(), &[], script);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(text(&out.stdout), "done\n", "{}", both(&out));
+    assert!(
+        !text(&out.stderr).contains("cc_server: violation:"),
+        "{}",
+        both(&out)
+    );
+    let log = git(&repo, &["log", "--format=%s"]);
+    assert_eq!(text(&log.stdout), "from-the-sandbox\non-the-host\n");
+    let branches = git(&repo, &["branch", "--format=%(refname:short)"]);
+    assert_eq!(text(&branches.stdout), "feature\nmain\n");
+    let tags = git(&repo, &["tag"]);
+    assert_eq!(text(&tags.stdout), "v1\n");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/deep/new.rs")).unwrap(),
+        "x\n"
+    );
+}
+
+/// G1: `tar x` of a 10,000-file tree (made on the host, bound read-only)
+/// works inside the guard — every create goes through the supervisor — and
+/// a certificate inside `node_modules` in the tree is extracted (dependency
+/// folders are exempt). Host: all 10,001 files present with their contents.
+#[test]
+fn tar_x_of_ten_thousand_files_works_inside_the_guard() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let source = tempfile::tempdir().unwrap();
+    let tree = source.path().join("tree");
+    for d in 0..100 {
+        let dir = tree.join(format!("d{d:03}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..100 {
+            std::fs::write(dir.join(format!("f{f:03}.txt")), format!("{d}-{f}\n")).unwrap();
+        }
+    }
+    std::fs::create_dir_all(tree.join("node_modules/pkg/test")).unwrap();
+    std::fs::write(tree.join("node_modules/pkg/test/key.pem"), "fixture\n").unwrap();
+    let tarball = source.path().join("tree.tar");
+    let made = Command::new("tar")
+        .arg("-cf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(source.path())
+        .arg("tree")
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let bind = format!("{}:ro", s(source.path()));
+    let script = format!("tar -xf {} && echo extracted", s(&tarball));
+    let out = guard_sh(&plugins, work.path(), &["--bind", &bind], &script);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_line(&out, "extracted");
+    let got = work.path().join("tree");
+    let mut count = 0;
+    for d in 0..100 {
+        for f in 0..100 {
+            let path = got.join(format!("d{d:03}/f{f:03}.txt"));
+            let bytes = std::fs::read(&path)
+                .unwrap_or_else(|e| panic!("{} missing: {e}\n{}", path.display(), both(&out)));
+            assert_eq!(
+                bytes,
+                format!("{d}-{f}\n").into_bytes(),
+                "{}",
+                path.display()
+            );
+            count += 1;
+        }
+    }
+    assert_eq!(count, 10_000);
+    assert_eq!(
+        std::fs::read_to_string(got.join("node_modules/pkg/test/key.pem")).unwrap(),
+        "fixture\n"
+    );
+}
+
+/// A wheel holding `certfix/cacert.pem`, built by the host's Python.
+fn certificate_wheel(dir: &Path) -> PathBuf {
+    let builder = r#"import base64, hashlib, sys, zipfile
+files = {
+    "certfix/__init__.py": b"import os\nwhere = os.path.join(os.path.dirname(__file__), 'cacert.pem')\n",
+    "certfix/cacert.pem": b"-----BEGIN CERTIFICATE-----\nfixture\n-----END CERTIFICATE-----\n",
+    "certfix-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: certfix\nVersion: 1.0\n",
+    "certfix-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: cc-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+record = ""
+for name, data in files.items():
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    record += "%s,sha256=%s,%d\n" % (name, digest, len(data))
+record += "certfix-1.0.dist-info/RECORD,,\n"
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    for name, data in files.items():
+        z.writestr(name, data)
+    z.writestr("certfix-1.0.dist-info/RECORD", record)
+"#;
+    let wheel = dir.join("certfix-1.0-py3-none-any.whl");
+    let out = Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(builder)
+        .arg(&wheel)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    wheel
+}
+
+/// G1 (dependency folders exempt, research §5): `python3 -m venv` works
+/// inside the guard; a `cacert.pem` can be created and copied inside the
+/// venv's `site-packages/certifi`, and `pip install --no-index` of a local
+/// wheel shipping a `cacert.pem` works and imports; a `.pem` in the venv
+/// outside site-packages is still refused (the exemption is narrow) while
+/// `.venv` is exempt as a whole. Host: the certificates present, the stray
+/// one absent.
+#[test]
+fn a_venv_may_hold_certificates() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let pkgs = tempfile::tempdir().unwrap();
+    let wheel = certificate_wheel(pkgs.path());
+    let bind = format!("{}:ro", s(pkgs.path()));
+    let mut script = String::from("export PIP_CONFIG_FILE=/dev/null\n");
+    script += &attempt("venv", "/usr/bin/python3 -m venv venv");
+    script += "sp=$(echo venv/lib/python3.*/site-packages)\n";
+    script += &attempt(
+        "create",
+        "mkdir -p \"$sp/certifi\" && printf 'CERT\\n' > \"$sp/certifi/cacert.pem\"",
+    );
+    script += &attempt(
+        "copy",
+        "cp \"$sp/certifi/cacert.pem\" \"$sp/certifi/copy.pem\"",
+    );
+    script += &attempt(
+        "pip",
+        &format!(
+            "venv/bin/python -m pip install -q --no-index --no-deps --disable-pip-version-check --no-cache-dir {}",
+            s(&wheel)
+        ),
+    );
+    script +=
+        "venv/bin/python -c 'import certfix; print(open(certfix.where).read().splitlines()[1])'\n";
+    script += &attempt("stray", "printf x > venv/stray.pem");
+    script += &attempt(
+        "dot-venv",
+        "mkdir -p .venv/lib && printf x > .venv/lib/ok.pem",
+    );
+    let out = guard_sh(&plugins, w, &["--bind", &bind], &script);
+    for label in ["venv", "create", "copy", "pip", "dot-venv"] {
+        assert_line(&out, &format!("{label}=ok"));
+    }
+    assert_line(&out, "fixture");
+    assert_failed(&out, &["stray"]);
+    let lib = w.join("venv/lib");
+    let python_dir = std::fs::read_dir(&lib)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("python3")
+        })
+        .unwrap_or_else(|| panic!("no python3.* in {}\n{}", lib.display(), both(&out)));
+    let site = python_dir.join("site-packages");
+    assert_eq!(
+        std::fs::read_to_string(site.join("certifi/cacert.pem")).unwrap(),
+        "CERT\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(site.join("certifi/copy.pem")).unwrap(),
+        "CERT\n"
+    );
+    assert!(
+        std::fs::read_to_string(site.join("certfix/cacert.pem"))
+            .unwrap()
+            .contains("fixture"),
+        "{}",
+        both(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.join(".venv/lib/ok.pem")).unwrap(),
+        "x"
+    );
+    assert_absent(&w.join("venv/stray.pem"), &out);
+    assert_reported(&out, "file-write-create", &w.join("venv/stray.pem"));
+    let reported_in_site = text(&out.stderr)
+        .lines()
+        .filter(|l| l.starts_with("cc_server: violation:") && l.contains("site-packages"))
+        .count();
+    assert_eq!(reported_in_site, 0, "{}", both(&out));
+}
+
+/// G1 (dependency folders exempt): `npm install` of a local package (made
+/// with `npm pack` on the host, bound read-only; network off, so
+/// `--offline`) whose tarball holds `test/fixture.pem` works inside the
+/// guard. Host: the fixture is in `node_modules`; the guard refused nothing
+/// in the work dir.
+#[test]
+fn npm_install_of_a_package_with_pem_fixtures_works() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let pkgs = tempfile::tempdir().unwrap();
+    let package = pkgs.path().join("pemfix");
+    std::fs::create_dir_all(package.join("test")).unwrap();
+    std::fs::write(
+        package.join("package.json"),
+        r#"{"name":"pemfix","version":"1.0.0","main":"index.js"}"#,
+    )
+    .unwrap();
+    std::fs::write(package.join("index.js"), "module.exports = 42;\n").unwrap();
+    std::fs::write(
+        package.join("test/fixture.pem"),
+        "-----BEGIN CERTIFICATE-----\nfixture\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let npm_home = tempfile::tempdir().unwrap();
+    let packed = Command::new("npm")
+        .args(["pack", "--silent", "./pemfix"])
+        .current_dir(pkgs.path())
+        .env("HOME", npm_home.path())
+        .env("npm_config_cache", npm_home.path().join("cache"))
+        .env("npm_config_update_notifier", "false")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run npm on the host: {e}"));
+    assert!(packed.status.success(), "{}", text(&packed.stderr));
+    let tarball = pkgs.path().join("pemfix-1.0.0.tgz");
+    assert!(tarball.exists(), "{}", text(&packed.stdout));
+    let bind = format!("{}:ro", s(pkgs.path()));
+    let script = format!(
+        "npm install --offline --no-audit --no-fund --no-update-notifier {} && \
+         node -e 'console.log(\"loaded\", require(\"pemfix\"))'",
+        s(&tarball)
+    );
+    let out = guard_sh(&plugins, w, &["--bind", &bind], &script);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_line(&out, "loaded 42");
+    assert_eq!(
+        std::fs::read_to_string(w.join("node_modules/pemfix/test/fixture.pem")).unwrap(),
+        "-----BEGIN CERTIFICATE-----\nfixture\n-----END CERTIFICATE-----\n"
+    );
+    let in_work = format!("cc_server: violation: file-write-create {}/", s(w));
+    assert!(
+        !text(&out.stderr).contains(&in_work),
+        "the guard refused something in the work dir\n{}",
+        both(&out)
+    );
+}
+
+/// G1 (`/proc/<tid>/fd/N` reopened from the tracee's very file): writing
+/// `/dev/stdout`, `/dev/stderr`, `/dev/fd/1`, `/dev/fd/2`, `/proc/self/fd/1`,
+/// `/dev/null` and `/dev/fd/3` (a file of the work dir) works; reopening
+/// for writing a descriptor that was opened read-only on a protected file
+/// is refused. Host: the work file rewritten, the protected file unchanged.
+#[test]
+fn standard_streams_and_fd_paths_stay_writable() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    std::fs::write(w.join("out.txt"), "old\n").unwrap();
+    std::fs::write(w.join("existing.pem"), "secret\n").unwrap();
+    let mut script = String::new();
+    script += &attempt("stdout", "echo to-stdout > /dev/stdout");
+    script += &attempt("stderr", "echo to-stderr > /dev/stderr");
+    script += &attempt("fd1", "echo to-fd1 > /dev/fd/1");
+    script += &attempt("fd2", "echo to-fd2 > /dev/fd/2");
+    script += &attempt("proc-self", "echo to-proc-self > /proc/self/fd/1");
+    script += &attempt("null", "echo gone > /dev/null");
+    script += &attempt("fd3", "{ echo via-fd3 > /dev/fd/3; } 3>>out.txt");
+    script += &attempt(
+        "reopen-protected",
+        "{ echo evil > /dev/fd/4; } 4<existing.pem",
+    );
+    let out = guard_sh(&plugins, w, &[], &script);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    for label in ["stdout", "stderr", "fd1", "fd2", "proc-self", "null", "fd3"] {
+        assert_line(&out, &format!("{label}=ok"));
+    }
+    assert_failed(&out, &["reopen-protected"]);
+    for line in ["to-stdout", "to-fd1", "to-proc-self"] {
+        assert_line(&out, line);
+    }
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.lines().any(|l| l == "to-stderr") && stderr.lines().any(|l| l == "to-fd2"),
+        "{}",
+        both(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.join("out.txt")).unwrap(),
+        "via-fd3\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.join("existing.pem")).unwrap(),
+        "secret\n"
+    );
+    assert_reported(&out, "file-write-data", &w.join("existing.pem"));
+}
+
+/// G1, C1 (exec deny in writable dirs, research §2.1): a script or binary
+/// freshly written into the writable work dir cannot be executed (writable
+/// binds are remounted noexec; exec only from system dirs), while system
+/// binaries run. Host: the script's marker never printed.
+#[test]
+#[ignore = "not built yet: noexec writable binds (process layout, issue 5 item 2)"]
+fn a_fresh_script_in_the_work_dir_cannot_be_executed() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mut script = String::new();
+    script += "printf '#!/bin/sh\\necho FRESH-RAN\\n' > fresh.sh && chmod +x fresh.sh\n";
+    script += "cp /usr/bin/true ./copied-true && chmod +x copied-true\n";
+    script += &attempt("script", "./fresh.sh");
+    script += &attempt("binary", "./copied-true");
+    script += &attempt("system", "/usr/bin/true");
+    let out = guard_sh(&plugins, work.path(), &[], &script);
+    assert_failed(&out, &["script", "binary"]);
+    assert_line(&out, "system=ok");
+    assert!(!text(&out.stdout).contains("FRESH-RAN"), "{}", both(&out));
+    assert!(work.path().join("fresh.sh").exists(), "{}", both(&out));
+}
