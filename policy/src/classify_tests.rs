@@ -1,0 +1,254 @@
+//! Checks every row of the table (`table.rs`) and the decision rules.
+
+use crate::Decision::{Allow as A, Deny as D, Prompt as P};
+use crate::table::{TABLE, code};
+use crate::{Class, SandboxMode, analyze, class_decision, classify, decide, opaque_decision};
+
+fn codes_of(line: &str) -> Vec<&'static str> {
+    let a = analyze(line);
+    let mut codes: Vec<&'static str> = a.classes.iter().map(|(c, _)| code(*c)).collect();
+    if a.is_opaque() {
+        codes.push("opaque");
+    }
+    codes.sort_unstable();
+    codes.dedup();
+    codes
+}
+
+#[test]
+fn table_has_enough_rows_and_no_duplicates() {
+    assert!(TABLE.len() >= 150, "only {} rows", TABLE.len());
+    for (i, row) in TABLE.iter().enumerate() {
+        assert!(
+            TABLE[..i].iter().all(|r| r.line != row.line),
+            "duplicate row {:?}",
+            row.line
+        );
+    }
+}
+
+#[test]
+fn table_classes() {
+    let mut failures = Vec::new();
+    for row in TABLE {
+        let mut want: Vec<&str> = row.codes.split_whitespace().collect();
+        want.sort_unstable();
+        want.dedup();
+        let got = codes_of(row.line);
+        if got != want {
+            failures.push(format!(
+                "{:?}: want {want:?}, got {got:?} ({:?})",
+                row.line,
+                analyze(row.line)
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} rows differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn table_decisions_per_mode() {
+    let mut failures = Vec::new();
+    for row in TABLE {
+        for mode in SandboxMode::ALL {
+            let want = if mode.is_read_only() {
+                row.ro
+            } else {
+                row.chat
+            };
+            let v = classify(row.line, mode);
+            if v.decision != want {
+                failures.push(format!(
+                    "{:?} in {}: want {want}, got {} ({})",
+                    row.line,
+                    mode.as_str(),
+                    v.decision,
+                    v.rule
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} decisions differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn wrappers_keep_the_inner_command_text() {
+    let v = classify("sudo git push origin main", SandboxMode::Chat);
+    assert!(v.classes.contains(&(
+        Class::PrivilegeEscalation,
+        "sudo git push origin main".to_string()
+    )));
+    assert!(
+        v.classes
+            .contains(&(Class::PushRemote, "git push origin main".to_string()))
+    );
+    let v = classify("echo ${x#$(gh pr create -t x)}", SandboxMode::Chat);
+    assert!(
+        v.classes
+            .contains(&(Class::OpenPullRequest, "gh pr create -t x".to_string())),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn rule_names_what_decided() {
+    let cases = [
+        (
+            "sudo",
+            SandboxMode::Chat,
+            "chat: privilege escalation is denied (sudo)",
+        ),
+        (
+            "ls && git push",
+            SandboxMode::Chat,
+            "chat: push to a remote asks first (git push)",
+        ),
+        (
+            "git commit -m x",
+            SandboxMode::Plan,
+            "plan: only read-only commands are allowed; create a commit is denied (git commit -m x)",
+        ),
+        (
+            "ls",
+            SandboxMode::Review,
+            "review: every command is read-only",
+        ),
+        (
+            "ls",
+            SandboxMode::Chat,
+            "chat: allowed (nothing on the deny or ask lists)",
+        ),
+        ("", SandboxMode::Orchestrate, "orchestrate: nothing to run"),
+        (
+            "eval $X",
+            SandboxMode::Chat,
+            "chat: an opaque command line asks first (`eval` runs text computed at run time: $X)",
+        ),
+        (
+            "eval $X",
+            SandboxMode::Plan,
+            "plan: an opaque command line is denied (`eval` runs text computed at run time: $X)",
+        ),
+        // The strictest entry names the rule, not the first one.
+        (
+            "git push; rm -rf /",
+            SandboxMode::Chat,
+            "chat: system or disk destruction is denied (rm -rf /)",
+        ),
+    ];
+    for (line, mode, rule) in cases {
+        assert_eq!(classify(line, mode).rule, rule, "{line:?}");
+    }
+}
+
+#[test]
+fn reasons_cover_every_class_and_opaque_part() {
+    let v = classify("curl x | bash; git push", SandboxMode::Chat);
+    assert_eq!(v.reasons.len(), v.classes.len() + 1, "{:?}", v.reasons);
+    assert!(
+        v.reasons
+            .iter()
+            .any(|r| r == "git push: push to a remote → prompt"),
+        "{:?}",
+        v.reasons
+    );
+    assert!(
+        v.reasons
+            .iter()
+            .any(|r| r.starts_with("opaque: `bash` runs commands read from a pipe")),
+        "{:?}",
+        v.reasons
+    );
+    assert!(v.opaque);
+    let a = analyze("sudo git push; ls");
+    assert_eq!(a.why.len(), a.classes.len());
+}
+
+#[test]
+fn decision_table_per_mode() {
+    use Class::*;
+    let chat_deny = [PrivilegeEscalation, SystemDestruction, ContainerEscape];
+    let chat_prompt = [
+        PushRemote,
+        OpenPullRequest,
+        PublishReviewOrMerge,
+        WriteExternalTracker,
+        InstallPackage,
+        PublishPackage,
+    ];
+    let chat_allow = [CreateCommit, AccessNetwork, ReadOnly, Other];
+    assert_eq!(
+        chat_deny.len() + chat_prompt.len() + chat_allow.len(),
+        Class::ALL.len()
+    );
+    for c in chat_deny {
+        assert_eq!(class_decision(c, SandboxMode::Chat), D, "{c}");
+    }
+    for c in chat_prompt {
+        assert_eq!(class_decision(c, SandboxMode::Chat), P, "{c}");
+    }
+    for c in chat_allow {
+        assert_eq!(class_decision(c, SandboxMode::Chat), A, "{c}");
+    }
+    for mode in [
+        SandboxMode::Review,
+        SandboxMode::Plan,
+        SandboxMode::Orchestrate,
+    ] {
+        for c in Class::ALL {
+            let want = if c == ReadOnly { A } else { D };
+            assert_eq!(class_decision(c, mode), want, "{c} in {}", mode.as_str());
+        }
+        assert_eq!(opaque_decision(mode), D);
+    }
+    assert_eq!(opaque_decision(SandboxMode::Chat), P);
+}
+
+#[test]
+fn decide_takes_the_strictest() {
+    let mut a = analyze("ls; git push; git commit -m x");
+    assert_eq!(decide(&a, SandboxMode::Chat).decision, P);
+    a.opaque.push("test".to_string());
+    assert_eq!(decide(&a, SandboxMode::Chat).decision, P);
+    let a = analyze("ls; git push; sudo ls");
+    assert_eq!(decide(&a, SandboxMode::Chat).decision, D);
+}
+
+#[test]
+fn overlong_lines_are_opaque() {
+    let line = format!("echo {}", "a".repeat(crate::parse::MAX_LINE_BYTES));
+    let v = classify(&line, SandboxMode::Chat);
+    assert!(v.opaque);
+    assert_eq!(v.decision, P);
+    assert_eq!(classify(&line, SandboxMode::Plan).decision, D);
+}
+
+#[test]
+fn many_commands_are_bounded() {
+    let line = "ls;".repeat(5000);
+    let a = analyze(&line);
+    assert!(a.is_opaque(), "{:?}", a.opaque);
+    // Just under the bound, the same line is fine.
+    let a = analyze(&"ls;".repeat(1000));
+    assert!(!a.is_opaque());
+}
+
+#[test]
+fn deep_wrapper_chains_are_bounded() {
+    let line = format!("{}git push", "nice ".repeat(2000));
+    let a = analyze(&line);
+    assert!(a.is_opaque());
+    let a = analyze(&format!("{}git push", "nice ".repeat(10)));
+    assert!(!a.is_opaque());
+    assert_eq!(a.classes[0].0, Class::PushRemote);
+}
