@@ -10,6 +10,9 @@
 //! as the server loads them.
 //!
 //! Run: `cargo build --release --workspace && target/release/sandbox-bench [EXECS]`
+//!
+//! `sandbox-bench policy [ROUNDS]` measures command classification instead
+//! (see `policy.rs`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -67,10 +70,13 @@ fn load(name: &str) -> BackendObject {
     plugin.backends.into_iter().next().unwrap()
 }
 
+mod policy;
+
 struct Stats {
     p50: Duration,
     p99: Duration,
     mean: Duration,
+    max: Duration,
 }
 
 fn stats(mut samples: Vec<Duration>) -> Stats {
@@ -81,6 +87,7 @@ fn stats(mut samples: Vec<Duration>) -> Stats {
         p50: pick(0.5),
         p99: pick(0.99),
         mean,
+        max: samples[samples.len() - 1],
     }
 }
 
@@ -137,6 +144,11 @@ fn exec_round_trips(sandbox: &SandboxObject, ends: &Ends, n: usize) -> Stats {
 }
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("policy") {
+        let rounds = std::env::args().nth(2).and_then(|a| a.parse().ok());
+        policy::run(rounds.unwrap_or(20));
+        return;
+    }
     let execs: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())

@@ -39,6 +39,16 @@ pub fn discover(settings: &Settings) -> Registry {
     if let Some(notice) = settings.dispatch.lowered_notice() {
         tracing::warn!("{notice}");
     }
+    if !settings.policy.enforce {
+        tracing::warn!("{}", crate::command_policy::OFF_NOTICE);
+    }
+    if let Some(file) = &settings.policy.guardrails_file {
+        tracing::info!(
+            "guardrails: {} rule(s) from {}",
+            settings.policy.guardrails.len(),
+            file.display()
+        );
+    }
     registry
 }
 
@@ -49,6 +59,9 @@ pub fn policy(settings: &Settings) -> Policy {
         default_backend: settings.default_backend.clone(),
         platform: Platform::current(),
         dispatch: settings.dispatch.clone(),
+        commands: std::sync::Arc::new(crate::command_policy::CommandPolicy::from_settings(
+            &settings.policy,
+        )),
     }
 }
 

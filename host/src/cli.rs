@@ -44,6 +44,31 @@ pub enum Command {
     Serve(ServeArgs),
     /// Runs one command in a fresh sandbox, then destroys it.
     Run(RunArgs),
+    /// The command policy, without running anything.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Classifies a bash command line and prints every command found, its
+    /// class, the decision and the rule. Exit status: 0 allow, 3 prompt
+    /// (ask the owner), 4 deny.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// chat, review, plan or orchestrate.
+    #[arg(long, value_name = "MODE", default_value = "chat")]
+    pub mode: SandboxMode,
+    /// One JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// The command line, as one argument (`-- 'git push origin main'`);
+    /// several are joined with spaces.
+    #[arg(last = true, required = true, value_name = "LINE")]
+    pub line: Vec<String>,
 }
 
 #[derive(Debug, Args)]

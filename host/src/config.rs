@@ -38,6 +38,29 @@ pub struct FileConfig {
     pub backends: BTreeMap<String, toml::Value>,
     /// The dispatch policy (SPEC C3).
     pub dispatch_policy: Option<DispatchPolicySection>,
+    /// The command policy (SPEC H3, H4, H6).
+    pub policy: Option<PolicySection>,
+}
+
+/// `[policy]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySection {
+    /// `false` turns command classification off (logged at every start).
+    pub enforce: Option<bool>,
+    /// The guardrails file (TOML `[[rule]]`s); relative to the config file.
+    pub guardrails: Option<PathBuf>,
+    /// How long a prompt waits for an owner's answer before it is a deny.
+    pub approval_timeout_secs: Option<f64>,
+}
+
+/// The command policy's settings, resolved.
+#[derive(Debug, Clone)]
+pub struct PolicySettings {
+    pub enforce: bool,
+    pub guardrails: sandbox_policy::Guardrails,
+    pub guardrails_file: Option<PathBuf>,
+    pub approval_timeout: Duration,
 }
 
 /// `[dispatch_policy]`.
@@ -57,6 +80,7 @@ pub struct Settings {
     pub probe_timeout: Duration,
     pub backend_options: BTreeMap<String, serde_json::Value>,
     pub dispatch: DispatchPolicy,
+    pub policy: PolicySettings,
     pub file: FileConfig,
 }
 
@@ -71,6 +95,14 @@ pub enum ConfigError {
     },
     #[error("the config file {path} is not valid: {message}")]
     Parse { path: PathBuf, message: String },
+    #[error("cannot read the guardrails file {path} (set by [policy] guardrails in the config)")]
+    ReadGuardrails {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the guardrails file {path} is not valid: {message}")]
+    Guardrails { path: PathBuf, message: String },
 }
 
 impl FileConfig {
@@ -124,8 +156,10 @@ impl Settings {
             },
             None => DispatchPolicy::default(),
         };
+        let policy = resolve_policy(file.policy.as_ref(), common.config.as_deref())?;
         Ok(Self {
             dispatch,
+            policy,
             switch,
             default_backend: file.backend.clone(),
             plugins_dir: common
@@ -137,6 +171,52 @@ impl Settings {
             file,
         })
     }
+}
+
+/// `[policy]`, with the guardrails file read and checked now: a broken
+/// rules file stops the start instead of being skipped.
+fn resolve_policy(
+    section: Option<&PolicySection>,
+    config: Option<&Path>,
+) -> Result<PolicySettings, ConfigError> {
+    let section = section.cloned().unwrap_or_default();
+    let config_path = config.map(Path::to_path_buf).unwrap_or_default();
+    let timeout = section
+        .approval_timeout_secs
+        .unwrap_or(crate::command_policy::approvals::DEFAULT_TIMEOUT.as_secs_f64());
+    if !(timeout.is_finite() && timeout > 0.0) {
+        return Err(ConfigError::Parse {
+            path: config_path,
+            message: "[policy] approval_timeout_secs must be a positive number of seconds".into(),
+        });
+    }
+    let (guardrails, guardrails_file) = match &section.guardrails {
+        None => (sandbox_policy::Guardrails::default(), None),
+        Some(file) => {
+            let path = match config.and_then(Path::parent) {
+                Some(dir) if file.is_relative() => dir.join(file),
+                _ => file.clone(),
+            };
+            let text =
+                std::fs::read_to_string(&path).map_err(|source| ConfigError::ReadGuardrails {
+                    path: path.clone(),
+                    source,
+                })?;
+            let rules = sandbox_policy::Guardrails::parse(&text).map_err(|message| {
+                ConfigError::Guardrails {
+                    path: path.clone(),
+                    message,
+                }
+            })?;
+            (rules, Some(path))
+        }
+    };
+    Ok(PolicySettings {
+        enforce: section.enforce.unwrap_or(true),
+        guardrails,
+        guardrails_file,
+        approval_timeout: Duration::from_secs_f64(timeout),
+    })
 }
 
 #[cfg(test)]

@@ -2,7 +2,13 @@
 //!
 //! Injection vectors are removed before any process starts, on every backend:
 //! each makes an interpreter or the dynamic linker run code the command did
-//! not ask for. This list is the one place they are named.
+//! not ask for. Forge, tracker and registry write credentials go too (SPEC
+//! H9). This list is the one place they are named; [`prepare`] applies it
+//! inside the one dispatch path, so no entry point can skip it.
+//!
+//! There is no "inherit the host environment" switch: the seeds'
+//! NoSandboxAdapter passed the host env through, and here even the `none`
+//! backend gets the sanitized one.
 
 use std::collections::BTreeMap;
 
@@ -84,6 +90,55 @@ pub const STRIPPED: &[(&str, &str)] = &[
     ("VISUAL", "runs a chosen program as the editor"),
     ("LESSOPEN", "runs a chosen input preprocessor in less"),
     ("MANPAGER", "runs a chosen program for man pages"),
+    // SPEC H9: no forge, ticketing or registry write credential is placed
+    // in a sandbox. The command would act with the owner's full rights,
+    // past every guardrail.
+    (
+        "GH_TOKEN",
+        "a GitHub token: pushes, merges and issue writes as the owner",
+    ),
+    (
+        "GITHUB_TOKEN",
+        "a GitHub token: pushes, merges and issue writes as the owner",
+    ),
+    ("GH_ENTERPRISE_TOKEN", "a GitHub Enterprise token"),
+    ("GITHUB_ENTERPRISE_TOKEN", "a GitHub Enterprise token"),
+    (
+        "GITLAB_TOKEN",
+        "a GitLab token: pushes, merges and issue writes as the owner",
+    ),
+    ("GL_TOKEN", "a GitLab token (glab)"),
+    ("GITEA_TOKEN", "a Gitea/Forgejo token"),
+    ("BITBUCKET_TOKEN", "a Bitbucket token"),
+    (
+        "JIRA_API_TOKEN",
+        "a Jira token: tracker writes as the owner",
+    ),
+    ("JIRA_TOKEN", "a Jira token: tracker writes as the owner"),
+    (
+        "LINEAR_API_KEY",
+        "a Linear key: tracker writes as the owner",
+    ),
+    (
+        "ASANA_ACCESS_TOKEN",
+        "an Asana token: tracker writes as the owner",
+    ),
+    (
+        "SHORTCUT_API_TOKEN",
+        "a Shortcut token: tracker writes as the owner",
+    ),
+    (
+        "YOUTRACK_TOKEN",
+        "a YouTrack token: tracker writes as the owner",
+    ),
+    ("NPM_TOKEN", "publishes npm packages as the owner"),
+    ("NODE_AUTH_TOKEN", "publishes npm packages as the owner"),
+    ("CARGO_REGISTRY_TOKEN", "publishes crates as the owner"),
+    ("TWINE_PASSWORD", "uploads Python packages as the owner"),
+    ("TWINE_USERNAME", "pairs with TWINE_PASSWORD (`__token__`)"),
+    ("PYPI_TOKEN", "uploads Python packages as the owner"),
+    ("UV_PUBLISH_TOKEN", "uploads Python packages as the owner"),
+    ("GEM_HOST_API_KEY", "pushes Ruby gems as the owner"),
 ];
 
 /// Name prefixes removed from every command's environment, with why.
@@ -107,6 +162,23 @@ pub const STRIPPED_PREFIXES: &[(&str, &str)] = &[
 pub fn is_stripped(name: &str) -> bool {
     STRIPPED.iter().any(|(n, _)| *n == name)
         || STRIPPED_PREFIXES.iter().any(|(p, _)| name.starts_with(p))
+}
+
+/// Set in every command's environment after sanitizing, with why.
+pub const SET: &[(&str, &str, &str)] = &[(
+    "GIT_TEMPLATE_DIR",
+    "",
+    "new repositories get no template hooks, whatever init.templateDir says",
+)];
+
+/// Removes every injection vector and credential, then sets ours; returns
+/// the names removed. Every command of every backend starts with this.
+pub fn prepare(env: &mut BTreeMap<String, String>) -> Vec<String> {
+    let removed = sanitize(env);
+    for (name, value, _) in SET {
+        env.insert((*name).to_owned(), (*value).to_owned());
+    }
+    removed
 }
 
 /// Removes every injection vector; returns the names removed.
@@ -177,9 +249,33 @@ mod tests {
     }
 
     #[test]
+    fn credentials_are_removed_and_ours_set() {
+        let mut env: BTreeMap<String, String> = [
+            ("GH_TOKEN", "ghp_x"),
+            ("NPM_TOKEN", "npm_x"),
+            ("GIT_TEMPLATE_DIR", "/tmp/evil-hooks"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let mut removed = prepare(&mut env);
+        removed.sort();
+        assert_eq!(removed, ["GH_TOKEN", "GIT_TEMPLATE_DIR", "NPM_TOKEN"]);
+        assert_eq!(env.keys().collect::<Vec<_>>(), ["GIT_TEMPLATE_DIR"]);
+        assert_eq!(env["GIT_TEMPLATE_DIR"], "");
+    }
+
+    #[test]
     fn every_entry_has_a_reason() {
         for (name, why) in STRIPPED.iter().chain(STRIPPED_PREFIXES) {
             assert!(!name.is_empty() && why.len() > 10, "{name}");
+        }
+        for (name, _, why) in SET {
+            assert!(
+                is_stripped(name),
+                "{name} is set but a caller's value is not removed first"
+            );
+            assert!(why.len() > 10, "{name}");
         }
     }
 }

@@ -3,9 +3,14 @@
 mod api;
 mod backends;
 mod cli;
+mod command_policy;
 mod commands;
 mod config;
 mod dispatch_policy;
+#[cfg(test)]
+mod entry_points;
+#[cfg(test)]
+mod entry_points_tests;
 mod env;
 mod input;
 mod logging;
@@ -42,6 +47,9 @@ fn main() -> ExitCode {
             Command::Probe { json } => commands::probe::run(&settings, json).await,
             Command::Serve(args) => commands::serve::run(&settings, args).await,
             Command::Run(args) => commands::run::run(&settings, args).await,
+            Command::Policy(cli::PolicyCommand::Check(args)) => {
+                Ok(commands::policy::check(&settings, &args))
+            }
         }
     });
     // Plugin threads (a hung probe, say) must not keep the process alive.

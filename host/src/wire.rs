@@ -5,7 +5,10 @@
 
 use base64::Engine as _;
 use sandbox_plugin_api::{Event, EventBody};
+use sandbox_policy::Verdict;
 use serde_json::{Value, json};
+
+use crate::command_policy::Refusal;
 
 /// One event as a JSON object.
 pub fn event_json(event: &Event) -> Value {
@@ -35,9 +38,40 @@ pub fn event_json(event: &Event) -> Value {
     }
 }
 
-/// The first line of an exec stream: which exec this is.
-pub fn started_json(exec_id: u64, backend: &str) -> Value {
-    json!({"type": "started", "execId": exec_id, "backend": backend})
+/// The first line of an exec stream: which exec this is, where it runs and
+/// what the command policy decided (absent when the policy is off).
+pub fn started_json(exec_id: u64, backend: &str, verdict: Option<&Verdict>) -> Value {
+    let mut started = json!({"type": "started", "execId": exec_id, "backend": backend});
+    if let Some(verdict) = verdict {
+        started["policy"] = verdict_json(verdict);
+    }
+    started
+}
+
+/// A policy verdict: the decision, the rule, every command with its class.
+pub fn verdict_json(verdict: &Verdict) -> Value {
+    let commands: Vec<Value> = verdict
+        .classes
+        .iter()
+        .map(|(class, command)| json!({"class": class.as_str(), "command": command}))
+        .collect();
+    json!({
+        "decision": verdict.decision.as_str(),
+        "rule": verdict.rule,
+        "commands": commands,
+        "reasons": verdict.reasons,
+        "opaque": verdict.opaque,
+    })
+}
+
+/// A command the policy refused: it never reached the sandbox.
+pub fn refusal_json(refusal: &Refusal) -> Value {
+    json!({
+        "type": "refused",
+        "error": refusal.to_string(),
+        "policy": verdict_json(&refusal.verdict),
+        "answer": refusal.answer,
+    })
 }
 
 /// The last line of a stream that ended without `exit` or `killed`.

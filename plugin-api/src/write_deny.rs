@@ -246,8 +246,13 @@ impl GlobSet {
     /// The first glob that forbids *creating* this path: `existing:` globs
     /// are left out.
     pub fn forbidding_creation(&self, relative: &str) -> Option<&Glob> {
-        let segments: Vec<&str> = relative.split('/').filter(|s| !s.is_empty() && *s != ".").collect();
-        self.globs.iter().find(|g| !g.existing_only && g.matches(&segments))
+        let segments: Vec<&str> = relative
+            .split('/')
+            .filter(|s| !s.is_empty() && *s != ".")
+            .collect();
+        self.globs
+            .iter()
+            .find(|g| !g.existing_only && g.matches(&segments))
     }
 
     /// Whether a glob could match something *inside* the directory at this
@@ -380,12 +385,20 @@ mod tests {
     fn existing_only_globs_allow_creation() {
         let s = set();
         assert!(s.matching(".git/config").unwrap().existing_only());
-        assert!(s.forbidding_creation(".git/config").is_none(), "git init may write a new repo's config");
+        assert!(
+            s.forbidding_creation(".git/config").is_none(),
+            "git init may write a new repo's config"
+        );
         assert!(s.forbidding_creation("a/.env").is_some());
         let g = Glob::parse("existing:**/x").unwrap();
         assert_eq!(g.as_str(), "existing:**/x");
         assert!(Glob::parse("existing:").is_err());
-        assert!(Glob::parse("existing:/abs").unwrap_err().to_string().contains("existing:/abs"));
+        assert!(
+            Glob::parse("existing:/abs")
+                .unwrap_err()
+                .to_string()
+                .contains("existing:/abs")
+        );
     }
 
     #[test]

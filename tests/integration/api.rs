@@ -1,7 +1,6 @@
 //! `cc_server serve`: the HTTP API, its bearer token, strict input, the
 //! sandbox lifecycle, NDJSON exec streams and cleanup.
 
-use std::io::BufRead;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
@@ -569,28 +568,6 @@ fn start_sleeper(
         .parse()
         .unwrap();
     (stream, exec_id, pid)
-}
-
-/// Reads an open exec stream up to the line containing `needle`; returns
-/// the NDJSON events seen so far.
-fn read_until(stream: &mut std::io::BufReader<std::net::TcpStream>, needle: &str) -> Vec<Value> {
-    let mut seen = String::new();
-    let mut events = Vec::new();
-    loop {
-        let mut line = String::new();
-        let n = stream.read_line(&mut line).unwrap();
-        assert!(n > 0, "the stream ended before {needle:?}:\n{seen}");
-        seen.push_str(&line);
-        if line.starts_with('{') {
-            events.push(
-                serde_json::from_str(line.trim())
-                    .unwrap_or_else(|e| panic!("bad NDJSON ({e}): {line}")),
-            );
-        }
-        if line.contains(needle) {
-            return events;
-        }
-    }
 }
 
 /// The NDJSON events in the rest of an open (chunked) exec stream.

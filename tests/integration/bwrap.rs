@@ -11,55 +11,19 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::util::*;
 
-/// Whether bwrap is installed; says loudly when a test is skipped (CI installs it).
-fn bwrap_installed() -> bool {
-    if Path::new("/usr/bin/bwrap").exists() {
-        return true;
-    }
-    eprintln!("SKIPPED: /usr/bin/bwrap is not installed on this machine");
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must install bubblewrap: these tests cannot be skipped there"
-    );
-    false
-}
-
-macro_rules! require_bwrap {
-    () => {
-        if !bwrap_installed() {
-            return;
-        }
-    };
-}
-
-/// A string no other test (or earlier run) uses: digits only.
-fn unique() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!(
-        "{}{:09}{}",
-        std::process::id(),
-        nanos,
-        NEXT.fetch_add(1, Ordering::SeqCst)
-    )
-}
-
 fn s(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
-/// `cc_server … run --backend bwrap FLAGS… -- ARGV…` from `cwd`, the
-/// dispatch policy lowered, HOME = `home` when given (else util's private one).
+/// `cc_server … run --backend bwrap FLAGS… -- ARGV…` from `cwd`, HOME =
+/// `home` when given (else util's private one), the sandbox layer alone
+/// ([`SANDBOX_LAYER_ONLY`]).
 fn bwrap_run(
     plugins: &Plugins,
     cwd: &Path,
@@ -67,7 +31,9 @@ fn bwrap_run(
     flags: &[&str],
     argv: &[&str],
 ) -> Output {
-    let mut command = CcServer::new(plugins).current_dir(cwd);
+    let mut command = CcServer::new(plugins)
+        .config(SANDBOX_LAYER_ONLY)
+        .current_dir(cwd);
     if let Some(home) = home {
         command = command.env("HOME", home);
     }

@@ -17,56 +17,21 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
 
 use crate::util::*;
-
-/// Whether bwrap is installed; says loudly when a test is skipped (CI installs it).
-fn bwrap_installed() -> bool {
-    if Path::new("/usr/bin/bwrap").exists() {
-        return true;
-    }
-    eprintln!("SKIPPED: /usr/bin/bwrap is not installed on this machine");
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must install bubblewrap: these tests cannot be skipped there"
-    );
-    false
-}
-
-macro_rules! require_bwrap {
-    () => {
-        if !bwrap_installed() {
-            return;
-        }
-    };
-}
-
-/// A string no other test (or earlier run) uses: digits only.
-fn unique() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!(
-        "{}{:09}{}",
-        std::process::id(),
-        nanos,
-        NEXT.fetch_add(1, Ordering::SeqCst)
-    )
-}
 
 fn s(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
 /// `cc_server run --backend bwrap FLAGS… -- ARGV…` from `cwd`, under the
-/// default dispatch policy (no config: the guard is on).
+/// default dispatch policy (the guard is on), the sandbox layer alone
+/// ([`SANDBOX_LAYER_ONLY`]).
 fn guard_run(plugins: &Plugins, cwd: &Path, flags: &[&str], argv: &[&str]) -> Output {
     let out = CcServer::new(plugins)
+        .config(SANDBOX_LAYER_ONLY)
         .current_dir(cwd)
         .arg("run")
         .args(["--backend", "bwrap"])

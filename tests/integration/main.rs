@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[macro_use]
 mod util;
 
 mod api;
@@ -11,4 +12,5 @@ mod bwrap;
 mod conformance;
 mod guard;
 mod plugins;
+mod policy;
 mod run;

@@ -237,6 +237,14 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+/// The config of the tests that attack the sandbox itself: the command
+/// policy would refuse many of their commands (`unshare`, `mount`, installs,
+/// anything in a read-only mode) before a backend saw them, so it is
+/// switched off — explicitly, as an operator can, and loudly — and every
+/// attempt meets the sandbox alone. The policy has its own tests
+/// (`policy.rs`).
+pub const SANDBOX_LAYER_ONLY: &str = "[policy]\nenforce = false\n";
+
 /// `cc_server` with a clean environment: no `CC_SERVER_*` settings leak in
 /// from the developer's shell, and HOME is private.
 pub struct CcServer {
@@ -694,4 +702,62 @@ pub fn exit_code(events: &[serde_json::Value]) -> i64 {
     let last = events.last().unwrap();
     assert_eq!(last["type"], "exit", "{events:?}");
     last["exitCode"].as_i64().unwrap()
+}
+
+/// Whether bwrap is installed; says loudly when a test is skipped (CI installs it).
+pub fn bwrap_installed() -> bool {
+    if Path::new("/usr/bin/bwrap").exists() {
+        return true;
+    }
+    eprintln!("SKIPPED: /usr/bin/bwrap is not installed on this machine");
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must install bubblewrap: these tests cannot be skipped there"
+    );
+    false
+}
+
+macro_rules! require_bwrap {
+    () => {
+        if !$crate::util::bwrap_installed() {
+            return;
+        }
+    };
+}
+
+/// Reads an open exec stream up to the line containing `needle`; returns
+/// the NDJSON events seen so far.
+pub fn read_until(stream: &mut BufReader<TcpStream>, needle: &str) -> Vec<serde_json::Value> {
+    let mut seen = String::new();
+    let mut events = Vec::new();
+    loop {
+        let mut line = String::new();
+        let n = stream.read_line(&mut line).unwrap();
+        assert!(n > 0, "the stream ended before {needle:?}:\n{seen}");
+        seen.push_str(&line);
+        if line.starts_with('{') {
+            events.push(
+                serde_json::from_str(line.trim())
+                    .unwrap_or_else(|e| panic!("bad NDJSON ({e}): {line}")),
+            );
+        }
+        if line.contains(needle) {
+            return events;
+        }
+    }
+}
+
+/// A string no other test (or earlier run) uses: digits only.
+pub fn unique() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "{}{:09}{}",
+        std::process::id(),
+        nanos,
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    )
 }

@@ -8,7 +8,9 @@
 //! - `POST /v1/sandboxes/{id}/exec` → NDJSON events, ending with `exit` or `killed`
 //! - `POST /v1/sandboxes/{id}/execs/{exec}/kill` (`{"signal": 15}`)
 //! - `POST /v1/sandboxes/{id}/suspend`, `POST /v1/sandboxes/{id}/resume` → SandboxHandle
+//! - `POST /v1/policy/check`, `GET /v1/approvals`, `POST /v1/approvals/{id}` (see [`policy`])
 
+mod policy;
 pub mod token;
 
 use std::collections::{BTreeMap, HashMap};
@@ -56,6 +58,9 @@ pub fn router(state: AppState) -> axum::Router {
         .route("/sandboxes/{id}/execs/{exec_id}/kill", post(kill))
         .route("/sandboxes/{id}/suspend", post(suspend))
         .route("/sandboxes/{id}/resume", post(resume))
+        .route("/policy/check", post(policy::check))
+        .route("/approvals", get(policy::approvals))
+        .route("/approvals/{id}", post(policy::answer))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     axum::Router::new()
         .route("/healthz", get(healthz))
@@ -70,6 +75,8 @@ pub struct ApiError {
     status: StatusCode,
     message: String,
     field: Option<String>,
+    /// More to say than a message (a policy refusal's verdict).
+    extra: Option<serde_json::Value>,
 }
 
 impl ApiError {
@@ -78,6 +85,7 @@ impl ApiError {
             status,
             message: message.into(),
             field: None,
+            extra: None,
         }
     }
 }
@@ -87,6 +95,11 @@ impl IntoResponse for ApiError {
         let mut body = json!({"error": self.message});
         if let Some(field) = self.field {
             body["field"] = field.into();
+        }
+        if let Some(serde_json::Value::Object(extra)) = self.extra {
+            for (key, value) in extra {
+                body.as_object_mut().map(|b| b.entry(key).or_insert(value));
+            }
         }
         let mut response = (self.status, Json(body)).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
@@ -105,6 +118,7 @@ impl From<InputError> for ApiError {
             status: StatusCode::BAD_REQUEST,
             message: e.to_string(),
             field: e.field,
+            extra: None,
         }
     }
 }
@@ -133,6 +147,11 @@ impl From<SessionError> for ApiError {
             SessionError::Conflict(_) => StatusCode::CONFLICT,
             SessionError::NotFound(_) => StatusCode::NOT_FOUND,
             SessionError::Destroyed(_) => StatusCode::GONE,
+            SessionError::Refused(_) => StatusCode::FORBIDDEN,
+        };
+        let extra = match &e {
+            SessionError::Refused(refusal) => Some(wire::refusal_json(refusal)),
+            _ => None,
         };
         let field = match &e {
             SessionError::BadId(_) => Some("sessionId".to_owned()),
@@ -143,6 +162,7 @@ impl From<SessionError> for ApiError {
             status,
             message: e.to_string(),
             field,
+            extra,
         }
     }
 }
@@ -191,6 +211,7 @@ async fn create_sandbox(
             status: StatusCode::BAD_REQUEST,
             message: format!("unknown query parameter `{unknown}`; the only one is `backend`"),
             field: Some(unknown.clone()),
+            extra: None,
         });
     }
     let spec: SandboxSpec = parse_strict(&body, "the sandbox spec")?;
@@ -249,15 +270,13 @@ async fn exec(
             status: StatusCode::BAD_REQUEST,
             message: "the exec request: argv is empty; give the command and its arguments".into(),
             field: Some("argv".into()),
+            extra: None,
         });
     }
     let session = state.sessions.get(&id)?;
+    // Sanitized in Session::exec, like every entry point's.
     let mut environment = env::api_base();
     environment.extend(call.env);
-    let removed = env::sanitize(&mut environment);
-    if !removed.is_empty() {
-        tracing::info!(session = %id, "removed from the command's environment: {}", removed.join(", "));
-    }
     let request = ExecRequest {
         argv: call.argv,
         env: environment,
@@ -277,7 +296,11 @@ async fn exec(
             let _ = session.close_stdin(exec_id).await;
         });
     }
-    let started = wire::line(&wire::started_json(exec_id, session.backend_name()));
+    let started = wire::line(&wire::started_json(
+        exec_id,
+        session.backend_name(),
+        stream.verdict.as_ref(),
+    ));
     // Dropping this stream (the client went away) drops the ExecStream,
     // whose guard kills the command.
     let events = futures_util::stream::unfold(Some(stream), move |state| async move {

@@ -4,7 +4,9 @@
 //! to stderr as `cc_server: violation: <action> <target>`; the exit status is
 //! the command's (128 + signal when it was killed). Failures of `cc_server`
 //! itself exit with 125, a command that is not found with 127, one that may
-//! not be executed with 126.
+//! not be executed — or that the command policy refused — with 126. `run`
+//! has no owner connection, so a command the policy would ask about is
+//! refused (SPEC H4).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -42,6 +44,10 @@ pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode>
         Err(SessionError::Exec(e)) if e.code == ErrorCode::PERMISSION_DENIED => {
             eprintln!("cc_server: {}", e.message);
             Ok(ExitCode::from(126))
+        }
+        Err(SessionError::Refused(refusal)) => {
+            print_refusal(&refusal, args.json);
+            Ok(ExitCode::from(EXIT_REFUSED))
         }
         Err(e) => Err(e.into()),
     }
@@ -90,6 +96,22 @@ fn build_spec(args: &RunArgs, cwd: &Path) -> anyhow::Result<SandboxSpec> {
     Ok(spec)
 }
 
+/// The exit status of a command the policy refused (it never started).
+pub const EXIT_REFUSED: u8 = 126;
+
+/// A refusal: the rule and every command with its class, so the user sees
+/// what to change (the guardrails file, the mode, or an owner to ask).
+fn print_refusal(refusal: &crate::command_policy::Refusal, json: bool) {
+    if json {
+        print_json(&wire::refusal_json(refusal));
+        return;
+    }
+    eprintln!("cc_server: {refusal}");
+    for reason in &refusal.verdict.reasons {
+        eprintln!("cc_server:   {reason}");
+    }
+}
+
 /// `PATH`, `PATH:ro` or `PATH:rw`; relative paths are taken from `cwd`.
 fn parse_bind(text: &str, cwd: &Path) -> anyhow::Result<SandboxBindMount> {
     let (path, read_only) = match text.rsplit_once(':') {
@@ -112,14 +134,8 @@ fn parse_bind(text: &str, cwd: &Path) -> anyhow::Result<SandboxBindMount> {
 }
 
 fn exec_request(session: &Session, args: &RunArgs) -> anyhow::Result<ExecRequest> {
-    let mut environment = env::inherited();
-    let removed = env::sanitize(&mut environment);
-    if !removed.is_empty() {
-        tracing::info!(
-            "removed from the command's environment: {}",
-            removed.join(", ")
-        );
-    }
+    // Sanitized in Session::exec, like every entry point's.
+    let environment = env::inherited();
     let timeout_ms = match args.timeout {
         Some(secs) if secs.is_finite() && secs > 0.0 => Some((secs * 1000.0).ceil() as u64),
         Some(secs) => anyhow::bail!("--timeout {secs}: give a positive number of seconds"),
@@ -147,7 +163,11 @@ async fn run_command(session: &Arc<Session>, args: &RunArgs) -> Result<ExitCode,
     let mut stream = session.exec(request).await?;
     let exec_id = stream.exec_id;
     if args.json {
-        print_json(&wire::started_json(exec_id, session.backend_name()));
+        print_json(&wire::started_json(
+            exec_id,
+            session.backend_name(),
+            stream.verdict.as_ref(),
+        ));
     }
     if forward_stdin {
         tokio::spawn(forward_stdin_to(Arc::clone(session), exec_id));

@@ -11,14 +11,16 @@ use std::sync::{Arc, Mutex};
 use sandbox_plugin_api::host::{BackendObject, SandboxObject};
 use sandbox_plugin_api::write_deny::GlobSet;
 use sandbox_plugin_api::{
-    ErrorCode, Event, ExecRequest, PluginError, SandboxBackend, SandboxHandle, SandboxSpec,
-    SandboxState, capability,
+    ErrorCode, Event, ExecRequest, PluginError, SandboxBackend, SandboxHandle, SandboxMode,
+    SandboxSpec, SandboxState, capability,
 };
 use sandbox_registry::Registry;
 use sandbox_registry::select::{Platform, Request, SandboxSwitch, SelectError, Selection, select};
 
 use self::router::Router;
+use crate::command_policy::{CommandPolicy, Refusal};
 use crate::dispatch_policy::DispatchPolicy;
+use crate::env;
 
 /// Why a session operation failed. The API maps each to a status code.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +37,8 @@ pub enum SessionError {
     },
     #[error("{0}")]
     PolicyUnenforceable(String),
+    #[error("{0}")]
+    Refused(Box<Refusal>),
     #[error("the sandbox spec: {0}")]
     InvalidSpec(String),
     #[error("invalid session id `{0}`: use 1 to 128 letters, digits, `.`, `_` or `-`")]
@@ -60,6 +64,8 @@ pub struct Policy {
     pub default_backend: Option<String>,
     pub platform: Platform,
     pub dispatch: DispatchPolicy,
+    /// Command classification, guardrails and owner approvals.
+    pub commands: Arc<CommandPolicy>,
 }
 
 enum Slot {
@@ -87,6 +93,11 @@ impl Sessions {
         &self.registry
     }
 
+    /// The command policy every exec of these sessions passes.
+    pub fn commands(&self) -> &Arc<CommandPolicy> {
+        &self.policy.commands
+    }
+
     /// The backend a session would get (SPEC B5–B9).
     pub fn select(&self, explicit: Option<&str>) -> Result<Selection, SelectError> {
         let request = Request {
@@ -111,6 +122,14 @@ impl Sessions {
             ))
         })?;
         self.policy.dispatch.apply(&mut spec);
+        // SPEC E5: the "Access the network" rule, read once, at launch.
+        let network_rule = self.policy.commands.network_denied(spec.mode);
+        if let Some(rule) = &network_rule {
+            if spec.network_enabled {
+                tracing::info!("network off for this sandbox: {rule}");
+            }
+            spec.network_enabled = false;
+        }
         if let Err(e) = GlobSet::parse(&spec.write_deny_globs) {
             return Err(SessionError::InvalidSpec(e.to_string()));
         }
@@ -121,6 +140,7 @@ impl Sessions {
             spec.session_id = new_session_id()?;
         }
         let id = spec.session_id.clone();
+        let (mode, network_enabled) = (spec.mode, spec.network_enabled);
         if !valid_id(&id) {
             return Err(SessionError::BadId(id));
         }
@@ -153,6 +173,10 @@ impl Sessions {
             selection,
             sandbox,
             router,
+            mode,
+            network_enabled,
+            network_rule,
+            commands: Arc::clone(&self.policy.commands),
             running: AtomicUsize::new(0),
             fate: Mutex::new(Fate::Live),
         });
@@ -245,6 +269,13 @@ pub struct Session {
     pub selection: Selection,
     sandbox: SandboxObject,
     router: Arc<Router>,
+    /// The spec's mode: which command policy applies (SPEC H3).
+    mode: SandboxMode,
+    /// The network setting the backend was given (SPEC E5).
+    network_enabled: bool,
+    /// The rule that turned the network off, if one did (SPEC E5).
+    network_rule: Option<String>,
+    commands: Arc<CommandPolicy>,
     running: AtomicUsize,
     fate: Mutex<Fate>,
 }
@@ -269,6 +300,18 @@ impl Session {
                 let mut info = self.sandbox.info();
                 info.details
                     .insert("runningExecs".into(), self.running().into());
+                info.details
+                    .insert("mode".into(), self.mode.as_str().into());
+                info.details
+                    .insert("networkEnabled".into(), self.network_enabled.into());
+                info.details.insert(
+                    "commandPolicy".into(),
+                    if self.commands.enforce { "on" } else { "off" }.into(),
+                );
+                if let Some(rule) = &self.network_rule {
+                    info.details
+                        .insert("networkOffBy".into(), rule.clone().into());
+                }
                 (info.state, info.error, info.details)
             }
         };
@@ -310,16 +353,40 @@ impl Session {
         Ok(())
     }
 
+    fn check_live(&self) -> Result<(), SessionError> {
+        match *self.fate.lock().unwrap_or_else(|p| p.into_inner()) {
+            Fate::Live => Ok(()),
+            _ => Err(SessionError::Destroyed(self.id.clone())),
+        }
+    }
+
     /// Starts a command; its events arrive on the returned stream. Dropping
     /// the stream before the command ends kills the command.
-    pub async fn exec(self: &Arc<Self>, request: ExecRequest) -> Result<ExecStream, SessionError> {
-        if !matches!(
-            *self.fate.lock().unwrap_or_else(|p| p.into_inner()),
-            Fate::Live
-        ) {
-            return Err(SessionError::Destroyed(self.id.clone()));
-        }
+    ///
+    /// This is the one dispatch path (SPEC B10): every entry point that runs
+    /// a command calls it, and it applies the command policy (H3, H4, H6)
+    /// and the environment sanitization (H5) before the backend sees
+    /// anything. The backend's own `exec` is reachable from nowhere else.
+    pub async fn exec(
+        self: &Arc<Self>,
+        mut request: ExecRequest,
+    ) -> Result<ExecStream, SessionError> {
+        self.check_live()?;
         self.check_capabilities(&request)?;
+        let verdict = self
+            .commands
+            .admit(&self.id, self.mode, &request.argv)
+            .await
+            .map_err(|refusal| {
+                tracing::info!(session = %self.id, "{refusal}");
+                SessionError::Refused(Box::new(refusal))
+            })?;
+        let removed = env::prepare(&mut request.env);
+        if !removed.is_empty() {
+            tracing::info!(session = %self.id, "removed from the command's environment: {}", removed.join(", "));
+        }
+        // An owner's answer may have taken a while.
+        self.check_live()?;
         let sandbox = self.sandbox.clone();
         let exec_id = blocking(move || sandbox.exec(&request))
             .await?
@@ -331,6 +398,7 @@ impl Session {
         self.running.fetch_add(1, Ordering::SeqCst);
         Ok(ExecStream {
             exec_id,
+            verdict,
             early: subscription.early.into(),
             live: subscription.live,
             guard: ExecGuard {
@@ -415,6 +483,8 @@ impl Session {
 /// A command's events, in order, ending with `exit` or `killed`.
 pub struct ExecStream {
     pub exec_id: u64,
+    /// The policy's verdict that let the command run (`None`: policy off).
+    pub verdict: Option<sandbox_policy::Verdict>,
     early: VecDeque<Event>,
     live: tokio::sync::mpsc::Receiver<Event>,
     guard: ExecGuard,

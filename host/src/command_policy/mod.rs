@@ -1,0 +1,230 @@
+//! The command policy at the dispatch seam (SPEC B10, E5, H3, H4, H6, H12).
+//!
+//! Every command any entry point runs passes [`CommandPolicy::admit`] inside
+//! `Session::exec` before the backend sees it: the argv becomes a shell line,
+//! `sandbox-policy` classifies every command in it, the mode's table and the
+//! guardrails decide, and a prompt goes to a connected owner (none connected
+//! means deny). The sandbox has no way to answer a prompt.
+
+pub mod approvals;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use sandbox_policy::{Decision, Guardrails, SandboxMode, Verdict};
+
+use self::approvals::{Answer, Approvals, Question};
+
+/// The warning logged at every start while the policy is off.
+pub const OFF_NOTICE: &str = "command policy OFF ([policy] enforce = false in the config): \
+    commands are not classified; only the sandbox stands between them and the host";
+
+/// The policy in force for a server or a `run`.
+pub struct CommandPolicy {
+    /// `false` only by an explicit config switch (`[policy] enforce = false`),
+    /// logged at every start: commands then meet only the sandbox.
+    pub enforce: bool,
+    pub guardrails: Guardrails,
+    /// The guardrails file, when one was given.
+    pub guardrails_file: Option<PathBuf>,
+    pub approvals: Arc<Approvals>,
+}
+
+impl std::fmt::Debug for CommandPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandPolicy")
+            .field("enforce", &self.enforce)
+            .field("guardrails", &self.guardrails)
+            .field("guardrails_file", &self.guardrails_file)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for CommandPolicy {
+    fn default() -> Self {
+        Self {
+            enforce: true,
+            guardrails: Guardrails::default(),
+            guardrails_file: None,
+            approvals: Approvals::new(approvals::DEFAULT_TIMEOUT),
+        }
+    }
+}
+
+/// Why a command did not reach the backend.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub verdict: Verdict,
+    /// For a prompt: why it ended as a deny.
+    pub answer: Option<&'static str>,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.answer {
+            Some(answer) => write!(f, "refused by policy: {}; {answer}", self.verdict.rule),
+            None => write!(f, "refused by policy: {}", self.verdict.rule),
+        }
+    }
+}
+
+impl CommandPolicy {
+    pub fn from_settings(settings: &crate::config::PolicySettings) -> Self {
+        Self {
+            enforce: settings.enforce,
+            guardrails: settings.guardrails.clone(),
+            guardrails_file: settings.guardrails_file.clone(),
+            approvals: Approvals::new(settings.approval_timeout),
+        }
+    }
+
+    /// The verdict for one command line in one mode (no owner asked).
+    pub fn check(&self, line: &str, mode: SandboxMode) -> Verdict {
+        sandbox_policy::decide_with(&sandbox_policy::analyze(line), mode, &self.guardrails)
+    }
+
+    /// The "Access the network" rule for a run in `mode`, read once at
+    /// launch (SPEC E5): `Some(rule)` when it denies, so the run gets
+    /// `networkEnabled: false`; allow and ask leave the network on.
+    pub fn network_denied(&self, mode: SandboxMode) -> Option<String> {
+        if !self.enforce {
+            return None;
+        }
+        let (decision, rule) = sandbox_policy::network_rule(mode, &self.guardrails);
+        (decision == Decision::Deny).then_some(rule)
+    }
+
+    /// Lets a command through, asks the owner, or refuses it.
+    pub async fn admit(
+        &self,
+        session_id: &str,
+        mode: SandboxMode,
+        argv: &[String],
+    ) -> Result<Option<Verdict>, Refusal> {
+        if !self.enforce {
+            return Ok(None);
+        }
+        let line = command_line(argv);
+        let verdict = self.check(&line, mode);
+        match verdict.decision {
+            Decision::Allow => Ok(Some(verdict)),
+            Decision::Deny => Err(Refusal {
+                verdict,
+                answer: None,
+            }),
+            Decision::Prompt => {
+                let question = Question {
+                    session_id: session_id.to_owned(),
+                    command: line,
+                    mode: mode.as_str().to_owned(),
+                    rule: verdict.rule.clone(),
+                    reasons: verdict.reasons.clone(),
+                };
+                match self.approvals.ask(&question).await {
+                    Answer::Allowed => Ok(Some(verdict)),
+                    other => Err(Refusal {
+                        verdict,
+                        answer: other.refusal(),
+                    }),
+                }
+            }
+        }
+    }
+}
+
+/// An argv as the shell line that runs exactly it: words that need quoting
+/// are single-quoted, so `["sh", "-c", "a; b"]` becomes `sh -c 'a; b'` and
+/// the classifier unwraps the inner line as it would from a user.
+pub fn command_line(argv: &[String]) -> String {
+    let mut line = String::new();
+    for (i, word) in argv.iter().enumerate() {
+        if i > 0 {
+            line.push(' ');
+        }
+        let plain = !word.is_empty()
+            && word
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-+=:,./@".contains(&b));
+        if plain && !(i == 0 && word.contains('=')) {
+            line.push_str(word);
+        } else {
+            line.push('\'');
+            line.push_str(&word.replace('\'', "'\\''"));
+            line.push('\'');
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    #[test]
+    fn argv_becomes_the_line_that_runs_it() {
+        assert_eq!(command_line(&argv(&["git", "status"])), "git status");
+        assert_eq!(
+            command_line(&argv(&["sh", "-c", "echo 'a' && git push"])),
+            r#"sh -c 'echo '\''a'\'' && git push'"#
+        );
+        assert_eq!(command_line(&argv(&["echo", ""])), "echo ''");
+        // A first word with `=` is a command name, not an assignment.
+        assert_eq!(command_line(&argv(&["A=1", "x"])), "'A=1' x");
+        assert_eq!(command_line(&argv(&["echo", "$(id)"])), "echo '$(id)'");
+    }
+
+    #[test]
+    fn quoting_round_trips_through_the_classifier() {
+        let policy = CommandPolicy::default();
+        // The inner line of `sh -c` is classified, quoted or not.
+        let line = command_line(&argv(&["sh", "-c", "cargo build && sudo 'rm' -rf /"]));
+        assert_eq!(
+            policy.check(&line, SandboxMode::Chat).decision,
+            Decision::Deny
+        );
+        // A literal `$(…)` argument is data, not a command.
+        let line = command_line(&argv(&["echo", "$(sudo reboot)"]));
+        assert_eq!(
+            policy.check(&line, SandboxMode::Chat).decision,
+            Decision::Allow
+        );
+    }
+
+    #[tokio::test]
+    async fn a_prompt_with_no_owner_is_refused_with_the_rule_named() {
+        let policy = CommandPolicy::default();
+        let refusal = policy
+            .admit(
+                "s",
+                SandboxMode::Chat,
+                &argv(&["git", "push", "origin", "main"]),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(refusal.verdict.decision, Decision::Prompt);
+        let text = refusal.to_string();
+        assert!(
+            text.contains("push to a remote") && text.contains("no owner"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn enforce_off_lets_everything_reach_the_sandbox() {
+        let policy = CommandPolicy {
+            enforce: false,
+            ..CommandPolicy::default()
+        };
+        assert!(
+            policy
+                .admit("s", SandboxMode::Plan, &argv(&["sudo", "x"]))
+                .await
+                .is_ok()
+        );
+        assert_eq!(policy.network_denied(SandboxMode::Plan), None);
+    }
+}
