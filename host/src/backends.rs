@@ -62,6 +62,7 @@ pub fn policy(settings: &Settings) -> Policy {
         commands: std::sync::Arc::new(crate::command_policy::CommandPolicy::from_settings(
             &settings.policy,
         )),
+        egress: settings.egress.clone(),
     }
 }
 

@@ -96,6 +96,17 @@ pub struct RunArgs {
     /// Whether the command may reach the network (through the egress proxies).
     #[arg(long, value_name = "on|off")]
     pub network: Option<OnOff>,
+    /// Allow this domain pattern on top of the baseline (`x.com`,
+    /// `*.x.com`, `a.*.x.com`). Repeatable.
+    #[arg(long = "allow-domain", value_name = "PATTERN")]
+    pub allow_domains: Vec<String>,
+    /// Let names matching this pattern (which must also be allowed) resolve
+    /// to private or loopback addresses: internal mirrors. Repeatable.
+    #[arg(long = "allow-private", value_name = "PATTERN")]
+    pub allow_private: Vec<String>,
+    /// Resolve HOST to ADDR in the proxy instead of DNS. Repeatable.
+    #[arg(long = "resolve", value_name = "HOST:ADDR")]
+    pub resolve: Vec<String>,
     /// Make a host path visible; `:ro` for read-only. Repeatable.
     #[arg(long = "bind", value_name = "PATH[:ro]")]
     pub binds: Vec<String>,

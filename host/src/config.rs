@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use crate::cli::Common;
 use crate::dispatch_policy::DispatchPolicy;
+use crate::egress::EgressSettings;
 
 /// The default listen address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
@@ -40,6 +41,26 @@ pub struct FileConfig {
     pub dispatch_policy: Option<DispatchPolicySection>,
     /// The command policy (SPEC H3, H4, H6).
     pub policy: Option<PolicySection>,
+    /// The egress proxies (SPEC E1–E5).
+    pub egress: Option<EgressSection>,
+}
+
+/// `[egress]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressSection {
+    /// Domain patterns allowed on top of the baseline and GitHub lists.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Allowed patterns whose names may resolve to private addresses.
+    #[serde(default)]
+    pub allow_private: Vec<String>,
+    /// Resolver overrides, `HOST:ADDR`.
+    #[serde(default)]
+    pub resolve: Vec<String>,
+    /// `known_hosts` lines for git over ssh inside sandboxes.
+    #[serde(default)]
+    pub ssh_known_hosts: Vec<String>,
 }
 
 /// `[policy]`.
@@ -81,6 +102,7 @@ pub struct Settings {
     pub backend_options: BTreeMap<String, serde_json::Value>,
     pub dispatch: DispatchPolicy,
     pub policy: PolicySettings,
+    pub egress: EgressSettings,
     pub file: FileConfig,
 }
 
@@ -157,9 +179,15 @@ impl Settings {
             None => DispatchPolicy::default(),
         };
         let policy = resolve_policy(file.policy.as_ref(), common.config.as_deref())?;
+        let egress =
+            resolve_egress(file.egress.as_ref()).map_err(|message| ConfigError::Parse {
+                path: config_path.clone(),
+                message,
+            })?;
         Ok(Self {
             dispatch,
             policy,
+            egress,
             switch,
             default_backend: file.backend.clone(),
             plugins_dir: common
@@ -171,6 +199,26 @@ impl Settings {
             file,
         })
     }
+}
+
+/// `[egress]`, checked now: a bad pattern stops the start.
+fn resolve_egress(section: Option<&EgressSection>) -> Result<EgressSettings, String> {
+    let Some(section) = section else {
+        return Ok(EgressSettings::default());
+    };
+    let settings = EgressSettings {
+        allow: section.allow.clone(),
+        allow_private: section.allow_private.clone(),
+        resolve: section
+            .resolve
+            .iter()
+            .map(|r| crate::egress::parse_resolve(r))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("[egress] {e}"))?,
+        ssh_known_hosts: section.ssh_known_hosts.clone(),
+    };
+    settings.check().map_err(|e| format!("[egress] {e}"))?;
+    Ok(settings)
 }
 
 /// `[policy]`, with the guardrails file read and checked now: a broken

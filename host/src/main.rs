@@ -7,6 +7,7 @@ mod command_policy;
 mod commands;
 mod config;
 mod dispatch_policy;
+mod egress;
 #[cfg(test)]
 mod entry_points;
 #[cfg(test)]

@@ -129,9 +129,9 @@ pub mod write_deny;
 
 pub use error::{ErrorCode, PluginError};
 pub use types::{
-    Event, EventBody, ExecRequest, KillReason, ProbeContext, ProbeReport, PtySize, SandboxBackend,
-    SandboxBindMount, SandboxHandle, SandboxInfo, SandboxMode, SandboxSpec, SandboxState,
-    SandboxViolation, capability,
+    EgressEndpoints, Event, EventBody, ExecRequest, KillReason, ProbeContext, ProbeReport, PtySize,
+    SandboxBackend, SandboxBindMount, SandboxHandle, SandboxInfo, SandboxMode, SandboxSpec,
+    SandboxState, SandboxViolation, capability,
 };
 
 /// The plugin-api version this crate was built as: the ABI version.

@@ -44,6 +44,24 @@ pub struct SandboxSpec {
     /// them from its dispatch policy; a backend that cannot enforce them at
     /// creation time does not list `fs.deny-glob-on-create` and is refused.
     pub write_deny_globs: Vec<String>,
+    /// The session's egress proxies (SPEC E1, E2), for backends listing
+    /// `net.proxy-only`. Set by the host, never taken from a user's spec.
+    pub egress: Option<EgressEndpoints>,
+}
+
+/// Where a session's egress proxies listen on the host: the backend makes
+/// them the sandbox's only way out (SPEC E2).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EgressEndpoints {
+    /// A unix socket speaking the HTTP proxy protocol (CONNECT and
+    /// absolute-form requests).
+    pub http_socket: PathBuf,
+    /// A unix socket speaking SOCKS5 and SOCKS4a.
+    pub socks_socket: PathBuf,
+    /// A `known_hosts` file ssh inside the sandbox trusts (git over ssh goes
+    /// through the SOCKS proxy; `~/.ssh` is masked).
+    pub ssh_known_hosts: Option<PathBuf>,
 }
 
 fn default_true() -> bool {
@@ -66,6 +84,7 @@ impl Default for SandboxSpec {
             runner_state_dirs: Vec::new(),
             exec_grant_roots: Vec::new(),
             write_deny_globs: Vec::new(),
+            egress: None,
         }
     }
 }
@@ -303,7 +322,8 @@ pub mod capability {
     pub const FS_ISOLATION: &str = "fs.isolation";
     /// Filename-glob write denies are enforced when a name is created (SPEC G1).
     pub const FS_DENY_GLOB_ON_CREATE: &str = "fs.deny-glob-on-create";
-    /// The session's proxies are the only way out (SPEC E2).
+    /// The session's proxies are the only way out (SPEC E2): the backend
+    /// takes `spec.egress` and routes the sandbox's traffic through it.
     pub const NET_PROXY_ONLY: &str = "net.proxy-only";
 }
 

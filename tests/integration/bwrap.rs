@@ -72,31 +72,6 @@ fn bwrap_sh(
     bwrap_run(plugins, cwd, home, flags, &["sh", "-c", &guarded])
 }
 
-fn code(out: &Output) -> i32 {
-    out.status.code().unwrap_or_else(|| {
-        panic!(
-            "cc_server ended by a signal: {:?}; stderr:\n{}",
-            out.status,
-            text(&out.stderr)
-        )
-    })
-}
-
-/// stdout and stderr, for failure messages.
-fn both(out: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout:\n{}--- stderr:\n{}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    )
-}
-
-/// The stdout lines of a run.
-fn lines(out: &Output) -> Vec<String> {
-    text(&out.stdout).lines().map(str::to_owned).collect()
-}
-
 /// Asserts the script printed `line` on a line of its own.
 fn assert_line(out: &Output, line: &str) {
     assert!(

@@ -60,41 +60,6 @@ fn guard_sh(plugins: &Plugins, cwd: &Path, flags: &[&str], script: &str) -> Outp
     guard_run(plugins, cwd, flags, &["sh", "-c", &guarded])
 }
 
-fn code(out: &Output) -> i32 {
-    out.status.code().unwrap_or_else(|| {
-        panic!(
-            "cc_server ended by a signal: {:?}; stderr:\n{}",
-            out.status,
-            text(&out.stderr)
-        )
-    })
-}
-
-/// stdout and stderr, for failure messages (long outputs cut).
-fn both(out: &Output) -> String {
-    fn cut(t: String) -> String {
-        if t.len() <= 12_000 {
-            return t;
-        }
-        let mut end = 12_000;
-        while !t.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}\n[… {} more bytes]\n", &t[..end], t.len() - end)
-    }
-    format!(
-        "exit {:?}\n--- stdout:\n{}--- stderr:\n{}",
-        out.status.code(),
-        cut(text(&out.stdout)),
-        cut(text(&out.stderr))
-    )
-}
-
-/// The stdout lines of a run.
-fn lines(out: &Output) -> Vec<String> {
-    text(&out.stdout).lines().map(str::to_owned).collect()
-}
-
 /// Asserts the script printed `line` on a line of its own.
 fn assert_line(out: &Output, line: &str) {
     assert!(

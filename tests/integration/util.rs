@@ -761,3 +761,38 @@ pub fn unique() -> String {
         NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
     )
 }
+
+pub fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or_else(|| {
+        panic!(
+            "cc_server ended by a signal: {:?}; stderr:\n{}",
+            out.status,
+            text(&out.stderr)
+        )
+    })
+}
+
+/// stdout and stderr, for failure messages (long outputs cut).
+pub fn both(out: &Output) -> String {
+    fn cut(t: String) -> String {
+        if t.len() <= 12_000 {
+            return t;
+        }
+        let mut end = 12_000;
+        while !t.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}\n[… {} more bytes]\n", &t[..end], t.len() - end)
+    }
+    format!(
+        "exit {:?}\n--- stdout:\n{}--- stderr:\n{}",
+        out.status.code(),
+        cut(text(&out.stdout)),
+        cut(text(&out.stderr))
+    )
+}
+
+/// The stdout lines of a run.
+pub fn lines(out: &Output) -> Vec<String> {
+    text(&out.stdout).lines().map(str::to_owned).collect()
+}

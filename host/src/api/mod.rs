@@ -143,7 +143,7 @@ impl From<SessionError> for ApiError {
             SessionError::Unsupported { .. }
             | SessionError::Exec(_)
             | SessionError::PolicyUnenforceable(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            SessionError::BadId(_) | SessionError::InvalidSpec(_) => StatusCode::BAD_REQUEST,
+            SessionError::BadId(_) | SessionError::InvalidSpec { .. } => StatusCode::BAD_REQUEST,
             SessionError::Conflict(_) => StatusCode::CONFLICT,
             SessionError::NotFound(_) => StatusCode::NOT_FOUND,
             SessionError::Destroyed(_) => StatusCode::GONE,
@@ -155,7 +155,7 @@ impl From<SessionError> for ApiError {
         };
         let field = match &e {
             SessionError::BadId(_) => Some("sessionId".to_owned()),
-            SessionError::InvalidSpec(_) => Some("writeDenyGlobs".to_owned()),
+            SessionError::InvalidSpec { field, .. } => Some((*field).to_owned()),
             _ => None,
         };
         Self {

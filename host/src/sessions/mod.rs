@@ -2,7 +2,7 @@
 //! and the HTTP API both go through here, so every dispatch path gets the
 //! same selection, the same checks and the same wrapping (SPEC B10).
 
-mod router;
+pub(crate) mod router;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,6 +20,7 @@ use sandbox_registry::select::{Platform, Request, SandboxSwitch, SelectError, Se
 use self::router::Router;
 use crate::command_policy::{CommandPolicy, Refusal};
 use crate::dispatch_policy::DispatchPolicy;
+use crate::egress::{EgressSettings, SessionEgress};
 use crate::env;
 
 /// Why a session operation failed. The API maps each to a status code.
@@ -39,8 +40,12 @@ pub enum SessionError {
     PolicyUnenforceable(String),
     #[error("{0}")]
     Refused(Box<Refusal>),
-    #[error("the sandbox spec: {0}")]
-    InvalidSpec(String),
+    #[error("the sandbox spec: {message}")]
+    InvalidSpec {
+        /// The spec field to blame.
+        field: &'static str,
+        message: String,
+    },
     #[error("invalid session id `{0}`: use 1 to 128 letters, digits, `.`, `_` or `-`")]
     BadId(String),
     #[error("a session `{0}` already exists")]
@@ -66,6 +71,8 @@ pub struct Policy {
     pub dispatch: DispatchPolicy,
     /// Command classification, guardrails and owner approvals.
     pub commands: Arc<CommandPolicy>,
+    /// What sessions' egress proxies allow beyond their specs.
+    pub egress: EgressSettings,
 }
 
 enum Slot {
@@ -121,6 +128,12 @@ impl Sessions {
                 selection.backend
             ))
         })?;
+        if spec.egress.is_some() {
+            return Err(SessionError::InvalidSpec {
+                field: "egress",
+                message: "`egress` is set by the server from its own proxies; leave it out".into(),
+            });
+        }
         self.policy.dispatch.apply(&mut spec);
         // SPEC E5: the "Access the network" rule, read once, at launch.
         let network_rule = self.policy.commands.network_denied(spec.mode);
@@ -131,7 +144,10 @@ impl Sessions {
             spec.network_enabled = false;
         }
         if let Err(e) = GlobSet::parse(&spec.write_deny_globs) {
-            return Err(SessionError::InvalidSpec(e.to_string()));
+            return Err(SessionError::InvalidSpec {
+                field: "writeDenyGlobs",
+                message: e.to_string(),
+            });
         }
         if let Some(refusal) = DispatchPolicy::refusal(entry.name(), &entry.report, &spec) {
             return Err(SessionError::PolicyUnenforceable(refusal));
@@ -146,6 +162,39 @@ impl Sessions {
         }
         self.reserve(&id)?;
         let router = Arc::new(Router::default());
+        // SPEC E1: this session's own proxies, before the sandbox exists.
+        let mut egress = None;
+        if entry
+            .report
+            .capabilities
+            .iter()
+            .any(|c| c == capability::NET_PROXY_ONLY)
+        {
+            let policy = match self.policy.egress.policy(&spec) {
+                Ok(policy) => policy,
+                Err(message) => {
+                    self.release(&id);
+                    return Err(SessionError::InvalidSpec {
+                        field: "egressAllowlist",
+                        message,
+                    });
+                }
+            };
+            for warning in policy.warnings() {
+                tracing::warn!(session = %id, "egress: {warning}");
+            }
+            let known_hosts = &self.policy.egress.ssh_known_hosts;
+            match SessionEgress::start(policy, known_hosts, Arc::clone(&router)).await {
+                Ok((proxies, endpoints)) => {
+                    spec.egress = Some(endpoints);
+                    egress = Some(proxies);
+                }
+                Err(e) => {
+                    self.release(&id);
+                    return Err(SessionError::Internal(e));
+                }
+            }
+        }
         let backend = entry.backend.clone();
         let launch_router = Arc::clone(&router);
         let launched = blocking(move || backend.launch(&spec, launch_router)).await;
@@ -153,6 +202,9 @@ impl Sessions {
             Ok(Ok(sandbox)) => sandbox,
             Ok(Err(error)) => {
                 self.release(&id);
+                if let Some(mut egress) = egress {
+                    egress.shutdown().await;
+                }
                 return Err(SessionError::Launch {
                     backend: selection.backend.clone(),
                     error,
@@ -160,6 +212,9 @@ impl Sessions {
             }
             Err(e) => {
                 self.release(&id);
+                if let Some(mut egress) = egress {
+                    egress.shutdown().await;
+                }
                 return Err(e);
             }
         };
@@ -176,6 +231,7 @@ impl Sessions {
             mode,
             network_enabled,
             network_rule,
+            egress: tokio::sync::Mutex::new(egress),
             commands: Arc::clone(&self.policy.commands),
             running: AtomicUsize::new(0),
             fate: Mutex::new(Fate::Live),
@@ -275,6 +331,8 @@ pub struct Session {
     network_enabled: bool,
     /// The rule that turned the network off, if one did (SPEC E5).
     network_rule: Option<String>,
+    /// The session's egress proxies, when its backend routes through them.
+    egress: tokio::sync::Mutex<Option<SessionEgress>>,
     commands: Arc<CommandPolicy>,
     running: AtomicUsize,
     fate: Mutex<Fate>,
@@ -461,6 +519,10 @@ impl Session {
     pub async fn destroy(&self) {
         let sandbox = self.sandbox.clone();
         let result = blocking(move || sandbox.destroy()).await;
+        // No tunnel outlives the sandbox.
+        if let Some(mut egress) = self.egress.lock().await.take() {
+            egress.shutdown().await;
+        }
         self.router.close();
         let fate = match result {
             Ok(Ok(())) => Fate::Destroyed,

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use sandbox_plugin_api::host::EventHandler;
-use sandbox_plugin_api::{Event, EventBody};
+use sandbox_plugin_api::{Event, EventBody, SandboxViolation};
 use tokio::sync::mpsc;
 
 /// Events buffered per exec stream.
@@ -77,6 +77,26 @@ impl Router {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
+    }
+
+    /// A violation the host saw for the sandbox as a whole (a refused
+    /// egress connection): it goes to every exec listening now — the proxy
+    /// cannot tell which command dialled — and is logged when none is.
+    /// Never blocks: a full stream misses it (and the log has it).
+    pub fn broadcast(&self, violation: SandboxViolation) {
+        tracing::info!(action = %violation.action, target = %violation.target, "violation");
+        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        for (&exec_id, route) in routes.iter() {
+            if let Route::Live(tx) = route {
+                let event = Event {
+                    exec_id,
+                    body: EventBody::Violation(violation.clone()),
+                };
+                if tx.try_send(event).is_err() {
+                    tracing::warn!(exec = exec_id, "a violation did not fit the exec's stream");
+                }
+            }
+        }
     }
 
     /// Events of the sandbox as a whole are logged; its state is read from

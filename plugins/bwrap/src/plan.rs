@@ -39,6 +39,15 @@ pub const INIT_IN_SANDBOX: &str = "/.sandbox-init";
 /// guard would (rightly) refuse to create.
 pub const GIT_TEMPLATE_IN_SANDBOX: &str = "/.sandbox-git-template";
 
+/// Where the session's egress sockets and known_hosts appear in the
+/// sandbox (SPEC E2).
+pub const EGRESS_IN_SANDBOX: &str = "/.sandbox-egress";
+
+/// The loopback ports inside the sandbox's network namespace where
+/// `sandbox-init`'s forwards reach the HTTP and SOCKS proxies.
+pub const HTTP_PROXY_PORT: u16 = 3128;
+pub const SOCKS_PROXY_PORT: u16 = 1080;
+
 /// What a path is on the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
@@ -110,6 +119,40 @@ pub struct Plan {
     pub masked: Vec<PathBuf>,
     /// What the create-time guard enforces, when it runs.
     pub guard: Option<GuardConfig>,
+    /// Whether commands reach the session's egress proxies (their env
+    /// points at [`HTTP_PROXY_PORT`] and [`SOCKS_PROXY_PORT`]).
+    pub egress: bool,
+    /// Whether ssh gets the session's `known_hosts` file.
+    pub ssh_known_hosts: bool,
+}
+
+/// The proxy environment of every command when the plan has egress (SPEC
+/// E2): both spellings of the proxy variables, `socks5h` so names resolve
+/// in the proxy (there is no resolver inside), and git-over-ssh through
+/// the SOCKS proxy via socat's SOCKS4A (Debian's socat has no SOCKS5).
+pub fn egress_env(with_known_hosts: bool) -> Vec<(String, String)> {
+    let http = format!("http://127.0.0.1:{HTTP_PROXY_PORT}");
+    let socks = format!("socks5h://127.0.0.1:{SOCKS_PROXY_PORT}");
+    let mut ssh = format!(
+        "ssh -o ProxyCommand='socat - SOCKS4A:127.0.0.1:%h:%p,socksport={SOCKS_PROXY_PORT}'"
+    );
+    if with_known_hosts {
+        ssh.push_str(&format!(
+            " -o UserKnownHostsFile={EGRESS_IN_SANDBOX}/known_hosts -o StrictHostKeyChecking=yes"
+        ));
+    }
+    let mut env = Vec::new();
+    for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+        env.push((name.to_owned(), http.clone()));
+    }
+    for name in ["ALL_PROXY", "all_proxy"] {
+        env.push((name.to_owned(), socks.clone()));
+    }
+    for name in ["NO_PROXY", "no_proxy"] {
+        env.push((name.to_owned(), "localhost,127.0.0.1,::1".to_owned()));
+    }
+    env.push(("GIT_SSH_COMMAND".to_owned(), ssh));
+    env
 }
 
 /// A spec the backend cannot honour as written.
@@ -390,6 +433,19 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         args.one("--tmpfs", GIT_TEMPLATE_IN_SANDBOX);
         args.one("--remount-ro", GIT_TEMPLATE_IN_SANDBOX);
     }
+    // 5. Egress: the proxies' sockets, the only way out of an empty
+    //    network namespace (SPEC E2).
+    // With `networkEnabled: false` the proxies still run and refuse
+    // everything, visibly (SPEC E5).
+    let egress = spec.egress.as_ref();
+    if let Some(e) = egress {
+        let inside = Path::new(EGRESS_IN_SANDBOX);
+        args.two("--ro-bind", &e.http_socket, inside.join("http.sock"));
+        args.two("--ro-bind", &e.socks_socket, inside.join("socks.sock"));
+        if let Some(known) = &e.ssh_known_hosts {
+            args.two("--ro-bind", known, inside.join("known_hosts"));
+        }
+    }
     args.two("--ro-bind", input.init, INIT_IN_SANDBOX);
     args.flag("--");
     args.flag(INIT_IN_SANDBOX);
@@ -398,12 +454,22 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         // Serialising plain strings cannot fail.
         args.one("--guard", serde_json::to_string(config).unwrap_or_default());
     }
+    if egress.is_some() {
+        for (port, socket) in [
+            (HTTP_PROXY_PORT, "http.sock"),
+            (SOCKS_PROXY_PORT, "socks.sock"),
+        ] {
+            args.one("--forward", format!("{port}={EGRESS_IN_SANDBOX}/{socket}"));
+        }
+    }
     Ok(Plan {
         args: args.0,
         workdir,
         protected,
         masked,
         guard,
+        egress: egress.is_some(),
+        ssh_known_hosts: egress.is_some_and(|e| e.ssh_known_hosts.is_some()),
     })
 }
 

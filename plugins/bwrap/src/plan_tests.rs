@@ -514,3 +514,75 @@ fn the_guard_gets_the_globs_and_every_writable_root() {
         ]
     ));
 }
+
+/// E2, E5: the session's proxy sockets (and known_hosts) are bound in and
+/// forwarded to loopback ports, whether or not the network is on (with it
+/// off the proxies refuse everything, visibly); without egress nothing is.
+#[test]
+fn egress_sockets_are_bound_and_forwarded() {
+    let host = FakeHost::standard();
+    let mut spec = spec_with(vec![bind("/work/proj", false)]);
+    let plain = strings(&run(&spec, &host).unwrap());
+    assert!(
+        !plain
+            .iter()
+            .any(|a| a.contains("sandbox-egress") || a == "--forward")
+    );
+    spec.egress = Some(sandbox_plugin_api::EgressEndpoints {
+        http_socket: "/tmp/e/http.sock".into(),
+        socks_socket: "/tmp/e/socks.sock".into(),
+        ssh_known_hosts: Some("/tmp/e/known_hosts".into()),
+    });
+    for network in [true, false] {
+        spec.network_enabled = network;
+        let plan = run(&spec, &host).unwrap();
+        let args = strings(&plan);
+        assert!(has(
+            &args,
+            &[
+                "--ro-bind",
+                "/tmp/e/http.sock",
+                "/.sandbox-egress/http.sock"
+            ]
+        ));
+        assert!(has(
+            &args,
+            &[
+                "--ro-bind",
+                "/tmp/e/socks.sock",
+                "/.sandbox-egress/socks.sock"
+            ]
+        ));
+        assert!(has(
+            &args,
+            &[
+                "--ro-bind",
+                "/tmp/e/known_hosts",
+                "/.sandbox-egress/known_hosts"
+            ]
+        ));
+        assert!(has(
+            &args,
+            &["--forward", "3128=/.sandbox-egress/http.sock"]
+        ));
+        assert!(has(
+            &args,
+            &["--forward", "1080=/.sandbox-egress/socks.sock"]
+        ));
+        assert!(has(&args, &["--unshare-net"]), "the namespace stays empty");
+        assert!(plan.egress && plan.ssh_known_hosts);
+    }
+    let env = egress_env(true);
+    let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    assert_eq!(get("HTTPS_PROXY"), Some("http://127.0.0.1:3128"));
+    assert_eq!(get("all_proxy"), Some("socks5h://127.0.0.1:1080"));
+    let ssh = get("GIT_SSH_COMMAND").unwrap();
+    assert!(
+        ssh.contains("SOCKS4A:127.0.0.1:%h:%p,socksport=1080"),
+        "{ssh}"
+    );
+    assert!(
+        ssh.contains("UserKnownHostsFile=/.sandbox-egress/known_hosts"),
+        "{ssh}"
+    );
+}

@@ -438,6 +438,9 @@ impl SandboxImpl for BwrapSandbox {
                 crate::plan::GIT_TEMPLATE_IN_SANDBOX.into(),
             );
         }
+        if self.plan.egress {
+            env.extend(crate::plan::egress_env(self.plan.ssh_known_hosts));
+        }
         let message = Request::Exec {
             id,
             argv: request.argv.clone(),

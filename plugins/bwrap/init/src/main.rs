@@ -37,7 +37,7 @@ const STAGE_GUARD: u32 = 3;
 // A command that cannot install its filters does not run: `STAGE_GUARD`.
 
 fn main() -> ExitCode {
-    let (control, guard_config) = match parse_args() {
+    let (control, guard_config, forwards) = match parse_args() {
         Ok(parsed) => parsed,
         Err(message) => {
             eprintln!("sandbox-init: {message}");
@@ -62,7 +62,7 @@ fn main() -> ExitCode {
         eprintln!("sandbox-init: cannot install the seccomp filter: {e}");
         return ExitCode::from(125);
     }
-    match serve(control.as_fd(), rules.map(Arc::new)) {
+    match serve(control.as_fd(), rules.map(Arc::new), &forwards) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sandbox-init: {e}");
@@ -71,10 +71,18 @@ fn main() -> ExitCode {
     }
 }
 
-fn parse_args() -> Result<(OwnedFd, Option<GuardConfig>), String> {
+/// A loopback TCP port forwarded to a unix socket bound into the sandbox:
+/// how commands reach the session's egress proxies (SPEC E2).
+struct Forward {
+    port: u16,
+    socket: String,
+}
+
+fn parse_args() -> Result<(OwnedFd, Option<GuardConfig>, Vec<Forward>), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut control = None;
     let mut guard_config = None;
+    let mut forwards = Vec::new();
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -92,10 +100,21 @@ fn parse_args() -> Result<(OwnedFd, Option<GuardConfig>), String> {
                         .map_err(|e| format!("--guard: {e}"))?,
                 )
             }
+            "--forward" => {
+                let (port, socket) = value
+                    .split_once('=')
+                    .and_then(|(p, s)| Some((p.parse::<u16>().ok()?, s)))
+                    .ok_or_else(|| format!("--forward {value}: use PORT=/path/to/socket"))?;
+                forwards.push(Forward {
+                    port,
+                    socket: socket.to_owned(),
+                });
+            }
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
-    let fd = control.ok_or("usage: sandbox-init --control-fd N [--guard JSON]")?;
+    let fd = control
+        .ok_or("usage: sandbox-init --control-fd N [--guard JSON] [--forward PORT=SOCKET]...")?;
     // SAFETY: F_GETFD only inspects the descriptor table.
     if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
         return Err(format!("descriptor {fd} is not open"));
@@ -104,7 +123,7 @@ fn parse_args() -> Result<(OwnedFd, Option<GuardConfig>), String> {
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     // SAFETY: plain fcntl on a descriptor we own; commands must not inherit it.
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-    Ok((owned, guard_config))
+    Ok((owned, guard_config, forwards))
 }
 
 /// Prepares the supervisor side: the rules, the identities of existing
@@ -154,8 +173,14 @@ impl Outbox {
     }
 }
 
-fn serve(control: BorrowedFd<'_>, rules: Option<Arc<Rules>>) -> io::Result<()> {
+fn serve(
+    control: BorrowedFd<'_>,
+    rules: Option<Arc<Rules>>,
+    forwards: &[Forward],
+) -> io::Result<()> {
     let children = ChildSignals::new()?;
+    // Before `ready`: a command must find its proxies listening.
+    start_forwards(forwards)?;
     let outbox = Outbox {
         fd: control.as_raw_fd(),
         lock: Arc::default(),
@@ -219,6 +244,51 @@ fn serve(control: BorrowedFd<'_>, rules: Option<Arc<Rules>>) -> io::Result<()> {
             }
         }
     }
+}
+
+/// Starts one `socat` per forward (hardening filter, no guard: it creates
+/// no files) and waits until each port accepts. A forward that does not
+/// come up fails the launch: a sandbox that asked for network gets it, or
+/// does not start.
+fn start_forwards(forwards: &[Forward]) -> io::Result<()> {
+    if forwards.is_empty() {
+        return Ok(());
+    }
+    let filters = Filters {
+        hardening: seccomp::hardening_filter(),
+        guard: None,
+        umask: 0o077,
+    };
+    let env = [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())];
+    for forward in forwards {
+        let argv = [
+            "socat".to_owned(),
+            format!("TCP-LISTEN:{},bind=127.0.0.1,reuseaddr,fork", forward.port),
+            format!("UNIX-CONNECT:{}", forward.socket),
+        ];
+        let dev_null: OwnedFd = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")?
+            .into();
+        let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
+        spawn(&argv, &env, "/", false, vec![dev_null, stderr], &filters).map_err(|f| {
+            io::Error::other(format!("socat for port {}: {}", forward.port, f.message))
+        })?;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    for forward in forwards {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], forward.port));
+        while std::net::TcpStream::connect(addr).is_err() {
+            if std::time::Instant::now() > deadline {
+                return Err(io::Error::other(format!(
+                    "the egress forward on 127.0.0.1:{} did not come up",
+                    forward.port
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+    Ok(())
 }
 
 /// What every command gets between fork and exec.

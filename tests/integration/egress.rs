@@ -1,0 +1,389 @@
+//! Egress end to end (SPEC E1–E5, C2): real `cc_server run` in real bwrap
+//! sandboxes, real curl, git and ssh inside, the session's proxies on the
+//! host, loopback servers as targets. Names are pointed at 127.0.0.1 with
+//! `--resolve`: no test traffic leaves 127.0.0.0/8, and names that must be
+//! refused are refused by name, never dialled.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+use crate::net::{
+    BulkServer, Canary, GitHttpServer, Sshd, bare_repo, current_user, sshd_installed,
+};
+use crate::util::*;
+
+/// `cc_server run --backend bwrap FLAGS… -- sh -c SCRIPT` from `cwd`.
+fn run_sh(
+    plugins: &Plugins,
+    cwd: &Path,
+    config: Option<&str>,
+    flags: &[&str],
+    script: &str,
+) -> Output {
+    let mut command = CcServer::new(plugins).current_dir(cwd);
+    if let Some(config) = config {
+        command = command.config(config);
+    }
+    command
+        .args(["run", "--backend", "bwrap"])
+        .args(flags)
+        .args(["--", "sh", "-c", script])
+        .output()
+}
+
+/// The `network-outbound` violations `run` printed.
+fn violations(out: &Output) -> Vec<String> {
+    text(&out.stderr)
+        .lines()
+        .filter_map(|l| l.strip_prefix("cc_server: violation: network-outbound "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// E1–E4: through the proxy a command reaches a name on the allowlist (and
+/// opted in to a loopback address) and nothing else; every refusal names
+/// its rule in the 403 and is a violation; nothing refused reaches a server.
+#[test]
+fn only_allowed_names_get_through_and_refusals_are_visible() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let bulk = BulkServer::start(1000);
+    let canary = Canary::start();
+    let (p, c) = (bulk.port(), canary.port());
+    let script = format!(
+        "curl -sS -o /dev/null -w 'allowed=%{{http_code}}\\n' http://mirror.test:{p}/\n\
+         curl -sS -o /dev/null -w 'tunnel=%{{http_code}}\\n' --proxytunnel http://mirror.test:{p}/\n\
+         curl -sS -D - -o /dev/null http://other.test:{c}/ | tr -d '\\r' | sed -n 's/^HTTP[^ ]* \\([0-9]*\\).*/other=\\1/p; s/^x-proxy-error: /other-tag=/Ip'\n\
+         curl -sS -o /dev/null -w 'loopback-name=%{{http_code}}\\n' http://plain.test:{c}/\n\
+         curl -sS -o /dev/null -w 'metadata=%{{http_code}}\\n' http://metadata.google.internal:{c}/\n\
+         curl -sS -o /dev/null -w 'ip-literal=%{{http_code}}\\n' http://127.0.0.1:{c}/ --noproxy '' --proxy http://127.0.0.1:3128\n\
+         curl -sS --max-time 5 --noproxy '*' -o /dev/null http://127.0.0.1:{c}/ && echo direct=ok || echo direct=failed\n"
+    );
+    let resolve = |name: &str| format!("{name}:127.0.0.1");
+    let out = run_sh(
+        &plugins,
+        work.path(),
+        None,
+        &[
+            "--allow-domain",
+            "mirror.test",
+            "--allow-private",
+            "mirror.test",
+            "--allow-domain",
+            "plain.test",
+            "--allow-private",
+            "metadata.google.internal",
+            "--resolve",
+            &resolve("mirror.test"),
+            "--resolve",
+            &resolve("other.test"),
+            "--resolve",
+            &resolve("plain.test"),
+            "--resolve",
+            &resolve("metadata.google.internal"),
+        ],
+        &script,
+    );
+    let stdout = text(&out.stdout);
+    for line in [
+        "allowed=200",
+        "tunnel=200",
+        "other=403",
+        "other-tag=blocked-by-allowlist",
+        "loopback-name=403",
+        "metadata=403",
+        "ip-literal=403",
+        "direct=failed",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "expected {line}\n{}",
+            both(&out)
+        );
+    }
+    assert_eq!(bulk.requests(), 2, "the two allowed requests arrived");
+    assert_eq!(
+        canary.connections(),
+        0,
+        "a refused connection arrived\n{}",
+        both(&out)
+    );
+    let seen = violations(&out);
+    for target in [
+        format!("other.test:{c}"),
+        format!("plain.test:{c}"),
+        format!("metadata.google.internal:{c}"),
+        format!("127.0.0.1:{c}"),
+    ] {
+        assert!(
+            seen.contains(&target),
+            "no violation for {target}: {seen:?}\n{}",
+            both(&out)
+        );
+    }
+}
+
+/// E1, A5.2: every ingress path — HTTP CONNECT, absolute-form, SOCKS5 with
+/// a name, SOCKS4a — decides the same way for the same targets.
+#[test]
+fn every_ingress_path_decides_the_same() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let bulk = BulkServer::start(10);
+    let canary = Canary::start();
+    let mut script = String::new();
+    for (label, how) in [
+        ("forward", "-x http://127.0.0.1:3128"),
+        ("connect", "-x http://127.0.0.1:3128 --proxytunnel"),
+        ("socks5h", "--socks5-hostname 127.0.0.1:1080"),
+        ("socks4a", "--socks4a 127.0.0.1:1080"),
+    ] {
+        script += &format!(
+            "curl -sf --noproxy '' {how} -o /dev/null http://ok.test:{}/ && echo {label}-ok=yes || echo {label}-ok=no\n\
+             curl -sf --noproxy '' {how} -o /dev/null http://no.test:{}/ && echo {label}-no=yes || echo {label}-no=no\n",
+            bulk.port(),
+            canary.port()
+        );
+    }
+    let out = run_sh(
+        &plugins,
+        work.path(),
+        None,
+        &[
+            "--allow-domain",
+            "ok.test",
+            "--allow-private",
+            "ok.test",
+            "--resolve",
+            "ok.test:127.0.0.1",
+            "--resolve",
+            "no.test:127.0.0.1",
+        ],
+        &script,
+    );
+    let stdout = text(&out.stdout);
+    for label in ["forward", "connect", "socks5h", "socks4a"] {
+        assert!(
+            stdout.contains(&format!("{label}-ok=yes")),
+            "{label}\n{}",
+            both(&out)
+        );
+        assert!(
+            stdout.contains(&format!("{label}-no=no")),
+            "{label}\n{}",
+            both(&out)
+        );
+    }
+    assert_eq!(bulk.requests(), 4, "{}", both(&out));
+    assert_eq!(canary.connections(), 0, "{}", both(&out));
+    assert_eq!(violations(&out).len(), 4, "{}", both(&out));
+}
+
+/// E5: with the network off the proxies still answer — and refuse even a
+/// baseline host (named, pointed at loopback, never dialled).
+#[test]
+fn network_off_refuses_even_the_baseline() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let canary = Canary::start();
+    let c = canary.port();
+    let out = run_sh(
+        &plugins,
+        work.path(),
+        None,
+        &[
+            "--network",
+            "off",
+            "--resolve",
+            "registry.npmjs.org:127.0.0.1",
+        ],
+        &format!(
+            "curl -sS -D - -o /dev/null http://registry.npmjs.org:{c}/ | tr -d '\\r' | sed -n 's/^x-proxy-error: /tag=/Ip'"
+        ),
+    );
+    assert!(
+        text(&out.stdout).contains("tag=network-disabled"),
+        "{}",
+        both(&out)
+    );
+    assert_eq!(canary.connections(), 0);
+    assert_eq!(
+        violations(&out),
+        [format!("registry.npmjs.org:{c}")],
+        "{}",
+        both(&out)
+    );
+}
+
+/// E2: a real `git clone` over HTTP, through the proxy, from a local
+/// `git http-backend`.
+#[test]
+fn git_clone_over_http_through_the_proxy() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let served = tempfile::tempdir().unwrap();
+    bare_repo(served.path(), "repo.git");
+    let server = GitHttpServer::start(served.path());
+    let work = tempfile::tempdir().unwrap();
+    let out = run_sh(
+        &plugins,
+        work.path(),
+        None,
+        &[
+            "--allow-domain",
+            "git.test",
+            "--allow-private",
+            "git.test",
+            "--resolve",
+            "git.test:127.0.0.1",
+        ],
+        &format!(
+            "git clone -q http://git.test:{}/repo.git clone && cat clone/README",
+            server.port()
+        ),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    assert_eq!(text(&out.stdout), "one\ntwo\n");
+    assert!(server.requests() >= 2, "{}", both(&out));
+}
+
+/// A private ssh-agent holding one key: how a sandbox with a masked
+/// `~/.ssh` authenticates.
+struct Agent {
+    dir: tempfile::TempDir,
+    child: std::process::Child,
+}
+
+impl Agent {
+    fn start(key: &Path) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("agent.sock");
+        let child = Command::new("ssh-agent")
+            .args(["-D", "-a"])
+            .arg(&socket)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(eventually(std::time::Duration::from_secs(10), || socket.exists()));
+        let out = Command::new("ssh-add")
+            .arg(key)
+            .env("SSH_AUTH_SOCK", &socket)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ssh-add: {}", text(&out.stderr));
+        Self { dir, child }
+    }
+
+    fn socket(&self) -> std::path::PathBuf {
+        self.dir.path().join("agent.sock")
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// E2: git over ssh goes through the SOCKS proxy (socat SOCKS4A in the
+/// sandbox's GIT_SSH_COMMAND), trusting the host key from the server's
+/// `[egress] ssh_known_hosts`, authenticating through a forwarded agent.
+#[test]
+fn git_clone_over_ssh_through_the_proxy() {
+    require_bwrap!();
+    if !sshd_installed() {
+        return;
+    }
+    let plugins = Plugins::with_bwrap();
+    let served = tempfile::tempdir().unwrap();
+    bare_repo(served.path(), "repo.git");
+    let sshd_dir = tempfile::tempdir().unwrap();
+    let sshd = Sshd::start(sshd_dir.path());
+    let agent = Agent::start(&sshd.client_key());
+    let port = sshd.port();
+    let known = sshd.known_hosts_line(&format!("[git.test]:{port}"));
+    let config = format!(
+        "[egress]\nallow = [\"git.test\"]\nallow_private = [\"git.test\"]\nresolve = [\"git.test:127.0.0.1\"]\nssh_known_hosts = [{}]\n",
+        json!(known)
+    );
+    let work = tempfile::tempdir().unwrap();
+    let agent_dir = agent.socket().parent().unwrap().to_path_buf();
+    let mut command = CcServer::new(&plugins)
+        .config(&config)
+        .current_dir(work.path())
+        .env("SSH_AUTH_SOCK", agent.socket());
+    command = command
+        .args(["run", "--backend", "bwrap", "--bind"])
+        .arg(format!("{}:ro", agent_dir.display()));
+    let url = format!(
+        "ssh://{}@git.test:{port}{}/repo.git",
+        current_user(),
+        served.path().display()
+    );
+    let out = command
+        .args([
+            "--",
+            "sh",
+            "-c",
+            &format!("git clone -q '{url}' clone && cat clone/README"),
+        ])
+        .output();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    assert_eq!(text(&out.stdout), "one\ntwo\n");
+}
+
+/// E1: two sessions at once, each with its own allowlist: neither can use
+/// the other's grant; each refusal is a violation on that session's exec
+/// stream.
+#[test]
+fn sessions_do_not_share_grants() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let a = BulkServer::start(10);
+    let b = BulkServer::start(10);
+    let config = "[egress]\nallow_private = [\"a.test\", \"b.test\"]\n\
+                  resolve = [\"a.test:127.0.0.1\", \"b.test:127.0.0.1\"]\n";
+    let server = Server::start_with(CcServer::new(&plugins).config(config));
+    let work = tempfile::tempdir().unwrap();
+    for (id, allowed) in [("sa", "a.test"), ("sb", "b.test")] {
+        let spec = json!({"sessionId": id, "bindMounts": [{"hostPath": work.path()}], "guestWorkdir": work.path(), "egressAllowlist": [allowed]});
+        let created = server.call(
+            "POST",
+            "/v1/sandboxes?backend=bwrap",
+            Some(&spec.to_string()),
+        );
+        assert_eq!(created.status, 201, "{}", text(&created.body));
+    }
+    let fetch = |id: &str, host: &str, port: u16| -> Vec<Value> {
+        let script = format!("curl -s -o /dev/null -w '%{{http_code}}' http://{host}:{port}/");
+        let response = server.call(
+            "POST",
+            &format!("/v1/sandboxes/{id}/exec"),
+            Some(&json!({"argv": ["sh", "-c", script]}).to_string()),
+        );
+        assert_eq!(response.status, 200, "{}", text(&response.body));
+        response.lines()
+    };
+    assert_eq!(joined(&fetch("sa", "a.test", a.port()), "stdout"), "200");
+    assert_eq!(joined(&fetch("sb", "b.test", b.port()), "stdout"), "200");
+    let crossed = fetch("sa", "b.test", b.port());
+    assert_eq!(joined(&crossed, "stdout"), "403");
+    let violation = crossed
+        .iter()
+        .find(|e| e["type"] == "violation")
+        .unwrap_or_else(|| panic!("{crossed:?}"));
+    assert_eq!(violation["action"], "network-outbound");
+    assert_eq!(violation["target"], format!("b.test:{}", b.port()));
+    assert_eq!(joined(&fetch("sb", "a.test", a.port()), "stdout"), "403");
+    assert_eq!(
+        (a.requests(), b.requests()),
+        (1, 1),
+        "no crossed request arrived"
+    );
+}

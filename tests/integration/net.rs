@@ -1,0 +1,788 @@
+//! Loopback network fixtures for the egress tests: a git smart-HTTP server,
+//! an sshd, a bulk HTTP server and a canary listener. Everything binds and
+//! dials 127.0.0.1 only, and everything stops on drop (threads joined,
+//! children killed and reaped), so a test can assert that a request did or
+//! did not reach its target without leaving anything behind.
+
+use crate::util::{eventually, text};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long a connection may sit idle before its handler gives up: no
+/// handler thread can be blocked forever by a silent client.
+const IDLE: Duration = Duration::from_secs(60);
+
+// ------------------------------------------------------------ the listener
+
+type Handler = Arc<dyn Fn(TcpStream) + Send + Sync>;
+type Live = Arc<Mutex<Vec<(TcpStream, JoinHandle<()>)>>>;
+
+/// A loopback accept loop with one thread per connection. Drop stops the
+/// loop (stop flag plus a self-connect), shuts every live connection down
+/// and joins the handlers.
+struct Listener {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    accepted: Arc<AtomicUsize>,
+    live: Live,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Listener {
+    fn start(handler: Handler) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let live: Live = Arc::default();
+        let thread = {
+            let (stop, accepted, live) = (stop.clone(), accepted.clone(), live.clone());
+            std::thread::spawn(move || {
+                for stream in listener.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(stream) = stream else { continue };
+                    accepted.fetch_add(1, Ordering::SeqCst);
+                    let _ = stream.set_read_timeout(Some(IDLE));
+                    let _ = stream.set_write_timeout(Some(IDLE));
+                    let Ok(kept) = stream.try_clone() else {
+                        continue;
+                    };
+                    let handler = handler.clone();
+                    let thread = std::thread::spawn(move || handler(stream));
+                    let mut live = live.lock().unwrap();
+                    live.retain(|(_, t)| !t.is_finished());
+                    live.push((kept, thread));
+                }
+            })
+        };
+        Self {
+            port,
+            stop,
+            accepted,
+            live,
+            thread: Some(thread),
+        }
+    }
+
+    fn connections(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        let live = std::mem::take(&mut *self.live.lock().unwrap());
+        for (stream, _) in &live {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for (_, thread) in live {
+            while !thread.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if thread.is_finished() {
+                let _ = thread.join();
+            } else {
+                eprintln!("net fixture: a connection handler did not stop within 10 s");
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------ HTTP parsing
+
+/// One parsed request head: `GET /a?b HTTP/1.1` and its headers.
+struct Request {
+    method: String,
+    path: String,
+    query: String,
+    protocol: String,
+    headers: Vec<(String, String)>,
+}
+
+impl Request {
+    /// Reads a request head; `None` on EOF, timeout or garbage.
+    fn read(reader: &mut impl BufRead) -> Option<Self> {
+        let mut line = String::new();
+        reader.read_line(&mut line).ok()?;
+        let mut parts = line.split_whitespace();
+        let (method, target, protocol) = (parts.next()?, parts.next()?, parts.next()?);
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        let mut headers = Vec::new();
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            let (k, v) = line.split_once(':')?;
+            headers.push((k.trim().to_owned(), v.trim().to_owned()));
+        }
+        Some(Self {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            query: query.to_owned(),
+            protocol: protocol.to_owned(),
+            headers,
+        })
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The whole body, by `Content-Length` or `Transfer-Encoding: chunked`.
+    fn read_body(&self, reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
+        let mut body = Vec::new();
+        if self
+            .header("transfer-encoding")
+            .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
+        {
+            loop {
+                let mut size = String::new();
+                reader.read_line(&mut size)?;
+                let size = size.trim().split(';').next().unwrap_or("");
+                let size = usize::from_str_radix(size, 16)
+                    .map_err(|_| std::io::Error::other(format!("bad chunk size {size:?}")))?;
+                if size == 0 {
+                    // Trailers, up to the blank line.
+                    let mut line = String::new();
+                    while reader.read_line(&mut line)? > 0 && !line.trim().is_empty() {
+                        line.clear();
+                    }
+                    return Ok(body);
+                }
+                let start = body.len();
+                body.resize(start + size, 0);
+                reader.read_exact(&mut body[start..])?;
+                let mut crlf = [0; 2];
+                reader.read_exact(&mut crlf)?;
+            }
+        }
+        let len: u64 = self
+            .header("content-length")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        reader.take(len).read_to_end(&mut body)?;
+        Ok(body)
+    }
+}
+
+// ------------------------------------------------------------ git over HTTP
+
+/// git's smart HTTP on loopback: each request runs `git http-backend` as a
+/// CGI over the repositories under a project root (all exported; pushes
+/// need `http.receivepack true` in the bare repository).
+pub struct GitHttpServer {
+    requests: Arc<AtomicUsize>,
+    listener: Listener,
+}
+
+impl GitHttpServer {
+    pub fn start(project_root: &Path) -> Self {
+        let requests = Arc::new(AtomicUsize::new(0));
+        let root = project_root.to_path_buf();
+        let counter = requests.clone();
+        let listener = Listener::start(Arc::new(move |stream| {
+            if let Err(e) = serve_git(&root, stream, &counter) {
+                eprintln!("git http fixture: {e}");
+            }
+        }));
+        Self { requests, listener }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.listener.port
+    }
+
+    /// Requests that arrived (a parsed request line each).
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+
+    /// TCP connections accepted, request or not.
+    pub fn connections(&self) -> usize {
+        self.listener.connections()
+    }
+}
+
+fn serve_git(root: &Path, stream: TcpStream, requests: &AtomicUsize) -> std::io::Result<()> {
+    let mut out = stream.try_clone()?;
+    let mut reader = BufReader::new(stream);
+    let Some(req) = Request::read(&mut reader) else {
+        return Ok(());
+    };
+    requests.fetch_add(1, Ordering::SeqCst);
+    if req
+        .header("expect")
+        .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
+    {
+        out.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
+    }
+    let body = req.read_body(&mut reader)?;
+    let mut cgi = Command::new("git");
+    cgi.arg("http-backend")
+        .env("GIT_PROJECT_ROOT", root)
+        .env("GIT_HTTP_EXPORT_ALL", "1")
+        .env("PATH_INFO", &req.path)
+        .env("REQUEST_METHOD", &req.method)
+        .env("QUERY_STRING", &req.query)
+        .env("CONTENT_TYPE", req.header("content-type").unwrap_or(""))
+        .env("CONTENT_LENGTH", body.len().to_string())
+        .env("REMOTE_ADDR", "127.0.0.1")
+        .env("SERVER_PROTOCOL", &req.protocol)
+        .env("GATEWAY_INTERFACE", "CGI/1.1")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null");
+    // Every other header as HTTP_*: Git-Protocol (v2), Content-Encoding (gzip).
+    for (k, v) in &req.headers {
+        let name = k.to_ascii_uppercase().replace('-', "_");
+        if name != "CONTENT_TYPE" && name != "CONTENT_LENGTH" {
+            cgi.env(format!("HTTP_{name}"), v);
+        }
+    }
+    let mut child = cgi
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let result = relay_cgi(&mut child, body, &mut out);
+    let _ = child.kill();
+    let _ = child.wait();
+    result
+}
+
+/// Feeds the body to the CGI (from a thread: it may answer before reading
+/// it all) and turns its output into an HTTP response.
+fn relay_cgi(child: &mut Child, body: Vec<u8>, out: &mut TcpStream) -> std::io::Result<()> {
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(&body);
+    });
+    let mut cgi = BufReader::new(child.stdout.take().unwrap());
+    let mut status = "200 OK".to_owned();
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if cgi.read_line(&mut line)? == 0 {
+            break;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        match line.split_once(':') {
+            Some((k, v)) if k.eq_ignore_ascii_case("status") => status = v.trim().to_owned(),
+            _ => head.push_str(&format!("{line}\r\n")),
+        }
+    }
+    out.write_all(format!("HTTP/1.1 {status}\r\n{head}Connection: close\r\n\r\n").as_bytes())?;
+    std::io::copy(&mut cgi, out)?;
+    out.flush()?;
+    let _ = out.shutdown(Shutdown::Write);
+    let _ = feeder.join();
+    Ok(())
+}
+
+// ------------------------------------------------------------ bulk HTTP
+
+/// Byte `i` of every [`BulkServer`] body: a fixed pattern a reader can check.
+pub fn bulk_byte(i: u64) -> u8 {
+    (i % 256) as u8
+}
+
+/// An HTTP server answering every GET with exactly `bytes` bytes of
+/// [`bulk_byte`], written in 1 MiB chunks: a throughput target.
+pub struct BulkServer {
+    requests: Arc<AtomicUsize>,
+    listener: Listener,
+}
+
+impl BulkServer {
+    pub fn start(bytes: u64) -> Self {
+        let requests = Arc::new(AtomicUsize::new(0));
+        let counter = requests.clone();
+        // 1 MiB, a multiple of the pattern's period: every chunk is the same.
+        let chunk: Arc<Vec<u8>> = Arc::new((0..1 << 20).map(bulk_byte).collect());
+        let listener = Listener::start(Arc::new(move |stream| {
+            let _ = serve_bulk(stream, bytes, &chunk, &counter);
+        }));
+        Self { requests, listener }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.listener.port
+    }
+
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+
+    pub fn connections(&self) -> usize {
+        self.listener.connections()
+    }
+}
+
+fn serve_bulk(
+    stream: TcpStream,
+    bytes: u64,
+    chunk: &[u8],
+    requests: &AtomicUsize,
+) -> std::io::Result<()> {
+    let mut out = stream.try_clone()?;
+    let mut reader = BufReader::new(stream);
+    let Some(req) = Request::read(&mut reader) else {
+        return Ok(());
+    };
+    requests.fetch_add(1, Ordering::SeqCst);
+    if req.method != "GET" {
+        out.write_all(
+            b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        )?;
+        return Ok(());
+    }
+    out.write_all(
+        format!("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {bytes}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )?;
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        out.write_all(&chunk[..n])?;
+        left -= n as u64;
+    }
+    out.flush()?;
+    let _ = out.shutdown(Shutdown::Write);
+    // Let the client read to the end before the socket closes.
+    let _ = reader.read_to_end(&mut Vec::new());
+    Ok(())
+}
+
+// ------------------------------------------------------------ canary
+
+/// A loopback listener that only counts connections: proof that nothing
+/// reached it.
+pub struct Canary {
+    listener: Listener,
+}
+
+impl Canary {
+    pub fn start() -> Self {
+        Self {
+            listener: Listener::start(Arc::new(|_| {})),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.listener.port
+    }
+
+    pub fn connections(&self) -> usize {
+        self.listener.connections()
+    }
+}
+
+// ------------------------------------------------------------ sshd
+
+/// The user the tests run as (root in CI): the user an ssh URL names.
+pub fn current_user() -> String {
+    // SAFETY: plain syscall.
+    if unsafe { libc::geteuid() } == 0 {
+        return "root".to_owned();
+    }
+    let out = Command::new("id").arg("-un").output().unwrap();
+    text(&out.stdout).trim().to_owned()
+}
+
+/// Whether sshd is installed; says loudly when a test is skipped (CI
+/// installs openssh-server).
+pub fn sshd_installed() -> bool {
+    if Path::new("/usr/sbin/sshd").exists() {
+        return true;
+    }
+    eprintln!("SKIPPED: /usr/sbin/sshd is not installed on this machine");
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must install openssh-server: these tests cannot be skipped there"
+    );
+    false
+}
+
+/// A private sshd on loopback: its own host key, one authorized client key,
+/// public-key login only (root allowed: CI runs as root).
+pub struct Sshd {
+    dir: PathBuf,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Sshd {
+    pub fn start(dir: &Path) -> Self {
+        std::fs::create_dir_all(dir).unwrap();
+        let host_key = dir.join("host_ed25519");
+        let client_key = dir.join("client_ed25519");
+        for (key, comment) in [(&host_key, "host"), (&client_key, "client")] {
+            let _ = std::fs::remove_file(key);
+            let out = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f"])
+                .arg(key)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "ssh-keygen: {}", text(&out.stderr));
+        }
+        std::fs::copy(dir.join("client_ed25519.pub"), dir.join("authorized_keys")).unwrap();
+        // Privilege separation wants this directory (a tmpfs, absent at boot).
+        let _ = std::fs::create_dir_all("/run/sshd");
+        // A free port can be taken between our probe and sshd's bind: retry.
+        let mut last_log = String::new();
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let config = dir.join("sshd_config");
+            std::fs::write(
+                &config,
+                format!(
+                    "ListenAddress 127.0.0.1\nPort {port}\nHostKey {host}\n\
+                     AuthorizedKeysFile {auth}\nPubkeyAuthentication yes\n\
+                     PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+                     UsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\n\
+                     PidFile {pid}\nLogLevel INFO\n",
+                    host = host_key.display(),
+                    auth = dir.join("authorized_keys").display(),
+                    pid = dir.join("sshd.pid").display(),
+                ),
+            )
+            .unwrap();
+            let log = dir.join("sshd.log");
+            let mut child = Command::new("/usr/sbin/sshd")
+                .args(["-D", "-e", "-f"])
+                .arg(&config)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .unwrap();
+            let mut exited = false;
+            let up = eventually(Duration::from_secs(15), || {
+                exited = child.try_wait().unwrap().is_some();
+                exited || TcpStream::connect(("127.0.0.1", port)).is_ok()
+            });
+            if up && !exited {
+                let sshd = Self {
+                    dir: dir.to_path_buf(),
+                    port,
+                    child: Some(child),
+                };
+                let line = sshd.known_hosts_line(&format!("[127.0.0.1]:{port}"));
+                std::fs::write(dir.join("known_hosts"), line + "\n").unwrap();
+                return sshd;
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            last_log = std::fs::read_to_string(&log).unwrap_or_default();
+        }
+        panic!("sshd did not start; its log:\n{last_log}");
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The private key sshd accepts.
+    pub fn client_key(&self) -> PathBuf {
+        self.dir.join("client_ed25519")
+    }
+
+    /// A known_hosts line for this server's host key under `host_alias`
+    /// (`[127.0.0.1]:PORT` for a direct connection, or a `HostKeyAlias`).
+    pub fn known_hosts_line(&self, host_alias: &str) -> String {
+        let key = std::fs::read_to_string(self.dir.join("host_ed25519.pub")).unwrap();
+        let mut fields = key.split_whitespace();
+        let (kind, blob) = (fields.next().unwrap(), fields.next().unwrap());
+        format!("{host_alias} {kind} {blob}")
+    }
+
+    /// A `GIT_SSH_COMMAND` that reaches this sshd directly: its client key,
+    /// its host key pinned, no user config, never a prompt.
+    pub fn git_ssh_command_direct(&self) -> String {
+        format!(
+            "ssh -F /dev/null -i '{key}' -p {port} -o BatchMode=yes -o IdentitiesOnly=yes \
+             -o StrictHostKeyChecking=yes -o UserKnownHostsFile='{known}' \
+             -o GlobalKnownHostsFile=/dev/null -o LogLevel=ERROR",
+            key = self.client_key().display(),
+            port = self.port,
+            known = self.dir.join("known_hosts").display(),
+        )
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        // Per-connection sshd children call setsid(): find them before the
+        // listener dies and they are reparented away.
+        let pids = descendants(child.id() as i32);
+        let _ = child.kill();
+        let _ = child.wait();
+        for pid in pids {
+            // SAFETY: plain syscall on a process we started (or its child).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+/// Every live descendant of `root`, from /proc.
+fn descendants(root: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?;
+            Some((pid, ppid.parse().ok()?))
+        })
+        .collect();
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(parents.iter().filter(|(_, p)| *p == parent).map(|(c, _)| c));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+// ------------------------------------------------------------ git
+
+/// git with no user or system config, no template hooks, a fixed identity
+/// and no proxy from the environment; panics unless it succeeds.
+pub(crate) fn git(dir: &Path, args: &[&str]) -> Output {
+    git_env(dir, args, &[])
+}
+
+/// [`git`] with extra environment (`GIT_SSH_COMMAND`, a proxy, …).
+pub(crate) fn git_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let out = git_command(dir, args, env).output().unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?} in {} failed: {}",
+        dir.display(),
+        text(&out.stderr)
+    );
+    out
+}
+
+/// The command [`git_env`] runs, for a test that expects git to fail.
+pub(crate) fn git_command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.arg("-c").arg("init.templateDir=").args(args);
+    cmd.current_dir(dir);
+    for var in [
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "no_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "NO_PROXY",
+        "GIT_SSH",
+        "GIT_SSH_COMMAND",
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_AUTHOR_NAME", "fixture")
+        .env("GIT_AUTHOR_EMAIL", "fixture@example.com")
+        .env("GIT_COMMITTER_NAME", "fixture")
+        .env("GIT_COMMITTER_EMAIL", "fixture@example.com")
+        .envs(env.iter().copied());
+    cmd
+}
+
+/// A bare repository `<root>/<name>` with two commits (README, then a
+/// second line), pushes over HTTP allowed.
+pub(crate) fn bare_repo(root: &Path, name: &str) -> PathBuf {
+    let work = root.join(format!("{name}.work"));
+    std::fs::create_dir_all(&work).unwrap();
+    git(&work, &["init", "-q", "-b", "main"]);
+    std::fs::write(work.join("README"), "one\n").unwrap();
+    git(&work, &["add", "README"]);
+    git(&work, &["commit", "-q", "-m", "first"]);
+    std::fs::write(work.join("README"), "one\ntwo\n").unwrap();
+    git(&work, &["commit", "-q", "-am", "second"]);
+    let bare = root.join(name);
+    git(
+        root,
+        &["clone", "-q", "--bare", work.to_str().unwrap(), name],
+    );
+    git(&bare, &["config", "http.receivepack", "true"]);
+    std::fs::remove_dir_all(&work).unwrap();
+    bare
+}
+
+// ------------------------------------------------------------ the fixtures' own tests
+
+#[test]
+fn git_http_server_serves_clone_and_push() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("srv");
+    std::fs::create_dir_all(&root).unwrap();
+    let bare = bare_repo(&root, "repo.git");
+    let server = GitHttpServer::start(&root);
+    assert_eq!(server.requests(), 0);
+    let url = format!("http://127.0.0.1:{}/repo.git", server.port());
+    git(tmp.path(), &["clone", "-q", &url, "clone"]);
+    let clone = tmp.path().join("clone");
+    let log = git(&clone, &["log", "--format=%s"]);
+    assert_eq!(text(&log.stdout), "second\nfirst\n");
+    assert!(server.requests() >= 2, "{}", server.requests());
+
+    std::fs::write(clone.join("pushed"), "three\n").unwrap();
+    git(&clone, &["add", "pushed"]);
+    git(&clone, &["commit", "-q", "-m", "third"]);
+    // Over postBuffer: git sends the pack with chunked encoding.
+    git(
+        &clone,
+        &["-c", "http.postBuffer=1024", "push", "-q", "origin", "main"],
+    );
+    let log = git(&bare, &["log", "--format=%s", "main"]);
+    assert_eq!(text(&log.stdout), "third\nsecond\nfirst\n");
+    // A missing repository is the CGI's 404, not a hang.
+    let nope = format!("http://127.0.0.1:{}/nope.git", server.port());
+    let out = git_command(tmp.path(), &["ls-remote", &nope], &[])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("not found"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(server.connections() >= server.requests());
+}
+
+#[test]
+fn sshd_serves_git_clone() {
+    if !sshd_installed() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let bare = bare_repo(tmp.path(), "repo.git");
+    let sshd = Sshd::start(&tmp.path().join("sshd"));
+    assert!(sshd.client_key().exists());
+    let line = sshd.known_hosts_line("alias");
+    assert!(line.starts_with("alias ssh-ed25519 "), "{line}");
+    let url = format!(
+        "ssh://{}@127.0.0.1:{}{}",
+        current_user(),
+        sshd.port(),
+        bare.display()
+    );
+    let ssh = sshd.git_ssh_command_direct();
+    git_env(
+        tmp.path(),
+        &["clone", "-q", &url, "clone"],
+        &[("GIT_SSH_COMMAND", &ssh)],
+    );
+    let log = git(&tmp.path().join("clone"), &["log", "--format=%s"]);
+    assert_eq!(text(&log.stdout), "second\nfirst\n");
+    let pid = sshd.child.as_ref().unwrap().id() as i32;
+    drop(sshd);
+    assert!(crate::util::process_is_gone(pid));
+}
+
+#[test]
+fn bulk_server_sends_exactly_n_bytes() {
+    const N: u64 = 3 * (1 << 20) + 12_345;
+    let server = BulkServer::start(N);
+    let url = format!("http://127.0.0.1:{}/", server.port());
+    let body = if Path::new("/usr/bin/curl").exists() {
+        let out = Command::new("curl")
+            .args(["-s", "--noproxy", "*", &url])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "curl: {}", text(&out.stderr));
+        out.stdout
+    } else {
+        let raw = crate::util::http(
+            format!("127.0.0.1:{}", server.port()).parse().unwrap(),
+            "GET",
+            "/",
+            None,
+            None,
+        );
+        assert_eq!(raw.status, 200);
+        raw.body
+    };
+    assert_eq!(body.len() as u64, N);
+    assert!(
+        body.iter()
+            .enumerate()
+            .all(|(i, b)| *b == bulk_byte(i as u64))
+    );
+    assert_eq!(server.requests(), 1);
+    assert_eq!(server.connections(), 1);
+}
+
+#[test]
+fn canary_counts_connections() {
+    let canary = Canary::start();
+    assert_eq!(canary.connections(), 0);
+    drop(TcpStream::connect(("127.0.0.1", canary.port())).unwrap());
+    assert!(eventually(Duration::from_secs(5), || canary.connections() == 1));
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(canary.connections(), 1);
+}
+
+#[test]
+fn fixtures_stop_promptly_with_idle_clients() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (git_srv, bulk) = (GitHttpServer::start(tmp.path()), BulkServer::start(1 << 30));
+    let _idle = TcpStream::connect(("127.0.0.1", git_srv.port())).unwrap();
+    // A client that asks for 1 GiB and never reads.
+    let mut stalled = TcpStream::connect(("127.0.0.1", bulk.port())).unwrap();
+    stalled
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert!(eventually(Duration::from_secs(5), || bulk.requests() == 1
+        && git_srv.connections() == 1));
+    let started = Instant::now();
+    drop((git_srv, bulk));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
