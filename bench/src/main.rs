@@ -12,7 +12,8 @@
 //! Run: `cargo build --release --workspace && target/release/sandbox-bench [EXECS]`
 //!
 //! `sandbox-bench policy [ROUNDS]` measures command classification instead
-//! (see `policy.rs`).
+//! (see `policy.rs`); `sandbox-bench egress [MIB]` downloads through the
+//! egress proxies (see `egress.rs`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -70,6 +71,7 @@ fn load(name: &str) -> BackendObject {
     plugin.backends.into_iter().next().unwrap()
 }
 
+mod egress;
 mod policy;
 
 struct Stats {
@@ -144,6 +146,11 @@ fn exec_round_trips(sandbox: &SandboxObject, ends: &Ends, n: usize) -> Stats {
 }
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("egress") {
+        let mib = std::env::args().nth(2).and_then(|a| a.parse().ok());
+        egress::run(mib.unwrap_or(256));
+        return;
+    }
     if std::env::args().nth(1).as_deref() == Some("policy") {
         let rounds = std::env::args().nth(2).and_then(|a| a.parse().ok());
         policy::run(rounds.unwrap_or(20));

@@ -2,14 +2,15 @@
 //! through the host's proxies (`net.proxy-only`), the session gets its own
 //! HTTP and SOCKS proxies on unix sockets in a private directory, with a
 //! policy built from the spec and the server's settings. They live and die
-//! with the session. Other backends get none: `none` has no boundary to
-//! enforce them at (SPEC E6).
+//! with the session. A `none` session gets them on credentialed loopback
+//! ports, named in each command's proxy variables: advisory only, since
+//! nothing stops a command on the host going direct (SPEC E6).
 
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sandbox_egress::server::{Listen, SessionProxies, ViolationSink};
+use sandbox_egress::server::{Credential, Endpoints, Listen, SessionProxies, ViolationSink};
 use sandbox_egress::{Policy, PolicyConfig};
 use sandbox_plugin_api::{EgressEndpoints, SandboxSpec, SandboxViolation};
 
@@ -65,63 +66,103 @@ pub fn parse_resolve(text: &str) -> Result<(String, IpAddr), String> {
     Ok((host.to_ascii_lowercase(), addr))
 }
 
-/// One session's proxies and the private directory their sockets live in.
+/// One session's proxies (and the private directory of their sockets).
 pub struct SessionEgress {
     proxies: Option<SessionProxies>,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// What a sandbox gets of its session's proxies.
+pub enum Reach {
+    /// Unix sockets for the backend to bind in (`net.proxy-only`).
+    Endpoints(EgressEndpoints),
+    /// Credentialed loopback ports, as proxy variables for each command
+    /// (`none`: advisory — nothing stops a command going direct).
+    Env(Vec<(String, String)>),
+}
+
+fn violation_sink(router: Arc<Router>) -> ViolationSink {
+    Arc::new(move |v: sandbox_egress::Violation| {
+        router.broadcast(SandboxViolation {
+            action: "network-outbound".into(),
+            target: v.refusal.target.clone(),
+            raw: Some(format!(
+                "{} ({}): {}",
+                v.refusal.tag, v.ingress, v.refusal.rule
+            )),
+        });
+    })
 }
 
 impl SessionEgress {
-    /// Starts the proxies; the endpoints go into the spec the backend gets.
+    /// Starts the proxies on unix sockets in a fresh 0700 directory; the
+    /// endpoints go into the spec the backend gets.
     pub async fn start(
         policy: Policy,
         known_hosts: &[String],
         router: Arc<Router>,
-    ) -> Result<(Self, EgressEndpoints), String> {
-        // 0700, owned by us: only this server (and the sandbox it is bound
-        // into) reaches the sockets.
+    ) -> Result<(Self, Reach), String> {
         let dir = tempfile::Builder::new()
             .prefix("cc_server-egress-")
             .tempdir()
             .map_err(|e| format!("creating the egress directory: {e}"))?;
-        let sink: ViolationSink = Arc::new(move |v: sandbox_egress::Violation| {
-            router.broadcast(SandboxViolation {
-                action: "network-outbound".into(),
-                target: v.refusal.target.clone(),
-                raw: Some(format!(
-                    "{} ({}): {}",
-                    v.refusal.tag, v.ingress, v.refusal.rule
-                )),
-            });
-        });
-        let proxies = SessionProxies::start(
-            Arc::new(policy),
-            Listen::Unix {
-                dir: dir.path().to_path_buf(),
-            },
-            sink,
-        )
-        .await
-        .map_err(|e| format!("starting the egress proxies: {e}"))?;
-        let (http_socket, socks_socket) = match proxies.endpoints() {
-            sandbox_egress::server::Endpoints::Unix { http, socks } => {
-                (http.clone(), socks.clone())
-            }
-            other => return Err(format!("unexpected egress endpoints {other:?}")),
+        let listen = Listen::Unix {
+            dir: dir.path().to_path_buf(),
         };
-        let ssh_known_hosts = write_known_hosts(dir.path(), known_hosts)?;
+        let proxies = SessionProxies::start(Arc::new(policy), listen, violation_sink(router))
+            .await
+            .map_err(|e| format!("starting the egress proxies: {e}"))?;
+        let Endpoints::Unix { http, socks } = proxies.endpoints().clone() else {
+            return Err("the proxies did not listen on unix sockets".into());
+        };
         let endpoints = EgressEndpoints {
-            http_socket,
-            socks_socket,
-            ssh_known_hosts,
+            http_socket: http,
+            socks_socket: socks,
+            ssh_known_hosts: write_known_hosts(dir.path(), known_hosts)?,
         };
-        Ok((
-            Self {
-                proxies: Some(proxies),
-                _dir: dir,
-            },
-            endpoints,
-        ))
+        let egress = Self {
+            proxies: Some(proxies),
+            _dir: Some(dir),
+        };
+        Ok((egress, Reach::Endpoints(endpoints)))
+    }
+
+    /// Starts the proxies on loopback ports that require a fresh
+    /// per-session credential (SPEC E1, for backends sharing the host's
+    /// loopback); the credential travels in the proxy URLs.
+    pub async fn start_tcp(policy: Policy, router: Arc<Router>) -> Result<(Self, Reach), String> {
+        let password = crate::random::hex(16).map_err(|e| format!("a proxy credential: {e}"))?;
+        let credential = Credential {
+            user: "cc".into(),
+            password,
+        };
+        let listen = Listen::Tcp { credential };
+        let proxies = SessionProxies::start(Arc::new(policy), listen, violation_sink(router))
+            .await
+            .map_err(|e| format!("starting the egress proxies: {e}"))?;
+        let Endpoints::Tcp {
+            http,
+            socks,
+            credential,
+        } = proxies.endpoints().clone()
+        else {
+            return Err("the proxies did not listen on loopback ports".into());
+        };
+        let auth = format!("{}:{}", credential.user, credential.password);
+        let http = format!("http://{auth}@{http}");
+        let socks = format!("socks5h://{auth}@{socks}");
+        let mut env = Vec::new();
+        for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+            env.push((name.to_owned(), http.clone()));
+        }
+        for name in ["ALL_PROXY", "all_proxy"] {
+            env.push((name.to_owned(), socks.clone()));
+        }
+        let egress = Self {
+            proxies: Some(proxies),
+            _dir: None,
+        };
+        Ok((egress, Reach::Env(env)))
     }
 
     /// Stops the proxies and every live tunnel.

@@ -387,3 +387,54 @@ fn sessions_do_not_share_grants() {
         "no crossed request arrived"
     );
 }
+
+/// E1 for a backend that shares the host's loopback (`none`): the proxies
+/// listen on 127.0.0.1 ports and demand the session's credential (407
+/// without it); the command's proxy variables carry it. Advisory — `none`
+/// is no boundary — but the same decision applies to what goes through.
+#[test]
+fn none_sessions_get_credentialed_loopback_proxies() {
+    let plugins = Plugins::with_none();
+    let work = tempfile::tempdir().unwrap();
+    let bulk = BulkServer::start(10);
+    let canary = Canary::start();
+    let (p, c) = (bulk.port(), canary.port());
+    let script = format!(
+        "curl -s -o /dev/null -w 'allowed=%{{http_code}}\\n' http://ok.test:{p}/\n\
+         curl -s -o /dev/null -w 'refused=%{{http_code}}\\n' http://no.test:{c}/\n\
+         bare=$(echo \"$HTTP_PROXY\" | sed 's|//[^@]*@|//|')\n\
+         curl -s -o /dev/null -w 'no-credential=%{{http_code}}\\n' -x \"$bare\" http://ok.test:{p}/\n\
+         case \"$ALL_PROXY\" in socks5h://cc:*@127.0.0.1:*) echo socks=credentialed;; esac\n"
+    );
+    let out = CcServer::new(&plugins)
+        .current_dir(work.path())
+        .args(["run", "--backend", "none", "--allow-domain", "ok.test"])
+        .args([
+            "--allow-private",
+            "ok.test",
+            "--resolve",
+            "ok.test:127.0.0.1",
+        ])
+        .args(["--resolve", "no.test:127.0.0.1", "--", "sh", "-c", &script])
+        .output();
+    let stdout = text(&out.stdout);
+    for line in [
+        "allowed=200",
+        "refused=403",
+        "no-credential=407",
+        "socks=credentialed",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "expected {line}\n{}",
+            both(&out)
+        );
+    }
+    assert_eq!(
+        (bulk.requests(), canary.connections()),
+        (1, 0),
+        "{}",
+        both(&out)
+    );
+    assert_eq!(violations(&out), [format!("no.test:{c}")], "{}", both(&out));
+}

@@ -20,7 +20,7 @@ use sandbox_registry::select::{Platform, Request, SandboxSwitch, SelectError, Se
 use self::router::Router;
 use crate::command_policy::{CommandPolicy, Refusal};
 use crate::dispatch_policy::DispatchPolicy;
-use crate::egress::{EgressSettings, SessionEgress};
+use crate::egress::{EgressSettings, Reach, SessionEgress};
 use crate::env;
 
 /// Why a session operation failed. The API maps each to a status code.
@@ -164,12 +164,13 @@ impl Sessions {
         let router = Arc::new(Router::default());
         // SPEC E1: this session's own proxies, before the sandbox exists.
         let mut egress = None;
-        if entry
+        let mut proxy_env = Vec::new();
+        let proxy_only = entry
             .report
             .capabilities
             .iter()
-            .any(|c| c == capability::NET_PROXY_ONLY)
-        {
+            .any(|c| c == capability::NET_PROXY_ONLY);
+        if proxy_only || entry.report.kind == SandboxBackend::None {
             let policy = match self.policy.egress.policy(&spec) {
                 Ok(policy) => policy,
                 Err(message) => {
@@ -183,10 +184,19 @@ impl Sessions {
             for warning in policy.warnings() {
                 tracing::warn!(session = %id, "egress: {warning}");
             }
-            let known_hosts = &self.policy.egress.ssh_known_hosts;
-            match SessionEgress::start(policy, known_hosts, Arc::clone(&router)).await {
-                Ok((proxies, endpoints)) => {
+            let started = if proxy_only {
+                let known_hosts = &self.policy.egress.ssh_known_hosts;
+                SessionEgress::start(policy, known_hosts, Arc::clone(&router)).await
+            } else {
+                SessionEgress::start_tcp(policy, Arc::clone(&router)).await
+            };
+            match started {
+                Ok((proxies, Reach::Endpoints(endpoints))) => {
                     spec.egress = Some(endpoints);
+                    egress = Some(proxies);
+                }
+                Ok((proxies, Reach::Env(env))) => {
+                    proxy_env = env;
                     egress = Some(proxies);
                 }
                 Err(e) => {
@@ -232,6 +242,7 @@ impl Sessions {
             network_enabled,
             network_rule,
             egress: tokio::sync::Mutex::new(egress),
+            proxy_env,
             commands: Arc::clone(&self.policy.commands),
             running: AtomicUsize::new(0),
             fate: Mutex::new(Fate::Live),
@@ -331,8 +342,11 @@ pub struct Session {
     network_enabled: bool,
     /// The rule that turned the network off, if one did (SPEC E5).
     network_rule: Option<String>,
-    /// The session's egress proxies, when its backend routes through them.
+    /// The session's egress proxies.
     egress: tokio::sync::Mutex<Option<SessionEgress>>,
+    /// Proxy variables every command gets (backends without
+    /// `net.proxy-only`; those set their own).
+    proxy_env: Vec<(String, String)>,
     commands: Arc<CommandPolicy>,
     running: AtomicUsize,
     fate: Mutex<Fate>,
@@ -440,6 +454,7 @@ impl Session {
                 SessionError::Refused(Box::new(refusal))
             })?;
         let removed = env::prepare(&mut request.env);
+        request.env.extend(self.proxy_env.iter().cloned());
         if !removed.is_empty() {
             tracing::info!(session = %self.id, "removed from the command's environment: {}", removed.join(", "));
         }
