@@ -1,5 +1,5 @@
 //! `sandbox-bench egress [MIB]`: downloads through a bwrap sandbox's egress
-//! proxy (socat in the sandbox → unix socket → the session's proxy → a
+//! proxy (sandbox-init's forwarder in the sandbox → unix socket → the session's proxy → a
 //! loopback server) against the same download straight from the host, in
 //! the same run; and the latency a proxy hop adds to a small request.
 //!

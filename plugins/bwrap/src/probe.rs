@@ -77,8 +77,8 @@ pub fn probe(ctx: &ProbeContext) -> (ProbeReport, Option<Tools>) {
             capability::EXEC_TIMEOUT.into(),
             capability::SUSPEND.into(),
             capability::FS_ISOLATION.into(),
-            // An empty network namespace; socat forwards to the session's
-            // proxies are the only way out (SPEC E2).
+            // An empty network namespace; sandbox-init's forwarder to the
+            // session's proxies is the only way out (SPEC E2).
             capability::NET_PROXY_ONLY.into(),
         ],
         ..ProbeReport::default()

@@ -13,6 +13,11 @@
 //! `sandbox_init::guard`): every command installs the guard filter between
 //! fork and exec and hands its listener here, where a thread serves it.
 //!
+//! With `--forward PORT=SOCKET`, it binds and listens on `127.0.0.1:PORT`
+//! before `ready` and hands the listeners to the egress forwarder, this same
+//! binary started as `sandbox-init --forwarder PORT=FD:SOCKET …` in a
+//! process of its own (see `sandbox_init::forward`).
+//!
 //! Forking happens on the main thread only; the code between fork and exec
 //! makes only async-signal-safe calls on memory prepared before the fork, so
 //! the supervisor threads cannot leave it a held lock.
@@ -24,6 +29,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
+use sandbox_init::forward::{self, Route};
 use sandbox_init::guard::rules::{GuardConfig, Rules};
 use sandbox_init::guard::{self, notify::Listener};
 use sandbox_init::proto::{self, Reply, Request};
@@ -37,6 +43,9 @@ const STAGE_GUARD: u32 = 3;
 // A command that cannot install its filters does not run: `STAGE_GUARD`.
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some(FORWARDER) {
+        return forwarder();
+    }
     let (control, guard_config, forwards) = match parse_args() {
         Ok(parsed) => parsed,
         Err(message) => {
@@ -69,6 +78,34 @@ fn main() -> ExitCode {
             ExitCode::from(125)
         }
     }
+}
+
+/// The first argument of the forwarder process.
+const FORWARDER: &str = "--forwarder";
+
+/// `sandbox-init --forwarder PORT=FD:SOCKET …`: relays the connections of
+/// the listeners PID 1 made and passed down to the unix sockets. Runs under
+/// the hardening filter PID 1's child installed before exec.
+fn forwarder() -> ExitCode {
+    // SAFETY: plain prctl call. Not dumpable: commands can neither read its
+    // memory nor reach its descriptors through /proc.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
+    }
+    let mut routes: Vec<Route> = Vec::new();
+    for arg in std::env::args().skip(2) {
+        let taken: Vec<RawFd> = routes.iter().map(|r| r.listener.as_raw_fd()).collect();
+        match Route::adopt(&arg, &taken) {
+            Ok(route) => routes.push(route),
+            Err(message) => {
+                eprintln!("sandbox-init forwarder: {message}");
+                return ExitCode::from(125);
+            }
+        }
+    }
+    let error = forward::serve(routes, forward::connection_limit());
+    eprintln!("sandbox-init forwarder: {error}");
+    ExitCode::from(1)
 }
 
 /// A loopback TCP port forwarded to a unix socket bound into the sandbox:
@@ -180,7 +217,7 @@ fn serve(
 ) -> io::Result<()> {
     let children = ChildSignals::new()?;
     // Before `ready`: a command must find its proxies listening.
-    start_forwards(forwards)?;
+    let forwarder = start_forwards(forwards)?;
     let outbox = Outbox {
         fd: control.as_raw_fd(),
         lock: Arc::default(),
@@ -221,7 +258,7 @@ fn serve(
         }
         if polled[1].revents != 0 {
             children.drain();
-            reap(&outbox, &mut running)?;
+            reap(&outbox, &mut running, forwarder)?;
         }
         if polled[0].revents != 0 {
             match proto::recv::<Request>(control)? {
@@ -246,49 +283,60 @@ fn serve(
     }
 }
 
-/// Starts one `socat` per forward (hardening filter, no guard: it creates
-/// no files) and waits until each port accepts. A forward that does not
-/// come up fails the launch: a sandbox that asked for network gets it, or
-/// does not start.
-fn start_forwards(forwards: &[Forward]) -> io::Result<()> {
+/// Binds and listens on each forward's port, then starts the forwarder
+/// (hardening filter, no guard: it creates no files) with the listeners,
+/// which it alone holds from then on: if it dies, connections are refused.
+/// Returns its pid. A port that cannot be bound, or a forwarder that cannot
+/// be started, fails the launch: a sandbox that asked for network gets it,
+/// or does not start.
+fn start_forwards(forwards: &[Forward]) -> io::Result<Option<i32>> {
     if forwards.is_empty() {
-        return Ok(());
+        return Ok(None);
+    }
+    let mut listeners = Vec::with_capacity(forwards.len());
+    let mut argv = vec![own_path(), FORWARDER.to_owned()];
+    for forward in forwards {
+        let listener = forward::listen_loopback(forward.port)
+            .map_err(|e| io::Error::new(e.kind(), format!("127.0.0.1:{}: {e}", forward.port)))?;
+        argv.push(forward::route_arg(
+            forward.port,
+            listener.as_raw_fd(),
+            &forward.socket,
+        ));
+        listeners.push(listener);
     }
     let filters = Filters {
         hardening: seccomp::hardening_filter(),
         guard: None,
         umask: 0o077,
     };
-    let env = [("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned())];
-    for forward in forwards {
-        let argv = [
-            "socat".to_owned(),
-            format!("TCP-LISTEN:{},bind=127.0.0.1,reuseaddr,fork", forward.port),
-            format!("UNIX-CONNECT:{}", forward.socket),
-        ];
-        let dev_null: OwnedFd = std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/null")?
-            .into();
-        let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
-        spawn(&argv, &env, "/", false, vec![dev_null, stderr], &filters).map_err(|f| {
-            io::Error::other(format!("socat for port {}: {}", forward.port, f.message))
-        })?;
-    }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    for forward in forwards {
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], forward.port));
-        while std::net::TcpStream::connect(addr).is_err() {
-            if std::time::Instant::now() > deadline {
-                return Err(io::Error::other(format!(
-                    "the egress forward on 127.0.0.1:{} did not come up",
-                    forward.port
-                )));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-    }
-    Ok(())
+    let dev_null: OwnedFd = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")?
+        .into();
+    let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
+    let inherit: Vec<RawFd> = listeners.iter().map(|l| l.as_raw_fd()).collect();
+    let (pid, _) = spawn(
+        &argv,
+        &[],
+        "/",
+        false,
+        vec![dev_null, stderr],
+        &inherit,
+        &filters,
+    )
+    .map_err(|f| io::Error::other(format!("the egress forwarder: {}", f.message)))?;
+    // `listeners` close here: the forwarder's copies are the only ones.
+    Ok(Some(pid))
+}
+
+/// This binary's path inside the sandbox (`/.sandbox-init`, as bwrap ran
+/// it), or the kernel's link to it.
+fn own_path() -> String {
+    std::env::args()
+        .next()
+        .filter(|a| a.starts_with('/'))
+        .unwrap_or_else(|| "/proc/self/exe".to_owned())
 }
 
 /// What every command gets between fork and exec.
@@ -327,7 +375,7 @@ fn handle(
             env,
             cwd,
             stdin,
-        } => match spawn(&argv, &env, &cwd, stdin, fds, filters) {
+        } => match spawn(&argv, &env, &cwd, stdin, fds, &[], filters) {
             Ok((pid, listener)) => {
                 running.by_pid.insert(pid, id);
                 running.by_id.insert(id, pid);
@@ -401,14 +449,23 @@ fn kill_everything() {
     unsafe { libc::kill(-1, libc::SIGKILL) };
 }
 
-/// Reaps every child that ended; reports the commands among them.
-fn reap(outbox: &Outbox, running: &mut Running) -> io::Result<()> {
+/// Reaps every child that ended; reports the commands among them and logs
+/// the end of the egress forwarder.
+fn reap(outbox: &Outbox, running: &mut Running, forwarder: Option<i32>) -> io::Result<()> {
     loop {
         let mut status = 0;
         // SAFETY: plain syscall writing into `status`.
         let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
         if pid <= 0 {
             return Ok(());
+        }
+        if Some(pid) == forwarder {
+            // Its listeners closed with it: connections are refused now.
+            eprintln!(
+                "sandbox-init: the egress forwarder ended ({}); the sandbox has no network",
+                describe_status(status)
+            );
+            continue;
         }
         let Some(id) = running.by_pid.remove(&pid) else {
             continue; // an orphan, or a command that never started
@@ -420,6 +477,14 @@ fn reap(outbox: &Outbox, running: &mut Running) -> io::Result<()> {
             (None, Some(libc::WTERMSIG(status)))
         };
         outbox.send(0, &Reply::Exited { id, code, signal })?;
+    }
+}
+
+fn describe_status(status: i32) -> String {
+    if libc::WIFEXITED(status) {
+        format!("exit status {}", libc::WEXITSTATUS(status))
+    } else {
+        format!("signal {}", libc::WTERMSIG(status))
     }
 }
 
@@ -488,13 +553,16 @@ fn candidates(program: &str, env: &[(String, String)]) -> Vec<String> {
 
 /// Forks and execs one command in a session (and process group) of its own.
 /// With a guard filter, the child installs it before exec and hands over
-/// its listener, which is returned with the pid.
+/// its listener, which is returned with the pid. The descriptors in
+/// `inherit` (close-on-exec in PID 1, above 2) stay open across the exec,
+/// at the same numbers.
 fn spawn(
     argv: &[String],
     env: &[(String, String)],
     cwd: &str,
     stdin: bool,
     fds: Vec<OwnedFd>,
+    inherit: &[RawFd],
     filters: &Filters,
 ) -> Result<(i32, Option<OwnedFd>), Failure> {
     let expected = if stdin { 3 } else { 2 };
@@ -533,6 +601,7 @@ fn spawn(
         hardening: &filters.hardening,
         guard_filter: filters.guard.as_deref(),
         umask: filters.umask,
+        inherit,
     };
 
     // A datagram socket pair: the child sends its guard listener (if any)
@@ -672,6 +741,7 @@ struct Prepared<'a> {
     hardening: &'a [seccomp::SockFilter],
     guard_filter: Option<&'a [seccomp::SockFilter]>,
     umask: libc::mode_t,
+    inherit: &'a [RawFd],
 }
 
 /// The child between fork and exec.
@@ -706,6 +776,9 @@ unsafe fn child(p: &Prepared<'_>, report: RawFd) -> ! {
         libc::dup2(input, 0);
         libc::dup2(p.stdout, 1);
         libc::dup2(p.stderr, 2);
+        for &fd in p.inherit {
+            libc::fcntl(fd, libc::F_SETFD, 0);
+        }
         if libc::chdir(p.cwd.as_ptr()) != 0 {
             fail(report, STAGE_CHDIR);
         }
