@@ -12,6 +12,7 @@ mod bwrap;
 mod conformance;
 mod egress;
 mod guard;
+mod microvm;
 mod net;
 mod plugins;
 mod policy;

@@ -82,6 +82,13 @@ impl Plugins {
         plugins
     }
 
+    /// With `none` and the `microvm` library (probe only in this version).
+    pub fn with_microvm() -> Self {
+        let plugins = Self::with_none();
+        plugins.add(&artifact("libsandbox_backend_microvm.so"));
+        plugins
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }

@@ -1,0 +1,421 @@
+//! Whether this host can run microVM sandboxes (SPEC B2, B7, C5) — and, in
+//! this version, the honest answer that it cannot: the engine (QEMU over
+//! QMP), the guest image and the guest agent are not built, so the probe
+//! never reports the backend available. What it does check is real, so the
+//! hint lists everything a host is missing, most important first:
+//!
+//! 1. the accelerator: [`crate::kvm`]'s functional test (a PVM `/dev/kvm`
+//!    emulates ring-0 guest code), or the TCG opt-in, which is never a
+//!    kernel boundary worth the name;
+//! 2. QEMU: [`crate::qemu`], with the `microvm` machine and the accelerator;
+//! 3. the engine, image and agent (always, in this version).
+
+use sandbox_plugin_api::{ProbeContext, ProbeReport, SandboxBackend};
+
+use crate::cache;
+use crate::kvm::{self, Plan, Verdict};
+use crate::qemu::{self, Finding};
+
+/// The opt-in to TCG from the environment; beats the config file, as
+/// every `CC_SERVER_*` variable does.
+pub const ACCEL_ENV: &str = "CC_SERVER_MICROVM_ACCEL";
+
+/// The badge with a hardware accelerator.
+pub const NOTE: &str =
+    "QEMU microVM — a kernel boundary (hardware virtualisation); not built in this version";
+
+/// The badge with TCG opted in.
+pub const NOTE_TCG: &str =
+    "QEMU microVM on TCG — emulated, not an isolation boundary; not built in this version";
+
+/// What is always missing in this version.
+pub const ENGINE_NOT_BUILT: &str =
+    "the microvm engine (QEMU over QMP), guest image and guest agent are not built yet";
+
+/// What the TCG opt-in would give.
+pub const TCG_OPTED_IN: &str = "TCG was opted in: it would be emulated — not an isolation boundary";
+
+/// The accelerator asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accel {
+    /// The default: hardware virtualisation through `/dev/kvm`.
+    Kvm,
+    /// QEMU's emulator, only when opted in (research/microvm.md §4.2).
+    Tcg,
+}
+
+impl Accel {
+    /// QEMU's name for it (`-accel NAME`).
+    pub fn qemu_name(self) -> &'static str {
+        match self {
+            Self::Kvm => "kvm",
+            Self::Tcg => "tcg",
+        }
+    }
+}
+
+/// The accelerator from `CC_SERVER_MICROVM_ACCEL` (when set) or from
+/// `[backends.microvm] accel`; `kvm` when neither says. Anything else is
+/// an error naming where it came from: a typo must not pass silently.
+pub fn accel_choice(options: &serde_json::Value, env: Option<&str>) -> Result<Accel, String> {
+    let parse = |value: &str, from: &str| match value {
+        "kvm" => Ok(Accel::Kvm),
+        "tcg" => Ok(Accel::Tcg),
+        other => Err(format!(
+            "{from} is `{other}`, which is not an accelerator this backend knows (kvm, tcg)"
+        )),
+    };
+    if let Some(value) = env.filter(|v| !v.is_empty()) {
+        return parse(value, ACCEL_ENV);
+    }
+    match options.get("accel") {
+        None | Some(serde_json::Value::Null) => Ok(Accel::Kvm),
+        Some(serde_json::Value::String(s)) => parse(s, "[backends.microvm] accel"),
+        Some(other) => Err(format!(
+            "[backends.microvm] accel is {other}, not a string (kvm or tcg)"
+        )),
+    }
+}
+
+/// What the KVM test found.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KvmFinding {
+    /// The test that ran.
+    pub plan: Plan,
+    /// Its verdict.
+    pub verdict: Verdict,
+    /// Whether `/sys/module/kvm_pvm` exists.
+    pub pvm: bool,
+}
+
+/// Everything the probe looked at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Findings {
+    /// The accelerator asked for, or why the setting is wrong.
+    pub accel: Result<Accel, String>,
+    /// The KVM test, when KVM is the accelerator (not run for TCG).
+    pub kvm: Option<KvmFinding>,
+    /// QEMU.
+    pub qemu: Finding,
+}
+
+/// One thing standing between this host and a working backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocker {
+    /// What, in words.
+    pub text: String,
+    /// Whether installing a package removes it.
+    pub installable: bool,
+}
+
+impl Blocker {
+    fn new(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            installable: false,
+        }
+    }
+
+    fn install(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            installable: true,
+        }
+    }
+}
+
+/// Every blocker, most important first. Never empty in this version.
+pub fn blockers(findings: &Findings) -> Vec<Blocker> {
+    let mut out = Vec::new();
+    let accel = match &findings.accel {
+        Ok(accel) => Some(*accel),
+        Err(e) => {
+            out.push(Blocker::new(e.clone()));
+            None
+        }
+    };
+    if accel == Some(Accel::Tcg) {
+        out.push(Blocker::new(TCG_OPTED_IN));
+    }
+    if let Some(k) = &findings.kvm
+        && let Some(text) = kvm::blocker(&k.verdict, &k.plan, k.pvm)
+    {
+        out.push(Blocker::new(text));
+    }
+    match &findings.qemu {
+        Finding::Missing => out.push(Blocker::install(format!(
+            "{} is not in PATH ({})",
+            qemu::BINARY,
+            qemu::INSTALL_HINT
+        ))),
+        Finding::Unusable { path, reason } => out.push(Blocker::new(format!(
+            "{} does not answer as QEMU: {reason}",
+            path.display()
+        ))),
+        Finding::Found(q) => {
+            if !q.has_microvm() {
+                out.push(Blocker::install(format!(
+                    "{} {} has no `{}` machine ({})",
+                    qemu::BINARY,
+                    q.version,
+                    qemu::MACHINE,
+                    qemu::INSTALL_HINT
+                )));
+            }
+            if let Some(accel) = accel.filter(|a| !q.offers(a.qemu_name())) {
+                out.push(Blocker::new(format!(
+                    "{} {} was built without the {} accelerator (it offers: {})",
+                    qemu::BINARY,
+                    q.version,
+                    accel.qemu_name(),
+                    q.accels.join(", ")
+                )));
+            }
+        }
+    }
+    out.push(Blocker::new(ENGINE_NOT_BUILT));
+    out
+}
+
+/// The report for these findings: unavailable, with every blocker in the
+/// hint. `kernel_boundary` stays false and no capability is listed, because
+/// nothing can run; `requires_install` is set only when installing would be
+/// enough, which the missing engine rules out in this version.
+pub fn report(findings: &Findings) -> ProbeReport {
+    let blockers = blockers(findings);
+    let note = if findings.accel == Ok(Accel::Tcg) {
+        NOTE_TCG
+    } else {
+        NOTE
+    };
+    let hint = blockers
+        .iter()
+        .map(|b| b.text.as_str())
+        .collect::<Vec<_>>()
+        .join("; ");
+    ProbeReport {
+        kind: SandboxBackend::Microvm,
+        requires_install: !blockers.is_empty() && blockers.iter().all(|b| b.installable),
+        ..ProbeReport::unavailable(note, hint)
+    }
+}
+
+/// Probes this host: the accelerator setting, the KVM test (unless TCG was
+/// opted in), QEMU.
+pub fn probe(ctx: &ProbeContext) -> ProbeReport {
+    let env = std::env::var(ACCEL_ENV).ok();
+    let accel = accel_choice(&ctx.options, env.as_deref());
+    let binary = qemu::locate();
+    let key = cache::key(binary.as_deref(), &format!("{accel:?}"));
+    let dir = cache::dir();
+    let entry = match dir.as_deref().and_then(|d| cache::load(d, &key)) {
+        Some(entry) => {
+            tracing::debug!("microvm: the probe's findings of this boot, kept");
+            entry
+        }
+        None => {
+            let (kvm, qemu) = run_checks(accel.clone(), binary);
+            let entry = cache::Entry { key, kvm, qemu };
+            if let Some(dir) = &dir {
+                cache::store(dir, &entry);
+            }
+            entry
+        }
+    };
+    let (kvm, qemu) = (entry.kvm, entry.qemu);
+    let findings = Findings { accel, kvm, qemu };
+    if let Some(k) = &findings.kvm {
+        let figures = kvm::figures(&k.verdict, &k.plan);
+        tracing::info!(
+            verdict = ?k.verdict,
+            pvm = k.pvm,
+            "microvm: functional KVM test: {}",
+            figures.as_deref().unwrap_or("no guest ran")
+        );
+    }
+    tracing::debug!(qemu = ?findings.qemu, "microvm: QEMU");
+    report(&findings)
+}
+
+/// The KVM test (unless TCG was opted in) and the QEMU questions, at once:
+/// QEMU is asked while the guest runs.
+fn run_checks(
+    accel: Result<Accel, String>,
+    binary: Option<std::path::PathBuf>,
+) -> (Option<KvmFinding>, Finding) {
+    std::thread::scope(|scope| {
+        let qemu = scope.spawn(|| qemu::probe(binary));
+        let kvm = (accel != Ok(Accel::Tcg)).then(|| {
+            let plan = Plan::DEFAULT;
+            KvmFinding {
+                plan,
+                verdict: kvm::functional_test(&plan),
+                pvm: kvm::pvm_host(),
+            }
+        });
+        let qemu = qemu.join().unwrap_or_else(|_| Finding::Unusable {
+            path: qemu::BINARY.into(),
+            reason: "the QEMU query panicked".to_owned(),
+        });
+        (kvm, qemu)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::qemu::Qemu;
+
+    fn emulated_on_pvm() -> KvmFinding {
+        KvmFinding {
+            plan: Plan::DEFAULT,
+            verdict: Verdict::Emulated {
+                iterations: 100_000,
+                elapsed: Duration::from_millis(190),
+            },
+            pvm: true,
+        }
+    }
+
+    fn hardware() -> KvmFinding {
+        KvmFinding {
+            plan: Plan::DEFAULT,
+            verdict: Verdict::Hardware {
+                iterations: 10_000_000,
+                elapsed: Duration::from_millis(4),
+            },
+            pvm: false,
+        }
+    }
+
+    fn good_qemu() -> Finding {
+        Finding::Found(Qemu {
+            path: PathBuf::from("/usr/bin/qemu-system-x86_64"),
+            version: "7.2.22".to_owned(),
+            machines: vec!["microvm".to_owned(), "q35".to_owned()],
+            accels: vec!["tcg".to_owned(), "kvm".to_owned()],
+        })
+    }
+
+    #[test]
+    fn this_hosts_case_lists_pvm_then_qemu_then_the_engine() {
+        let r = report(&Findings {
+            accel: Ok(Accel::Kvm),
+            kvm: Some(emulated_on_pvm()),
+            qemu: Finding::Missing,
+        });
+        assert!(!r.available);
+        assert_eq!(
+            r.hint,
+            "ring-0 guest code is emulated by /dev/kvm (PVM host: needs a PVM guest kernel): \
+             100 k iterations took 190 ms against a 100 ms budget for 10 M; \
+             qemu-system-x86_64 is not in PATH (install the Debian package qemu-system-x86); \
+             the microvm engine (QEMU over QMP), guest image and guest agent are not built yet"
+        );
+        assert_eq!(r.kind, SandboxBackend::Microvm);
+        assert!(!r.requires_install, "installing QEMU would not be enough");
+        assert!(!r.kernel_boundary && r.capabilities.is_empty());
+        assert_eq!(r.note, NOTE);
+    }
+
+    #[test]
+    fn never_available_even_on_a_perfect_host() {
+        let r = report(&Findings {
+            accel: Ok(Accel::Kvm),
+            kvm: Some(hardware()),
+            qemu: good_qemu(),
+        });
+        assert!(!r.available && !r.requires_install);
+        assert_eq!(r.hint, ENGINE_NOT_BUILT);
+        assert!(r.capabilities.is_empty() && !r.kernel_boundary);
+    }
+
+    #[test]
+    fn tcg_says_emulated_not_a_boundary_and_not_built() {
+        let r = report(&Findings {
+            accel: Ok(Accel::Tcg),
+            kvm: None,
+            qemu: good_qemu(),
+        });
+        assert!(!r.available);
+        assert_eq!(r.hint, format!("{TCG_OPTED_IN}; {ENGINE_NOT_BUILT}"));
+        assert!(r.hint.contains("emulated — not an isolation boundary"));
+        assert_eq!(r.note, NOTE_TCG);
+    }
+
+    #[test]
+    fn a_qemu_without_microvm_or_the_accelerator_is_named() {
+        let Finding::Found(q) = good_qemu() else {
+            unreachable!()
+        };
+        let r = report(&Findings {
+            accel: Ok(Accel::Kvm),
+            kvm: Some(hardware()),
+            qemu: Finding::Found(Qemu {
+                machines: vec!["pc".to_owned()],
+                accels: vec!["tcg".to_owned()],
+                ..q
+            }),
+        });
+        assert!(r.hint.contains("has no `microvm` machine"), "{}", r.hint);
+        assert!(
+            r.hint
+                .contains("built without the kvm accelerator (it offers: tcg)"),
+            "{}",
+            r.hint
+        );
+        let r = report(&Findings {
+            accel: Ok(Accel::Kvm),
+            kvm: Some(hardware()),
+            qemu: Finding::Unusable {
+                path: PathBuf::from("/opt/q"),
+                reason: "`/opt/q --version` failed (exit status: 1): x".to_owned(),
+            },
+        });
+        assert!(
+            r.hint.starts_with("/opt/q does not answer as QEMU: "),
+            "{}",
+            r.hint
+        );
+    }
+
+    #[test]
+    fn the_accelerator_comes_from_the_env_then_the_config() {
+        assert_eq!(accel_choice(&serde_json::Value::Null, None), Ok(Accel::Kvm));
+        assert_eq!(accel_choice(&json!({}), None), Ok(Accel::Kvm));
+        assert_eq!(accel_choice(&json!({"accel": "tcg"}), None), Ok(Accel::Tcg));
+        assert_eq!(
+            accel_choice(&json!({"accel": "kvm"}), Some("tcg")),
+            Ok(Accel::Tcg)
+        );
+        assert_eq!(
+            accel_choice(&json!({"accel": "tcg"}), Some("kvm")),
+            Ok(Accel::Kvm)
+        );
+        assert_eq!(
+            accel_choice(&json!({"accel": "tcg"}), Some("")),
+            Ok(Accel::Tcg)
+        );
+        let e = accel_choice(&json!({"accel": "tgc"}), None).unwrap_err();
+        assert!(
+            e.contains("[backends.microvm] accel") && e.contains("`tgc`"),
+            "{e}"
+        );
+        let e = accel_choice(&json!({}), Some("hvf")).unwrap_err();
+        assert!(e.contains(ACCEL_ENV), "{e}");
+        let e = accel_choice(&json!({"accel": 1}), None).unwrap_err();
+        assert!(e.contains("not a string"), "{e}");
+        // A bad setting is the first thing the hint says.
+        let r = report(&Findings {
+            accel: Err(e.clone()),
+            kvm: Some(hardware()),
+            qemu: good_qemu(),
+        });
+        assert!(r.hint.starts_with(&e), "{}", r.hint);
+    }
+}
