@@ -191,12 +191,31 @@ static void only_in_a_sandbox(void) {
 }
 "#;
 
-/// Compiles `source` (after [`C_PRELUDE`]) with the host's `cc` in a temp
-/// dir and copies the program into `work` as `name`.
-fn c_program(work: &Path, name: &str, source: &str) {
-    let build = tempfile::tempdir().unwrap();
-    let c = build.path().join(format!("{name}.c"));
-    let bin = build.path().join(name);
+/// A compiled test program in a directory of its own, bound read-only:
+/// writable binds are `noexec`, so a program in the work dir could not run.
+struct Program {
+    dir: tempfile::TempDir,
+    name: &'static str,
+}
+
+impl Program {
+    /// Its path (the same inside the sandbox).
+    fn path(&self) -> String {
+        s(&self.dir.path().join(self.name)).to_owned()
+    }
+
+    /// The `run` flags that show it to the sandbox, read-only.
+    fn bind(&self) -> String {
+        format!("{}:ro", s(self.dir.path()))
+    }
+}
+
+/// Compiles `source` (after [`C_PRELUDE`]) with the host's `cc` into a
+/// [`Program`].
+fn c_program(name: &'static str, source: &str) -> Program {
+    let dir = tempfile::tempdir().unwrap();
+    let c = dir.path().join(format!("{name}.c"));
+    let bin = dir.path().join(name);
     std::fs::write(&c, format!("{C_PRELUDE}{source}")).unwrap();
     let out = Command::new("cc")
         .args(["-O2", "-pthread", "-Wall", "-o"])
@@ -209,7 +228,7 @@ fn c_program(work: &Path, name: &str, source: &str) {
         "cc failed on {name}.c:\n{}",
         text(&out.stderr)
     );
-    std::fs::copy(&bin, work.join(name)).unwrap();
+    Program { dir, name }
 }
 
 /// `NAME=N` from a program's output, as a number.
@@ -613,8 +632,8 @@ fn an_unnamed_file_cannot_be_linked_to_a_protected_name() {
     let plugins = Plugins::with_bwrap();
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
-    c_program(w, "tmpfile", TMPFILE_C);
-    let out = guard_sh(&plugins, w, &[], "./tmpfile");
+    let prog = c_program("tmpfile", TMPFILE_C);
+    let out = guard_sh(&plugins, w, &["--bind", &prog.bind()], &prog.path());
     assert_eq!(code(&out), 0, "{}", both(&out));
     assert_eq!(reading(&out, "tmpfile"), 0);
     assert_eq!(reading(&out, "empty-path"), i64::from(libc::EACCES));
@@ -639,8 +658,8 @@ fn an_unnamed_file_can_be_linked_by_its_proc_fd_name() {
     let plugins = Plugins::with_bwrap();
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
-    c_program(w, "tmpfile", TMPFILE_C);
-    let out = guard_sh(&plugins, w, &[], "./tmpfile");
+    let prog = c_program("tmpfile", TMPFILE_C);
+    let out = guard_sh(&plugins, w, &["--bind", &prog.bind()], &prog.path());
     assert_eq!(code(&out), 0, "{}", both(&out));
     assert_eq!(reading(&out, "proc-fd-plain"), 0, "{}", both(&out));
     assert_eq!(
@@ -662,8 +681,7 @@ fn io_uring_is_unavailable_so_no_ring_creates_anything() {
     let plugins = Plugins::with_bwrap();
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
-    c_program(
-        w,
+    let prog = c_program(
         "uring",
         r#"
 #include <linux/io_uring.h>
@@ -716,7 +734,7 @@ int main(void) {
 }
 "#,
     );
-    let out = guard_sh(&plugins, w, &[], "./uring");
+    let out = guard_sh(&plugins, w, &["--bind", &prog.bind()], &prog.path());
     assert_eq!(code(&out), 0, "{}", both(&out));
     assert_eq!(reading(&out, "setup"), i64::from(libc::ENOSYS));
     assert_absent(&w.join("uring.pem"), &out);
@@ -733,8 +751,7 @@ fn the_ia32_entry_point_kills_the_process() {
     let plugins = Plugins::with_bwrap();
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
-    c_program(
-        w,
+    let prog = c_program(
         "ia32",
         r#"
 #include <sys/mman.h>
@@ -758,13 +775,23 @@ int main(void) {
 }
 "#,
     );
-    let out = guard_sh(&plugins, w, &[], "exec ./ia32");
+    let out = guard_sh(
+        &plugins,
+        w,
+        &["--bind", &prog.bind()],
+        &format!("exec {}", prog.path()),
+    );
     assert_eq!(code(&out), 128 + libc::SIGSYS, "{}", both(&out));
     assert_line(&out, "calling");
     assert!(!text(&out.stdout).contains("returned="), "{}", both(&out));
     assert_absent(&w.join("ia32.pem"), &out);
 
-    let out = guard_sh(&plugins, w, &["--json"], "exec ./ia32");
+    let out = guard_sh(
+        &plugins,
+        w,
+        &["--json", "--bind", &prog.bind()],
+        &format!("exec {}", prog.path()),
+    );
     let events = events(&out);
     let exit = events.last().unwrap();
     assert_eq!(exit["type"], "exit", "{events:?}");
@@ -782,8 +809,7 @@ fn openat2_gets_enosys() {
     let plugins = Plugins::with_bwrap();
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
-    c_program(
-        w,
+    let prog = c_program(
         "o2",
         r#"
 #include <linux/openat2.h>
@@ -806,7 +832,7 @@ int main(void) {
 }
 "#,
     );
-    let out = guard_sh(&plugins, w, &[], "./o2");
+    let out = guard_sh(&plugins, w, &["--bind", &prog.bind()], &prog.path());
     assert_eq!(code(&out), 0, "{}", both(&out));
     assert_eq!(reading(&out, "pem"), i64::from(libc::ENOSYS));
     assert_eq!(reading(&out, "txt"), i64::from(libc::ENOSYS));
@@ -826,8 +852,7 @@ fn chroot_is_refused_so_no_confused_deputy() {
     let w = work.path();
     std::fs::create_dir(w.join("jail")).unwrap();
     let name = format!("cd-{}.pem", unique());
-    c_program(
-        w,
+    let prog = c_program(
         "jailed",
         r#"
 int main(int argc, char **argv) {
@@ -840,7 +865,12 @@ int main(int argc, char **argv) {
 }
 "#,
     );
-    let out = guard_sh(&plugins, w, &[], &format!("./jailed /{name}"));
+    let out = guard_sh(
+        &plugins,
+        w,
+        &["--bind", &prog.bind()],
+        &format!("{} /{name}", prog.path()),
+    );
     assert_eq!(code(&out), 0, "{}", both(&out));
     assert_eq!(reading(&out, "chroot"), i64::from(libc::EPERM));
     assert_absent(&w.join("jail").join(&name), &out);
@@ -860,8 +890,7 @@ fn a_non_dumpable_process_fails_closed() {
     let plugins = Plugins::with_bwrap();
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
-    c_program(
-        w,
+    let prog = c_program(
         "nodump",
         r#"
 #include <sys/prctl.h>
@@ -882,7 +911,7 @@ int main(void) {
 }
 "#,
     );
-    let out = guard_sh(&plugins, w, &[], "./nodump");
+    let out = guard_sh(&plugins, w, &["--bind", &prog.bind()], &prog.path());
     assert_eq!(code(&out), 0, "{}", both(&out));
     assert_eq!(reading(&out, "prctl"), 0);
     assert_eq!(reading(&out, "dumpable"), 0, "the attack did not happen");
@@ -911,8 +940,7 @@ fn a_two_thread_path_flipping_race_creates_no_protected_file() {
     let plugins = Plugins::with_bwrap();
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
-    c_program(
-        w,
+    let prog = c_program(
         "race",
         r#"
 #include <pthread.h>
@@ -952,7 +980,12 @@ int main(int argc, char **argv) {
 }
 "#,
     );
-    let out = guard_sh(&plugins, w, &[], "./race 20000");
+    let out = guard_sh(
+        &plugins,
+        w,
+        &["--bind", &prog.bind()],
+        &format!("{} 20000", prog.path()),
+    );
     assert_eq!(code(&out), 0, "{}", both(&out));
     assert_eq!(reading(&out, "rounds"), 20_000);
     assert_eq!(reading(&out, "pem"), 0, "{}", both(&out));
@@ -1510,11 +1543,12 @@ fn standard_streams_and_fd_paths_stay_writable() {
 }
 
 /// G1, C1 (exec deny in writable dirs, research §2.1): a script or binary
-/// freshly written into the writable work dir cannot be executed (writable
-/// binds are remounted noexec; exec only from system dirs), while system
-/// binaries run. Host: the script's marker never printed.
+/// freshly written into the writable work dir — or into the private /tmp —
+/// cannot be executed, not even by handing it to the dynamic loader (every
+/// writable mount is `noexec`), while system binaries run; and no command
+/// can make a user namespace to remount its way out. Host: the script's
+/// marker never printed, the files are there.
 #[test]
-#[ignore = "not built yet: noexec writable binds (process layout, issue 5 item 2)"]
 fn a_fresh_script_in_the_work_dir_cannot_be_executed() {
     require_bwrap!();
     let plugins = Plugins::with_bwrap();
@@ -1522,12 +1556,28 @@ fn a_fresh_script_in_the_work_dir_cannot_be_executed() {
     let mut script = String::new();
     script += "printf '#!/bin/sh\\necho FRESH-RAN\\n' > fresh.sh && chmod +x fresh.sh\n";
     script += "cp /usr/bin/true ./copied-true && chmod +x copied-true\n";
+    script += "cp /usr/bin/true /tmp/tmp-true && chmod +x /tmp/tmp-true\n";
     script += &attempt("script", "./fresh.sh");
     script += &attempt("binary", "./copied-true");
+    script += &attempt("tmp-binary", "/tmp/tmp-true");
+    script += &attempt("loader", "/lib64/ld-linux-x86-64.so.2 ./copied-true");
+    script += &attempt("userns", "unshare -U true");
+    script += &attempt("remount", "mount -o remount,exec .");
     script += &attempt("system", "/usr/bin/true");
     let out = guard_sh(&plugins, work.path(), &[], &script);
-    assert_failed(&out, &["script", "binary"]);
+    assert_failed(
+        &out,
+        &[
+            "script",
+            "binary",
+            "tmp-binary",
+            "loader",
+            "userns",
+            "remount",
+        ],
+    );
     assert_line(&out, "system=ok");
     assert!(!text(&out.stdout).contains("FRESH-RAN"), "{}", both(&out));
     assert!(work.path().join("fresh.sh").exists(), "{}", both(&out));
+    assert!(work.path().join("copied-true").exists(), "{}", both(&out));
 }

@@ -251,7 +251,6 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         "--unshare-net",
         "--unshare-uts",
         "--unshare-cgroup-try",
-        "--disable-userns",
         "--die-with-parent",
         "--new-session",
         "--as-pid-1",
@@ -260,6 +259,11 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         args.flag(flag);
     }
     args.one("--cap-drop", "ALL");
+    // For sandbox-init's helper alone, which writes PID 1's uid map in the
+    // user namespace PID 1 makes (mapping uid 0 needs it); PID 1 drops
+    // every capability before anything runs (`sandbox_init::layout`).
+    // New user namespaces are forbidden there, and by the seccomp filter.
+    args.one("--cap-add", "CAP_SETFCAP");
 
     // 1. The system view.
     for dir in SYSTEM_VIEW

@@ -152,7 +152,6 @@ fn namespaces_hardening_and_the_init_come_first_and_last() {
         "--unshare-net",
         "--unshare-ipc",
         "--unshare-uts",
-        "--disable-userns",
         "--die-with-parent",
         "--new-session",
         "--as-pid-1",
@@ -161,6 +160,10 @@ fn namespaces_hardening_and_the_init_come_first_and_last() {
         assert!(args.contains(&flag.to_owned()), "{flag} missing: {args:?}");
     }
     assert!(has(&args, &["--cap-drop", "ALL"]));
+    // sandbox-init makes its own user namespace and forbids further ones
+    // there; bwrap's --disable-userns would forbid ours.
+    assert!(has(&args, &["--cap-add", "CAP_SETFCAP"]));
+    assert!(!args.contains(&"--disable-userns".to_owned()));
     let tail = &args[args.len() - 4..];
     assert_eq!(
         tail,

@@ -168,11 +168,12 @@ fn canary(bwrap: &Path) -> Result<(), String> {
         .args([
             "--unshare-all",
             "--unshare-user",
-            "--disable-userns",
             "--die-with-parent",
             "--new-session",
             "--cap-drop",
             "ALL",
+            "--cap-add",
+            "CAP_SETFCAP",
             "--ro-bind",
             "/",
             "/",

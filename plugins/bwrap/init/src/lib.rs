@@ -7,5 +7,6 @@
 
 pub mod forward;
 pub mod guard;
+pub mod layout;
 pub mod proto;
 pub mod seccomp;

@@ -53,6 +53,12 @@ fn main() -> ExitCode {
             return ExitCode::from(125);
         }
     };
+    // First, while single-threaded: our own namespaces, writable mounts
+    // noexec, no capabilities (see `sandbox_init::layout`). Fail closed.
+    if let Err(message) = sandbox_init::layout::enter() {
+        eprintln!("sandbox-init: {message}");
+        return ExitCode::from(125);
+    }
     let rules = match guard_config.map(|c| start_guard(&c)).transpose() {
         Ok(rules) => rules,
         Err(message) => {

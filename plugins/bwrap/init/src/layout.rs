@@ -1,0 +1,354 @@
+//! PID 1's own namespace layout, set up before anything else runs
+//! (research/linux-create-deny.md §2.2; SPEC C1's exec deny in writable
+//! dirs, G1).
+//!
+//! bubblewrap cannot mount anything `noexec`, and once it has dropped our
+//! capabilities neither can we in its namespaces. So PID 1 makes a user and
+//! mount namespace of its own (a helper process it forked first, still in
+//! bubblewrap's user namespace, writes the identity uid/gid maps: the same
+//! ids inside as outside), and in it:
+//! 1. remounts every visible writable mount `noexec` (keeping its other
+//!    flags): nothing written inside the sandbox can be executed, not even
+//!    through `ld.so ./binary`, which maps it executable instead of
+//!    exec'ing it;
+//! 2. sets `user.max_user_namespaces` to 0 there: no process below can make
+//!    a user namespace again (what bubblewrap's `--disable-userns` did);
+//! 3. drops every capability, bounding set included, with the securebits
+//!    locked, so no command (not even uid 0) gets one back at exec.
+//!
+//! Every step that fails fails the launch: the sandbox starts with this
+//! layout or not at all.
+
+use std::io;
+
+/// One mount as `/proc/self/mountinfo` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// Where it is mounted (octal escapes decoded).
+    pub point: String,
+    /// Its per-mount options (`rw`, `nosuid`, `relatime`, …).
+    pub options: Vec<String>,
+}
+
+impl Mount {
+    pub fn read_only(&self) -> bool {
+        self.options.iter().any(|o| o == "ro")
+    }
+}
+
+/// Parses mountinfo text, in mount order.
+pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.split(' ');
+            let point = fields.nth(4)?;
+            let options = fields.next()?;
+            Some(Mount {
+                point: unescape(point),
+                options: options.split(',').map(str::to_owned).collect(),
+            })
+        })
+        .collect()
+}
+
+/// mountinfo writes space, tab, newline and backslash as `\ooo`.
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 3 < bytes.len()
+            && bytes[i + 1..i + 4]
+                .iter()
+                .all(|b| (b'0'..=b'7').contains(b))
+        {
+            let value = bytes[i + 1..i + 4]
+                .iter()
+                .fold(0u32, |v, b| v * 8 + u32::from(b - b'0'));
+            out.push(value as u8);
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The writable mounts a path can reach: at each mount point only the last
+/// mount (the one on top) is visible; read-only ones are left alone.
+pub fn visible_writable(mounts: &[Mount]) -> Vec<&Mount> {
+    let mut visible: Vec<&Mount> = Vec::new();
+    for mount in mounts {
+        visible.retain(|m| m.point != mount.point);
+        visible.push(mount);
+    }
+    visible.into_iter().filter(|m| !m.read_only()).collect()
+}
+
+/// The `mount(2)` flags that add `noexec` to a bind remount and keep what
+/// the mount has (a locked flag may not be cleared, and dropping `nosuid`
+/// or `nodev` would loosen it).
+pub fn noexec_flags(mount: &Mount) -> libc::c_ulong {
+    let mut flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_NOEXEC;
+    for option in &mount.options {
+        flags |= match option.as_str() {
+            "nosuid" => libc::MS_NOSUID,
+            "nodev" => libc::MS_NODEV,
+            "noatime" => libc::MS_NOATIME,
+            "nodiratime" => libc::MS_NODIRATIME,
+            "relatime" => libc::MS_RELATIME,
+            "strictatime" => libc::MS_STRICTATIME,
+            _ => 0,
+        };
+    }
+    flags
+}
+
+/// Sets the layout up (see the module doc). Must run while this process
+/// has a single thread (`unshare(CLONE_NEWUSER)` requires it).
+pub fn enter() -> Result<(), String> {
+    enter_own_user_namespace().map_err(|e| format!("a user namespace of our own: {e}"))?;
+    let text = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
+    let mounts = parse_mountinfo(&text);
+    for mount in visible_writable(&mounts) {
+        remount(&mount.point, noexec_flags(mount))
+            .map_err(|e| format!("remounting {} noexec: {e}", mount.point))?;
+    }
+    std::fs::write("/proc/sys/user/max_user_namespaces", "0")
+        .map_err(|e| format!("forbidding new user namespaces: {e}"))?;
+    drop_capabilities().map_err(|e| format!("dropping capabilities: {e}"))?;
+    Ok(())
+}
+
+/// Unshares a user and a mount namespace; a child forked before writes our
+/// identity maps from the old user namespace (after `unshare` we have no
+/// rights there; mapping uid 0 needs CAP_SETFCAP there, which bubblewrap
+/// leaves us for this alone).
+fn enter_own_user_namespace() -> io::Result<()> {
+    // SAFETY: plain syscalls.
+    let (uid, gid, pid) = unsafe { (libc::geteuid(), libc::getegid(), libc::getpid()) };
+    let maps = [
+        (format!("/proc/{pid}/setgroups\0"), "deny".to_owned()),
+        (format!("/proc/{pid}/uid_map\0"), format!("{uid} {uid} 1")),
+        (format!("/proc/{pid}/gid_map\0"), format!("{gid} {gid} 1")),
+    ];
+    let (go_read, go_write) = pipe()?;
+    // SAFETY: the process is single-threaded here (see `enter`); the child
+    // only makes async-signal-safe calls on memory prepared above.
+    let helper = unsafe { libc::fork() };
+    if helper < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if helper == 0 {
+        // SAFETY: async-signal-safe calls only, then _exit.
+        unsafe {
+            libc::close(go_write);
+            let mut byte = 0u8;
+            let ready = libc::read(go_read, (&raw mut byte).cast(), 1) == 1;
+            let mut ok = ready;
+            for (path, text) in &maps {
+                if !ok {
+                    break;
+                }
+                let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
+                ok = fd >= 0
+                    && libc::write(fd, text.as_ptr().cast(), text.len()) == text.len() as isize;
+                if fd >= 0 {
+                    libc::close(fd);
+                }
+            }
+            libc::_exit(if ok { 0 } else { 1 });
+        }
+    }
+    // SAFETY: closing our copy of the child's end.
+    unsafe { libc::close(go_read) };
+    // SAFETY: plain syscall.
+    let unshared = unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) };
+    let unshare_error = io::Error::last_os_error();
+    // Tell the helper to go (or, on failure, to give up: it sees the maps
+    // refused or end of file).
+    // SAFETY: writing one byte from a live local, then closing our end.
+    unsafe {
+        libc::write(go_write, [1u8].as_ptr().cast(), 1);
+        libc::close(go_write);
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    while unsafe { libc::waitpid(helper, &mut status, 0) } < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    if unshared != 0 {
+        return Err(unshare_error);
+    }
+    if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+        return Err(io::Error::other(
+            "the id maps could not be written (uid 0 needs CAP_SETFCAP in bubblewrap's namespace)",
+        ));
+    }
+    Ok(())
+}
+
+fn pipe() -> io::Result<(libc::c_int, libc::c_int)> {
+    let mut ends = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `ends`.
+    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((ends[0], ends[1]))
+}
+
+fn remount(point: &str, flags: libc::c_ulong) -> io::Result<()> {
+    let target = std::ffi::CString::new(point).map_err(io::Error::other)?;
+    // SAFETY: a bind remount of a path we pass as a valid C string; no
+    // source, type or data.
+    let done = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            target.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+    };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Every capability gone — effective, permitted, inheritable, ambient and
+/// bounding — and the securebits locked so uid 0 gains none at exec; then
+/// checked in `/proc/self/status`.
+fn drop_capabilities() -> io::Result<()> {
+    let check = |rc: libc::c_int| {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    };
+    // SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP, SECBIT_KEEP_CAPS off, each
+    // locked; SECBIT_NO_CAP_AMBIENT_RAISE and its lock.
+    let securebits: libc::c_ulong = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80;
+    // SAFETY: plain prctl calls.
+    unsafe {
+        check(libc::prctl(libc::PR_SET_SECUREBITS, securebits, 0, 0, 0))?;
+    }
+    let last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")?
+        .trim()
+        .parse::<libc::c_ulong>()
+        .map_err(io::Error::other)?;
+    for cap in 0..=last {
+        // SAFETY: plain prctl call.
+        check(unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) })?;
+    }
+    // SAFETY: plain prctl call.
+    check(unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    })?;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let header = Header {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+        pid: 0,
+    };
+    let data = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capset reads a v3 header and two data structs.
+    check(unsafe {
+        libc::syscall(libc::SYS_capset, &raw const header, data.as_ptr()) as libc::c_int
+    })?;
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    for field in ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
+        let value = status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .map(str::trim);
+        if value.map(|v| v.trim_start_matches('0').is_empty()) != Some(true) {
+            return Err(io::Error::other(format!(
+                "{field} is {} after dropping",
+                value.unwrap_or("missing")
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "\
+60 59 0:52 / / rw,nosuid,nodev,relatime - tmpfs tmpfs rw
+61 60 254:0 /usr /usr ro,nosuid,nodev,relatime - ext4 /dev/vda rw
+62 60 0:53 / /proc rw,nosuid,nodev,noexec,relatime - proc proc rw
+63 60 0:54 / /tmp rw,nosuid,nodev,relatime - tmpfs tmpfs rw
+64 60 254:0 /work /work rw,nosuid,nodev,relatime - ext4 /dev/vda rw
+65 64 254:0 /work/.git/hooks /work/.git/hooks ro,nosuid,nodev,relatime - ext4 /dev/vda rw
+66 60 254:0 /w\\040x /w\\040x rw,nosuid,nodev,noatime - ext4 /dev/vda rw
+67 63 0:55 / /tmp rw,nosuid,nodev,relatime - tmpfs tmpfs rw
+";
+
+    #[test]
+    fn mountinfo_is_parsed_with_escapes() {
+        let mounts = parse_mountinfo(SAMPLE);
+        assert_eq!(mounts.len(), 8);
+        assert_eq!(mounts[6].point, "/w x");
+        assert!(mounts[1].read_only() && !mounts[3].read_only());
+        assert_eq!(unescape("a\\134b\\011"), "a\\b\t");
+        assert_eq!(unescape("trailing\\"), "trailing\\");
+    }
+
+    #[test]
+    fn only_the_top_writable_mount_at_each_point_is_remounted() {
+        let mounts = parse_mountinfo(SAMPLE);
+        let points: Vec<&str> = visible_writable(&mounts)
+            .iter()
+            .map(|m| m.point.as_str())
+            .collect();
+        assert_eq!(points, ["/", "/proc", "/work", "/w x", "/tmp"]);
+    }
+
+    #[test]
+    fn the_flags_add_noexec_and_keep_the_rest() {
+        let mounts = parse_mountinfo(SAMPLE);
+        let work = noexec_flags(&mounts[4]);
+        assert_eq!(
+            work,
+            libc::MS_REMOUNT
+                | libc::MS_BIND
+                | libc::MS_NOEXEC
+                | libc::MS_NOSUID
+                | libc::MS_NODEV
+                | libc::MS_RELATIME
+        );
+        assert_ne!(noexec_flags(&mounts[6]) & libc::MS_NOATIME, 0);
+        assert_eq!(noexec_flags(&mounts[6]) & libc::MS_RELATIME, 0);
+    }
+}
