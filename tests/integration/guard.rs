@@ -30,8 +30,19 @@ fn s(path: &Path) -> &str {
 /// default dispatch policy (the guard is on), the sandbox layer alone
 /// ([`SANDBOX_LAYER_ONLY`]).
 fn guard_run(plugins: &Plugins, cwd: &Path, flags: &[&str], argv: &[&str]) -> Output {
+    guard_run_config(plugins, SANDBOX_LAYER_ONLY, cwd, flags, argv)
+}
+
+/// [`guard_run`] with a config of its own.
+fn guard_run_config(
+    plugins: &Plugins,
+    config: &str,
+    cwd: &Path,
+    flags: &[&str],
+    argv: &[&str],
+) -> Output {
     let out = CcServer::new(plugins)
-        .config(SANDBOX_LAYER_ONLY)
+        .config(config)
         .current_dir(cwd)
         .arg("run")
         .args(["--backend", "bwrap"])
@@ -191,8 +202,10 @@ static void only_in_a_sandbox(void) {
 }
 "#;
 
-/// A compiled test program in a directory of its own, bound read-only:
-/// writable binds are `noexec`, so a program in the work dir could not run.
+/// A compiled test program in a directory of its own. Commands may exec
+/// only from the system view (and nothing written inside, as writable
+/// mounts are `noexec`), so its directory joins the system view through
+/// the config (`system_paths`), as a user would add a trusted tool dir.
 struct Program {
     dir: tempfile::TempDir,
     name: &'static str,
@@ -204,9 +217,14 @@ impl Program {
         s(&self.dir.path().join(self.name)).to_owned()
     }
 
-    /// The `run` flags that show it to the sandbox, read-only.
-    fn bind(&self) -> String {
-        format!("{}:ro", s(self.dir.path()))
+    /// [`guard_sh`] with this program's directory in the system view.
+    fn sh(&self, plugins: &Plugins, cwd: &Path, flags: &[&str], script: &str) -> Output {
+        let config = format!(
+            "{SANDBOX_LAYER_ONLY}[backends.bwrap]\nsystem_paths = [{:?}]\n",
+            s(self.dir.path())
+        );
+        let guarded = format!("{ONLY_IN_A_SANDBOX}{script}");
+        guard_run_config(plugins, &config, cwd, flags, &["sh", "-c", &guarded])
     }
 }
 
@@ -633,7 +651,7 @@ fn an_unnamed_file_cannot_be_linked_to_a_protected_name() {
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
     let prog = c_program("tmpfile", TMPFILE_C);
-    let out = guard_sh(&plugins, w, &["--bind", &prog.bind()], &prog.path());
+    let out = prog.sh(&plugins, w, &[], &prog.path());
     assert_eq!(code(&out), 0, "{}", both(&out));
     assert_eq!(reading(&out, "tmpfile"), 0);
     assert_eq!(reading(&out, "empty-path"), i64::from(libc::EACCES));
@@ -659,7 +677,7 @@ fn an_unnamed_file_can_be_linked_by_its_proc_fd_name() {
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
     let prog = c_program("tmpfile", TMPFILE_C);
-    let out = guard_sh(&plugins, w, &["--bind", &prog.bind()], &prog.path());
+    let out = prog.sh(&plugins, w, &[], &prog.path());
     assert_eq!(code(&out), 0, "{}", both(&out));
     assert_eq!(reading(&out, "proc-fd-plain"), 0, "{}", both(&out));
     assert_eq!(
@@ -734,7 +752,7 @@ int main(void) {
 }
 "#,
     );
-    let out = guard_sh(&plugins, w, &["--bind", &prog.bind()], &prog.path());
+    let out = prog.sh(&plugins, w, &[], &prog.path());
     assert_eq!(code(&out), 0, "{}", both(&out));
     assert_eq!(reading(&out, "setup"), i64::from(libc::ENOSYS));
     assert_absent(&w.join("uring.pem"), &out);
@@ -775,23 +793,13 @@ int main(void) {
 }
 "#,
     );
-    let out = guard_sh(
-        &plugins,
-        w,
-        &["--bind", &prog.bind()],
-        &format!("exec {}", prog.path()),
-    );
+    let out = prog.sh(&plugins, w, &[], &format!("exec {}", prog.path()));
     assert_eq!(code(&out), 128 + libc::SIGSYS, "{}", both(&out));
     assert_line(&out, "calling");
     assert!(!text(&out.stdout).contains("returned="), "{}", both(&out));
     assert_absent(&w.join("ia32.pem"), &out);
 
-    let out = guard_sh(
-        &plugins,
-        w,
-        &["--json", "--bind", &prog.bind()],
-        &format!("exec {}", prog.path()),
-    );
+    let out = prog.sh(&plugins, w, &["--json"], &format!("exec {}", prog.path()));
     let events = events(&out);
     let exit = events.last().unwrap();
     assert_eq!(exit["type"], "exit", "{events:?}");
@@ -832,7 +840,7 @@ int main(void) {
 }
 "#,
     );
-    let out = guard_sh(&plugins, w, &["--bind", &prog.bind()], &prog.path());
+    let out = prog.sh(&plugins, w, &[], &prog.path());
     assert_eq!(code(&out), 0, "{}", both(&out));
     assert_eq!(reading(&out, "pem"), i64::from(libc::ENOSYS));
     assert_eq!(reading(&out, "txt"), i64::from(libc::ENOSYS));
@@ -865,12 +873,7 @@ int main(int argc, char **argv) {
 }
 "#,
     );
-    let out = guard_sh(
-        &plugins,
-        w,
-        &["--bind", &prog.bind()],
-        &format!("{} /{name}", prog.path()),
-    );
+    let out = prog.sh(&plugins, w, &[], &format!("{} /{name}", prog.path()));
     assert_eq!(code(&out), 0, "{}", both(&out));
     assert_eq!(reading(&out, "chroot"), i64::from(libc::EPERM));
     assert_absent(&w.join("jail").join(&name), &out);
@@ -911,7 +914,7 @@ int main(void) {
 }
 "#,
     );
-    let out = guard_sh(&plugins, w, &["--bind", &prog.bind()], &prog.path());
+    let out = prog.sh(&plugins, w, &[], &prog.path());
     assert_eq!(code(&out), 0, "{}", both(&out));
     assert_eq!(reading(&out, "prctl"), 0);
     assert_eq!(reading(&out, "dumpable"), 0, "the attack did not happen");
@@ -980,12 +983,7 @@ int main(int argc, char **argv) {
 }
 "#,
     );
-    let out = guard_sh(
-        &plugins,
-        w,
-        &["--bind", &prog.bind()],
-        &format!("{} 20000", prog.path()),
-    );
+    let out = prog.sh(&plugins, w, &[], &format!("{} 20000", prog.path()));
     assert_eq!(code(&out), 0, "{}", both(&out));
     assert_eq!(reading(&out, "rounds"), 20_000);
     assert_eq!(reading(&out, "pem"), 0, "{}", both(&out));
@@ -1545,14 +1543,22 @@ fn standard_streams_and_fd_paths_stay_writable() {
 /// G1, C1 (exec deny in writable dirs, research §2.1): a script or binary
 /// freshly written into the writable work dir — or into the private /tmp —
 /// cannot be executed, not even by handing it to the dynamic loader (every
-/// writable mount is `noexec`), while system binaries run; and no command
-/// can make a user namespace to remount its way out. Host: the script's
+/// writable mount is `noexec`), while system binaries run; exec is allowed
+/// only from the system view (Landlock), so a binary in a read-only bind
+/// is refused too; and no command can make a user namespace to remount its
+/// way out. Host: the script's
 /// marker never printed, the files are there.
 #[test]
 fn a_fresh_script_in_the_work_dir_cannot_be_executed() {
     require_bwrap!();
     let plugins = Plugins::with_bwrap();
     let work = tempfile::tempdir().unwrap();
+    // A binary that exists before the run, in a read-only bind outside the
+    // system view: exec is refused (Landlock); the dynamic loader can still
+    // map it, as Landlock does not see mmap — it is not new code.
+    let tools = tempfile::tempdir().unwrap();
+    std::fs::copy("/usr/bin/true", tools.path().join("ro-true")).unwrap();
+    let ro_true = s(&tools.path().join("ro-true")).to_owned();
     let mut script = String::new();
     script += "printf '#!/bin/sh\\necho FRESH-RAN\\n' > fresh.sh && chmod +x fresh.sh\n";
     script += "cp /usr/bin/true ./copied-true && chmod +x copied-true\n";
@@ -1564,7 +1570,13 @@ fn a_fresh_script_in_the_work_dir_cannot_be_executed() {
     script += &attempt("userns", "unshare -U true");
     script += &attempt("remount", "mount -o remount,exec .");
     script += &attempt("system", "/usr/bin/true");
-    let out = guard_sh(&plugins, work.path(), &[], &script);
+    script += &attempt("ro-bind", &ro_true);
+    script += &attempt(
+        "ro-bind-loader",
+        &format!("/lib64/ld-linux-x86-64.so.2 {ro_true}"),
+    );
+    let bind = format!("{}:ro", s(tools.path()));
+    let out = guard_sh(&plugins, work.path(), &["--bind", &bind], &script);
     assert_failed(
         &out,
         &[
@@ -1574,8 +1586,10 @@ fn a_fresh_script_in_the_work_dir_cannot_be_executed() {
             "loader",
             "userns",
             "remount",
+            "ro-bind",
         ],
     );
+    assert_line(&out, "ro-bind-loader=ok");
     assert_line(&out, "system=ok");
     assert!(!text(&out.stdout).contains("FRESH-RAN"), "{}", both(&out));
     assert!(work.path().join("fresh.sh").exists(), "{}", both(&out));

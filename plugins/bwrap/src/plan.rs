@@ -265,20 +265,23 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     // New user namespaces are forbidden there, and by the seccomp filter.
     args.one("--cap-add", "CAP_SETFCAP");
 
-    // 1. The system view.
-    for dir in SYSTEM_VIEW
-        .iter()
-        .map(PathBuf::from)
-        .chain(input.extra_system.iter().cloned())
-    {
+    // 1. The system view: read-only, and the only place commands may
+    //    exec from (sandbox-init's Landlock ruleset, below).
+    let mut exec_from = Vec::new();
+    for dir in SYSTEM_VIEW.iter().map(PathBuf::from) {
         if host.kind(&dir) == Some(Kind::Dir) {
             args.two("--ro-bind", &dir, &dir);
+            exec_from.push(dir);
         }
     }
     for link in SYSTEM_LINKS.iter().map(Path::new) {
         match (host.link_target(link), host.kind(link)) {
             (Some(target), Some(_)) => args.two("--symlink", target, link),
-            (None, Some(Kind::Dir)) => args.two("--ro-bind", link, link),
+            (None, Some(Kind::Dir)) => {
+                // Not merged into /usr here: a system dir of its own.
+                args.two("--ro-bind", link, link);
+                exec_from.push(link.to_path_buf());
+            }
             _ => {}
         }
     }
@@ -351,6 +354,15 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     for view in &ordered {
         let flag = if view.writable { "--bind" } else { "--ro-bind" };
         args.two(flag, &view.host, &view.guest);
+    }
+    // Configured system paths (`system_paths`) go on top of the private
+    // /tmp and $HOME and of the binds: read-only and exec-able wherever
+    // they are.
+    for dir in input.extra_system {
+        if host.kind(dir) == Some(Kind::Dir) {
+            args.two("--ro-bind", dir, dir);
+            exec_from.push(dir.clone());
+        }
     }
 
     // 3. Write protection inside writable views.
@@ -454,6 +466,13 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     args.flag("--");
     args.flag(INIT_IN_SANDBOX);
     args.one("--control-fd", input.control_fd.to_string());
+    for dir in exec_from
+        .iter()
+        .map(PathBuf::as_path)
+        .chain([Path::new(INIT_IN_SANDBOX)])
+    {
+        args.one("--exec-from", dir);
+    }
     if let Some(config) = &guard {
         // Serialising plain strings cannot fail.
         args.one("--guard", serde_json::to_string(config).unwrap_or_default());

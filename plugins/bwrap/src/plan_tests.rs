@@ -164,12 +164,22 @@ fn namespaces_hardening_and_the_init_come_first_and_last() {
     // there; bwrap's --disable-userns would forbid ours.
     assert!(has(&args, &["--cap-add", "CAP_SETFCAP"]));
     assert!(!args.contains(&"--disable-userns".to_owned()));
-    let tail = &args[args.len() - 4..];
+    let at = args.iter().position(|a| a == "--").unwrap();
     assert_eq!(
-        tail,
+        args[at..at + 4],
         ["--", INIT_IN_SANDBOX, "--control-fd", "3"],
         "no globs, no guard"
     );
+    // Exec only from the system view and sandbox-init itself.
+    let exec_from: Vec<&str> = args[at + 4..]
+        .chunks(2)
+        .map(|pair| {
+            assert_eq!(pair[0], "--exec-from", "{args:?}");
+            pair[1].as_str()
+        })
+        .collect();
+    assert!(exec_from.contains(&"/usr") && exec_from.contains(&INIT_IN_SANDBOX));
+    assert!(!exec_from.contains(&"/work/proj"), "{exec_from:?}");
     assert_eq!(plan.guard, None);
     assert!(has(
         &args,
@@ -588,4 +598,55 @@ fn egress_sockets_are_bound_and_forwarded() {
         ssh.contains("UserKnownHostsFile=/.sandbox-egress/known_hosts"),
         "{ssh}"
     );
+}
+
+/// C1 (exec only from the system view): configured system paths are bound
+/// read-only after the private /tmp and $HOME and after the binds (so
+/// nothing hides them, and inside a writable bind they stay read-only),
+/// and they, the system dirs and sandbox-init are the only exec roots.
+#[test]
+fn configured_system_paths_go_on_top_and_are_the_extra_exec_roots() {
+    let mut host = FakeHost::standard();
+    host.dir("/home/u/.cargo/bin")
+        .dir("/tmp/tools")
+        .dir("/work/proj");
+    let spec = spec_with(vec![bind("/home/u", false)]);
+    let extra = [
+        PathBuf::from("/home/u/.cargo/bin"),
+        PathBuf::from("/tmp/tools"),
+        PathBuf::from("/nonexistent"),
+    ];
+    let plan = plan(
+        &PlanInput {
+            spec: &spec,
+            home: Some(Path::new("/home/u")),
+            init: Path::new("/opt/cc/sandbox-init"),
+            control_fd: 3,
+            extra_system: &extra,
+            guard: true,
+        },
+        &host,
+    )
+    .unwrap();
+    let args = strings(&plan);
+    let tmpfs = find(&args, &["--tmpfs", "/tmp"]).unwrap();
+    let home = find(&args, &["--bind", "/home/u", "/home/u"]).unwrap();
+    let cargo = find(
+        &args,
+        &["--ro-bind", "/home/u/.cargo/bin", "/home/u/.cargo/bin"],
+    )
+    .unwrap();
+    let tools = find(&args, &["--ro-bind", "/tmp/tools", "/tmp/tools"]).unwrap();
+    assert!(cargo > home && tools > tmpfs, "{args:?}");
+    assert!(!args.contains(&"/nonexistent".to_owned()), "{args:?}");
+    let at = args.iter().position(|a| a == "--").unwrap();
+    let exec_from: Vec<&str> = args[at..]
+        .windows(2)
+        .filter(|w| w[0] == "--exec-from")
+        .map(|w| w[1].as_str())
+        .collect();
+    for root in ["/usr", "/home/u/.cargo/bin", "/tmp/tools", INIT_IN_SANDBOX] {
+        assert!(exec_from.contains(&root), "{root}: {exec_from:?}");
+    }
+    assert!(!exec_from.contains(&"/home/u"), "{exec_from:?}");
 }

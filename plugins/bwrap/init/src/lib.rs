@@ -7,6 +7,7 @@
 
 pub mod forward;
 pub mod guard;
+pub mod landlock;
 pub mod layout;
 pub mod proto;
 pub mod seccomp;

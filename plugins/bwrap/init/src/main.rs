@@ -39,6 +39,7 @@ use sandbox_init::seccomp;
 const STAGE_CHDIR: u32 = 1;
 const STAGE_EXEC: u32 = 2;
 const STAGE_GUARD: u32 = 3;
+const STAGE_LANDLOCK: u32 = 4;
 
 // A command that cannot install its filters does not run: `STAGE_GUARD`.
 
@@ -46,7 +47,7 @@ fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some(FORWARDER) {
         return forwarder();
     }
-    let (control, guard_config, forwards) = match parse_args() {
+    let (control, guard_config, forwards, exec_from) = match parse_args() {
         Ok(parsed) => parsed,
         Err(message) => {
             eprintln!("sandbox-init: {message}");
@@ -59,6 +60,18 @@ fn main() -> ExitCode {
         eprintln!("sandbox-init: {message}");
         return ExitCode::from(125);
     }
+    // Exec only from the system view, for every command (fail closed).
+    let exec_ruleset = if exec_from.is_empty() {
+        None
+    } else {
+        match sandbox_init::landlock::exec_ruleset(&exec_from) {
+            Ok(ruleset) => Some(ruleset),
+            Err(e) => {
+                eprintln!("sandbox-init: {e}");
+                return ExitCode::from(125);
+            }
+        }
+    };
     let rules = match guard_config.map(|c| start_guard(&c)).transpose() {
         Ok(rules) => rules,
         Err(message) => {
@@ -77,7 +90,13 @@ fn main() -> ExitCode {
         eprintln!("sandbox-init: cannot install the seccomp filter: {e}");
         return ExitCode::from(125);
     }
-    match serve(control.as_fd(), rules.map(Arc::new), &forwards) {
+    let exec_ruleset = exec_ruleset.as_ref().map(AsRawFd::as_raw_fd);
+    match serve(
+        control.as_fd(),
+        rules.map(Arc::new),
+        &forwards,
+        exec_ruleset,
+    ) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sandbox-init: {e}");
@@ -121,11 +140,20 @@ struct Forward {
     socket: String,
 }
 
-fn parse_args() -> Result<(OwnedFd, Option<GuardConfig>, Vec<Forward>), String> {
+/// What PID 1 was started with.
+type Args = (
+    OwnedFd,
+    Option<GuardConfig>,
+    Vec<Forward>,
+    Vec<std::path::PathBuf>,
+);
+
+fn parse_args() -> Result<Args, String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut control = None;
     let mut guard_config = None;
     let mut forwards = Vec::new();
+    let mut exec_from = Vec::new();
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -153,11 +181,12 @@ fn parse_args() -> Result<(OwnedFd, Option<GuardConfig>, Vec<Forward>), String> 
                     socket: socket.to_owned(),
                 });
             }
+            "--exec-from" => exec_from.push(std::path::PathBuf::from(value)),
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
     let fd = control
-        .ok_or("usage: sandbox-init --control-fd N [--guard JSON] [--forward PORT=SOCKET]...")?;
+        .ok_or("usage: sandbox-init --control-fd N [--guard JSON] [--forward PORT=SOCKET]... [--exec-from PATH]...")?;
     // SAFETY: F_GETFD only inspects the descriptor table.
     if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
         return Err(format!("descriptor {fd} is not open"));
@@ -166,7 +195,7 @@ fn parse_args() -> Result<(OwnedFd, Option<GuardConfig>, Vec<Forward>), String> 
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     // SAFETY: plain fcntl on a descriptor we own; commands must not inherit it.
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-    Ok((owned, guard_config, forwards))
+    Ok((owned, guard_config, forwards, exec_from))
 }
 
 /// Prepares the supervisor side: the rules, the identities of existing
@@ -220,10 +249,11 @@ fn serve(
     control: BorrowedFd<'_>,
     rules: Option<Arc<Rules>>,
     forwards: &[Forward],
+    exec_ruleset: Option<RawFd>,
 ) -> io::Result<()> {
     let children = ChildSignals::new()?;
     // Before `ready`: a command must find its proxies listening.
-    let forwarder = start_forwards(forwards)?;
+    let forwarder = start_forwards(forwards, exec_ruleset)?;
     let outbox = Outbox {
         fd: control.as_raw_fd(),
         lock: Arc::default(),
@@ -238,6 +268,7 @@ fn serve(
         hardening: seccomp::hardening_filter(),
         guard: rules.as_ref().map(|_| seccomp::guard_filter()),
         umask: commands_umask(rules.is_some()),
+        exec_ruleset,
     };
     let mut running = Running::default();
     loop {
@@ -295,7 +326,7 @@ fn serve(
 /// Returns its pid. A port that cannot be bound, or a forwarder that cannot
 /// be started, fails the launch: a sandbox that asked for network gets it,
 /// or does not start.
-fn start_forwards(forwards: &[Forward]) -> io::Result<Option<i32>> {
+fn start_forwards(forwards: &[Forward], exec_ruleset: Option<RawFd>) -> io::Result<Option<i32>> {
     if forwards.is_empty() {
         return Ok(None);
     }
@@ -315,6 +346,7 @@ fn start_forwards(forwards: &[Forward]) -> io::Result<Option<i32>> {
         hardening: seccomp::hardening_filter(),
         guard: None,
         umask: 0o077,
+        exec_ruleset,
     };
     let dev_null: OwnedFd = std::fs::OpenOptions::new()
         .write(true)
@@ -351,6 +383,8 @@ struct Filters {
     guard: Option<Vec<seccomp::SockFilter>>,
     /// The umask commands start with.
     umask: libc::mode_t,
+    /// The Landlock ruleset every command enters (`sandbox_init::landlock`).
+    exec_ruleset: Option<RawFd>,
 }
 
 /// With the guard, PID 1 creates files for commands with their own umask
@@ -607,6 +641,7 @@ fn spawn(
         hardening: &filters.hardening,
         guard_filter: filters.guard.as_deref(),
         umask: filters.umask,
+        exec_ruleset: filters.exec_ruleset,
         inherit,
     };
 
@@ -656,6 +691,7 @@ fn spawn(
         let what = match stage {
             STAGE_CHDIR => format!("working directory {cwd}"),
             STAGE_GUARD => "installing the command's seccomp filters".to_owned(),
+            STAGE_LANDLOCK => "entering the command's Landlock ruleset".to_owned(),
             _ => argv[0].clone(),
         };
         return Err(Failure {
@@ -748,6 +784,7 @@ struct Prepared<'a> {
     guard_filter: Option<&'a [seccomp::SockFilter]>,
     umask: libc::mode_t,
     inherit: &'a [RawFd],
+    exec_ruleset: Option<RawFd>,
 }
 
 /// The child between fork and exec.
@@ -762,6 +799,13 @@ unsafe fn child(p: &Prepared<'_>, report: RawFd) -> ! {
         libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
         libc::umask(p.umask);
         libc::setsid();
+        if let Some(ruleset) = p.exec_ruleset {
+            // Landlock wants no_new_privs first; seccomp sets it again.
+            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0);
+            if !sandbox_init::landlock::restrict_self(ruleset) {
+                fail(report, STAGE_LANDLOCK);
+            }
+        }
         if seccomp::install(p.hardening).is_err() {
             fail(report, STAGE_GUARD);
         }
