@@ -122,6 +122,7 @@ pub mod abi;
 mod error;
 pub mod host;
 pub mod sdk;
+pub mod secrets;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 mod types;
