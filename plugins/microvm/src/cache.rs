@@ -30,11 +30,15 @@ pub struct Entry {
     pub key: String,
     pub kvm: Option<KvmFinding>,
     pub qemu: Finding,
+    /// The guest image, verified (hashing ~70 MB is not for every start).
+    pub image: Result<crate::image::Found, String>,
+    /// The host TSC in kHz, when TCG needs it.
+    pub tsc_khz: Option<u64>,
 }
 
 /// The key for this host now. `qemu`: the binary `PATH` leads to, if any;
 /// `accel`: the accelerator setting as given.
-pub fn key(qemu: Option<&Path>, accel: &str) -> String {
+pub fn key(qemu: Option<&Path>, accel: &str, image: &str) -> String {
     let read = |p: &str| fs::read_to_string(p).unwrap_or_default().trim().to_owned();
     let binary = qemu.map_or_else(
         || "none".to_owned(),
@@ -50,7 +54,7 @@ pub fn key(qemu: Option<&Path>, accel: &str) -> String {
         },
     );
     format!(
-        "boot={} kernel={} qemu={binary} accel={accel} version={}",
+        "boot={} kernel={} qemu={binary} accel={accel} image={image} version={}",
         read("/proc/sys/kernel/random/boot_id"),
         read("/proc/sys/kernel/osrelease"),
         env!("CARGO_PKG_VERSION")
@@ -117,6 +121,8 @@ mod tests {
                 pvm: true,
             }),
             qemu: Finding::Missing,
+            image: Err("none".into()),
+            tsc_khz: None,
         }
     }
 
@@ -138,13 +144,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let qemu = dir.path().join("qemu-system-x86_64");
         std::fs::write(&qemu, "one").unwrap();
-        let first = key(Some(&qemu), "kvm");
+        let first = key(Some(&qemu), "kvm", "img1");
         assert!(first.starts_with("boot="), "{first}");
-        assert_eq!(key(Some(&qemu), "kvm"), first, "stable");
-        assert_ne!(key(Some(&qemu), "tcg"), first);
-        assert_ne!(key(None, "kvm"), first);
+        assert_eq!(key(Some(&qemu), "kvm", "img1"), first, "stable");
+        assert_ne!(key(Some(&qemu), "tcg", "img1"), first);
+        assert_ne!(key(None, "kvm", "img1"), first);
+        assert_ne!(key(Some(&qemu), "kvm", "img2"), first, "a new image");
         std::fs::write(&qemu, "a different build").unwrap();
-        assert_ne!(key(Some(&qemu), "kvm"), first, "a new QEMU is probed again");
+        assert_ne!(
+            key(Some(&qemu), "kvm", "img1"),
+            first,
+            "a new QEMU is probed again"
+        );
     }
 
     #[test]

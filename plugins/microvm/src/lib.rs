@@ -1,41 +1,44 @@
 //! The `microvm` backend: sandboxes in a QEMU microVM, the only backend
 //! with a kernel boundary (SPEC C5; research/microvm.md §4).
 //!
-//! This first slice builds only the probe, and makes it honest:
-//!
 //! - [`kvm`]: a functional accelerator test that runs a 64-bit ring-0 guest
 //!   and times it, because on a PVM host `/dev/kvm` opens fine and then
 //!   emulates every guest kernel;
-//! - [`qemu`]: finds `qemu-system-x86_64`, its version, the `microvm`
-//!   machine and its accelerators;
-//! - [`probe`]: combines them with the TCG opt-in and says what is missing.
+//! - [`qemu`]: finds `qemu-system-x86_64`, its `microvm` machine and its
+//!   accelerators; [`image`]: the guest image, verified;
+//! - [`probe`]: combines them with the TCG opt-in and says what is missing;
+//! - [`engine`]: boots a VM per sandbox and runs commands through the guest
+//!   agent (`sandbox-microvm-agent`, the image's `/init`).
 //!
-//! The engine (QEMU over QMP), the guest image and the guest agent are
-//! **not built**, so the probe never reports the backend available, and
-//! `launch` refuses with [`ErrorCode::UNAVAILABLE`] and the probe's reason.
-//! An explicit request for `microvm` therefore fails loudly, and a
+//! Without a hardware accelerator the backend is available only with the
+//! TCG opt-in, and then says everywhere that it is emulated and not an
+//! isolation boundary. An explicit request that cannot run fails loudly; a
 //! configured default steps down (SPEC B7).
 
 pub mod cache;
+pub mod engine;
+pub mod image;
 pub mod kvm;
 pub mod probe;
 pub mod qemu;
+pub mod tsc;
 
 use std::sync::Mutex;
 
 use sandbox_plugin_api::sdk::{BackendImpl, EventSender, SandboxImpl};
 use sandbox_plugin_api::{ErrorCode, PluginError, ProbeContext, ProbeReport, SandboxSpec};
 
+use crate::engine::Engine;
+
 /// The `microvm` backend.
 #[derive(Default)]
 pub struct MicrovmBackend {
-    /// The last probe's hint, so `launch` gives the same reason without
-    /// running the KVM test again.
-    last_hint: Mutex<Option<String>>,
+    /// The last probe's hint and, when it could run, its engine.
+    last: Mutex<Option<(String, Option<Engine>)>>,
 }
 
 /// How `launch` starts its refusal.
-pub const LAUNCH_UNAVAILABLE: &str = "the microvm backend cannot launch in this version";
+pub const LAUNCH_UNAVAILABLE: &str = "the microvm backend cannot run here";
 
 impl BackendImpl for MicrovmBackend {
     fn name(&self) -> &str {
@@ -43,9 +46,9 @@ impl BackendImpl for MicrovmBackend {
     }
 
     fn probe(&self, ctx: &ProbeContext) -> ProbeReport {
-        let report = probe::probe(ctx);
-        if let Ok(mut last) = self.last_hint.lock() {
-            *last = Some(report.hint.clone());
+        let (report, engine) = probe::probe(ctx);
+        if let Ok(mut last) = self.last.lock() {
+            *last = Some((report.hint.clone(), engine));
         }
         report
     }
@@ -53,15 +56,24 @@ impl BackendImpl for MicrovmBackend {
     fn launch(
         &self,
         spec: SandboxSpec,
-        _events: EventSender,
+        events: EventSender,
     ) -> Result<Box<dyn SandboxImpl>, PluginError> {
-        tracing::debug!(session = %spec.session_id, "microvm launch refused: not built");
-        let known = self.last_hint.lock().ok().and_then(|last| last.clone());
-        let why = known.unwrap_or_else(|| probe::probe(&ProbeContext::default()).hint);
-        Err(PluginError::new(
-            ErrorCode::UNAVAILABLE,
-            format!("{LAUNCH_UNAVAILABLE}: {why}"),
-        ))
+        let last = self.last.lock().ok().and_then(|last| last.clone());
+        let (hint, engine) = match last {
+            Some(last) => last,
+            None => {
+                let (report, engine) = probe::probe(&ProbeContext::default());
+                (report.hint, engine)
+            }
+        };
+        let Some(engine) = engine else {
+            return Err(PluginError::new(
+                ErrorCode::UNAVAILABLE,
+                format!("{LAUNCH_UNAVAILABLE}: {hint}"),
+            ));
+        };
+        let vm = engine.launch(&spec, events)?;
+        Ok(Box::new(vm))
     }
 }
 
@@ -77,14 +89,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn probe_on_this_host_is_unavailable_and_says_the_engine_is_missing() {
+    fn probe_on_this_host_without_opt_in_is_unavailable() {
         let backend = BackendObject::builtin(MicrovmBackend::default()).unwrap();
         assert_eq!(backend.name(), "microvm");
         let report = backend.probe(&ProbeContext::default()).unwrap();
         assert!(!report.available, "{report:?}");
         assert_eq!(report.kind, sandbox_plugin_api::SandboxBackend::Microvm);
         assert!(
-            report.hint.ends_with(probe::ENGINE_NOT_BUILT),
+            report.hint.contains("ring-0") || report.hint.contains("image"),
             "{}",
             report.hint
         );

@@ -1,39 +1,30 @@
-//! Whether this host can run microVM sandboxes (SPEC B2, B7, C5) — and, in
-//! this version, the honest answer that it cannot: the engine (QEMU over
-//! QMP), the guest image and the guest agent are not built, so the probe
-//! never reports the backend available. What it does check is real, so the
-//! hint lists everything a host is missing, most important first:
+//! Whether this host can run microVM sandboxes (SPEC B2, B7, C5). Every
+//! check is real, and the hint lists everything a host is missing, most
+//! important first:
 //!
 //! 1. the accelerator: [`crate::kvm`]'s functional test (a PVM `/dev/kvm`
-//!    emulates ring-0 guest code), or the TCG opt-in, which is never a
-//!    kernel boundary worth the name;
+//!    emulates ring-0 guest code), unless TCG was opted in — which runs, but
+//!    is reported as emulated and never as a kernel boundary;
 //! 2. QEMU: [`crate::qemu`], with the `microvm` machine and the accelerator;
-//! 3. the engine, image and agent (always, in this version).
+//! 3. the guest image ([`crate::image`]): present, and its files matching
+//!    their manifest.
 
-use sandbox_plugin_api::{ProbeContext, ProbeReport, SandboxBackend};
+use sandbox_plugin_api::{ProbeContext, ProbeReport, SandboxBackend, capability};
 
-use crate::cache;
+use crate::engine::{Engine, Image};
 use crate::kvm::{self, Plan, Verdict};
 use crate::qemu::{self, Finding};
+use crate::{cache, image};
 
 /// The opt-in to TCG from the environment; beats the config file, as
 /// every `CC_SERVER_*` variable does.
 pub const ACCEL_ENV: &str = "CC_SERVER_MICROVM_ACCEL";
 
 /// The badge with a hardware accelerator.
-pub const NOTE: &str =
-    "QEMU microVM — a kernel boundary (hardware virtualisation); not built in this version";
+pub const NOTE: &str = "QEMU microVM — a kernel boundary (hardware virtualisation)";
 
-/// The badge with TCG opted in.
-pub const NOTE_TCG: &str =
-    "QEMU microVM on TCG — emulated, not an isolation boundary; not built in this version";
-
-/// What is always missing in this version.
-pub const ENGINE_NOT_BUILT: &str =
-    "the microvm engine (QEMU over QMP), guest image and guest agent are not built yet";
-
-/// What the TCG opt-in would give.
-pub const TCG_OPTED_IN: &str = "TCG was opted in: it would be emulated — not an isolation boundary";
+/// The badge with TCG opted in (SPEC C5: the handle says so too).
+pub const NOTE_TCG: &str = "QEMU microVM on TCG — emulated, not an isolation boundary";
 
 /// The accelerator asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +88,8 @@ pub struct Findings {
     pub kvm: Option<KvmFinding>,
     /// QEMU.
     pub qemu: Finding,
+    /// The guest image, verified, or why there is none to boot.
+    pub image: Result<image::Found, String>,
 }
 
 /// One thing standing between this host and a working backend.
@@ -124,7 +117,7 @@ impl Blocker {
     }
 }
 
-/// Every blocker, most important first. Never empty in this version.
+/// Every blocker, most important first; empty when the backend can run.
 pub fn blockers(findings: &Findings) -> Vec<Blocker> {
     let mut out = Vec::new();
     let accel = match &findings.accel {
@@ -134,9 +127,6 @@ pub fn blockers(findings: &Findings) -> Vec<Blocker> {
             None
         }
     };
-    if accel == Some(Accel::Tcg) {
-        out.push(Blocker::new(TCG_OPTED_IN));
-    }
     if let Some(k) = &findings.kvm
         && let Some(text) = kvm::blocker(&k.verdict, &k.plan, k.pvm)
     {
@@ -173,21 +163,34 @@ pub fn blockers(findings: &Findings) -> Vec<Blocker> {
             }
         }
     }
-    out.push(Blocker::new(ENGINE_NOT_BUILT));
+    if let Err(why) = &findings.image {
+        out.push(Blocker::new(why.clone()));
+    }
     out
 }
 
-/// The report for these findings: unavailable, with every blocker in the
-/// hint. `kernel_boundary` stays false and no capability is listed, because
-/// nothing can run; `requires_install` is set only when installing would be
-/// enough, which the missing engine rules out in this version.
+/// The report for these findings: available when nothing blocks, with
+/// every blocker in the hint otherwise. Only a hardware accelerator is a
+/// kernel boundary; TCG runs with its own badge. `requires_install` is set
+/// only when installing packages would remove every blocker.
 pub fn report(findings: &Findings) -> ProbeReport {
     let blockers = blockers(findings);
-    let note = if findings.accel == Ok(Accel::Tcg) {
-        NOTE_TCG
-    } else {
-        NOTE
-    };
+    let tcg = findings.accel == Ok(Accel::Tcg);
+    let note = if tcg { NOTE_TCG } else { NOTE };
+    if blockers.is_empty() {
+        return ProbeReport {
+            available: true,
+            note: note.into(),
+            kind: SandboxBackend::Microvm,
+            kernel_boundary: !tcg,
+            capabilities: vec![
+                capability::STDIN.into(),
+                capability::EXEC_TIMEOUT.into(),
+                capability::FS_ISOLATION.into(),
+            ],
+            ..ProbeReport::default()
+        };
+    }
     let hint = blockers
         .iter()
         .map(|b| b.text.as_str())
@@ -195,18 +198,24 @@ pub fn report(findings: &Findings) -> ProbeReport {
         .join("; ");
     ProbeReport {
         kind: SandboxBackend::Microvm,
-        requires_install: !blockers.is_empty() && blockers.iter().all(|b| b.installable),
+        requires_install: blockers.iter().all(|b| b.installable),
         ..ProbeReport::unavailable(note, hint)
     }
 }
 
 /// Probes this host: the accelerator setting, the KVM test (unless TCG was
-/// opted in), QEMU.
-pub fn probe(ctx: &ProbeContext) -> ProbeReport {
+/// opted in), QEMU, the image. Returns the report and, when the backend can
+/// run, what `launch` needs.
+pub fn probe(ctx: &ProbeContext) -> (ProbeReport, Option<Engine>) {
     let env = std::env::var(ACCEL_ENV).ok();
     let accel = accel_choice(&ctx.options, env.as_deref());
     let binary = qemu::locate();
-    let key = cache::key(binary.as_deref(), &format!("{accel:?}"));
+    let images_env = std::env::var(image::IMAGES_ENV).ok();
+    let images = image::images_dir(&ctx.options, images_env.as_deref());
+    let signature = images
+        .as_deref()
+        .map_or_else(|| "none".to_owned(), image::signature);
+    let key = cache::key(binary.as_deref(), &format!("{accel:?}"), &signature);
     let dir = cache::dir();
     let entry = match dir.as_deref().and_then(|d| cache::load(d, &key)) {
         Some(entry) => {
@@ -215,15 +224,35 @@ pub fn probe(ctx: &ProbeContext) -> ProbeReport {
         }
         None => {
             let (kvm, qemu) = run_checks(accel.clone(), binary);
-            let entry = cache::Entry { key, kvm, qemu };
+            let image = match &images {
+                Some(images) => image::find(images),
+                None => Err(format!(
+                    "no images directory (HOME is not set); {}",
+                    image::BUILD_HINT
+                )),
+            };
+            let tsc_khz = (accel == Ok(Accel::Tcg))
+                .then(crate::tsc::host_khz)
+                .flatten();
+            let entry = cache::Entry {
+                key,
+                kvm,
+                qemu,
+                image,
+                tsc_khz,
+            };
             if let Some(dir) = &dir {
                 cache::store(dir, &entry);
             }
             entry
         }
     };
-    let (kvm, qemu) = (entry.kvm, entry.qemu);
-    let findings = Findings { accel, kvm, qemu };
+    let findings = Findings {
+        accel,
+        kvm: entry.kvm,
+        qemu: entry.qemu,
+        image: entry.image,
+    };
     if let Some(k) = &findings.kvm {
         let figures = kvm::figures(&k.verdict, &k.plan);
         tracing::info!(
@@ -234,7 +263,22 @@ pub fn probe(ctx: &ProbeContext) -> ProbeReport {
         );
     }
     tracing::debug!(qemu = ?findings.qemu, "microvm: QEMU");
-    report(&findings)
+    let report = report(&findings);
+    let engine = match (&findings.accel, &findings.qemu, &findings.image) {
+        (Ok(accel), Finding::Found(q), Ok(found)) if report.available => Some(Engine {
+            qemu: q.path.clone(),
+            image: Image {
+                dir: found.dir.clone(),
+                vmlinux: found.vmlinux.clone(),
+                initrd: found.initrd.clone(),
+                cmdline: found.cmdline.clone(),
+            },
+            accel: *accel,
+            tsc_khz: entry.tsc_khz,
+        }),
+        _ => None,
+    };
+    (report, engine)
 }
 
 /// The KVM test (unless TCG was opted in) and the QEMU questions, at once:
@@ -302,12 +346,24 @@ mod tests {
         })
     }
 
+    fn found() -> Result<image::Found, String> {
+        Ok(image::Found {
+            dir: PathBuf::from("/img/abc"),
+            vmlinux: PathBuf::from("/img/abc/vmlinux"),
+            initrd: PathBuf::from("/img/abc/initrd.cpio"),
+            cmdline: "console=ttyS0".to_owned(),
+            id: "abc".to_owned(),
+            protocol: 1,
+        })
+    }
+
     #[test]
-    fn this_hosts_case_lists_pvm_then_qemu_then_the_engine() {
+    fn this_hosts_case_lists_pvm_then_qemu_then_the_image() {
         let r = report(&Findings {
             accel: Ok(Accel::Kvm),
             kvm: Some(emulated_on_pvm()),
             qemu: Finding::Missing,
+            image: Err("no guest image in /x".to_owned()),
         });
         assert!(!r.available);
         assert_eq!(
@@ -315,7 +371,7 @@ mod tests {
             "ring-0 guest code is emulated by /dev/kvm (PVM host: needs a PVM guest kernel): \
              100 k iterations took 190 ms against a 100 ms budget for 10 M; \
              qemu-system-x86_64 is not in PATH (install the Debian package qemu-system-x86); \
-             the microvm engine (QEMU over QMP), guest image and guest agent are not built yet"
+             no guest image in /x"
         );
         assert_eq!(r.kind, SandboxBackend::Microvm);
         assert!(!r.requires_install, "installing QEMU would not be enough");
@@ -324,28 +380,36 @@ mod tests {
     }
 
     #[test]
-    fn never_available_even_on_a_perfect_host() {
+    fn hardware_qemu_and_an_image_make_a_kernel_boundary() {
         let r = report(&Findings {
             accel: Ok(Accel::Kvm),
             kvm: Some(hardware()),
             qemu: good_qemu(),
+            image: found(),
         });
-        assert!(!r.available && !r.requires_install);
-        assert_eq!(r.hint, ENGINE_NOT_BUILT);
-        assert!(r.capabilities.is_empty() && !r.kernel_boundary);
+        assert!(r.available && r.kernel_boundary, "{r:?}");
+        assert_eq!(r.note, NOTE);
+        assert!(r.capabilities.iter().any(|c| c == capability::FS_ISOLATION));
     }
 
     #[test]
-    fn tcg_says_emulated_not_a_boundary_and_not_built() {
+    fn tcg_runs_but_says_emulated_and_is_no_boundary() {
         let r = report(&Findings {
             accel: Ok(Accel::Tcg),
             kvm: None,
             qemu: good_qemu(),
+            image: found(),
         });
-        assert!(!r.available);
-        assert_eq!(r.hint, format!("{TCG_OPTED_IN}; {ENGINE_NOT_BUILT}"));
-        assert!(r.hint.contains("emulated — not an isolation boundary"));
+        assert!(r.available && !r.kernel_boundary, "{r:?}");
         assert_eq!(r.note, NOTE_TCG);
+        assert!(r.note.contains("emulated, not an isolation boundary"));
+        let r = report(&Findings {
+            accel: Ok(Accel::Tcg),
+            kvm: None,
+            qemu: Finding::Missing,
+            image: found(),
+        });
+        assert!(!r.available && r.requires_install, "only QEMU is missing");
     }
 
     #[test]
@@ -361,6 +425,7 @@ mod tests {
                 accels: vec!["tcg".to_owned()],
                 ..q
             }),
+            image: found(),
         });
         assert!(r.hint.contains("has no `microvm` machine"), "{}", r.hint);
         assert!(
@@ -376,6 +441,7 @@ mod tests {
                 path: PathBuf::from("/opt/q"),
                 reason: "`/opt/q --version` failed (exit status: 1): x".to_owned(),
             },
+            image: found(),
         });
         assert!(
             r.hint.starts_with("/opt/q does not answer as QEMU: "),
@@ -415,6 +481,7 @@ mod tests {
             accel: Err(e.clone()),
             kvm: Some(hardware()),
             qemu: good_qemu(),
+            image: found(),
         });
         assert!(r.hint.starts_with(&e), "{}", r.hint);
     }

@@ -1,0 +1,193 @@
+//! The commands running, one per stream. Each has a thread that reports
+//! `Started` (or `Failed`), pumps its output and, once both pipes are at end
+//! of file and the process is reaped, reports `Exit`, the stream's last
+//! frame. A command reading stdin has a second thread feeding it, so a
+//! command that does not read cannot stall the frame reader.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use sandbox_microvm_proto::{CHUNK, Exec, Exit, Failed, Frame, Kind, Started};
+
+use crate::outbox::Outbox;
+use crate::spawn::{self, Child};
+use crate::{lock, log};
+
+#[derive(Default)]
+pub struct Streams {
+    running: Mutex<HashMap<u32, Running>>,
+}
+
+struct Running {
+    pid: i32,
+    /// To the stdin feeder; `None` once the host closed stdin.
+    stdin: Option<Sender<Vec<u8>>>,
+}
+
+impl Streams {
+    /// Starts `exec` on `stream`; `Err` is the `Failed` to send.
+    pub fn start<W: Write + Send + 'static>(
+        self: &Arc<Self>,
+        stream: u32,
+        exec: &Exec,
+        outbox: &Arc<Outbox<W>>,
+    ) -> Result<(), Failed> {
+        let mut running = lock(&self.running);
+        if running.contains_key(&stream) {
+            return Err(Failed {
+                errno: libc::EBUSY,
+                message: format!("stream {stream} already runs a command"),
+            });
+        }
+        let mut child = spawn::spawn(exec)?;
+        let pid = child.pid;
+        let started = child.stdin.take().map(feed).transpose().and_then(|stdin| {
+            let (streams, outbox) = (Arc::clone(self), Arc::clone(outbox));
+            thread::Builder::new()
+                .name(format!("stream {stream}"))
+                .spawn(move || streams.supervise(stream, child, &outbox))?;
+            Ok(stdin)
+        });
+        match started {
+            Ok(stdin) => {
+                running.insert(stream, Running { pid, stdin });
+                Ok(())
+            }
+            Err(e) => {
+                kill(pid, libc::SIGKILL);
+                Err(Failed {
+                    errno: e.raw_os_error().unwrap_or(libc::EAGAIN),
+                    message: format!("cannot start a thread for the command: {e}"),
+                })
+            }
+        }
+    }
+
+    /// Stdin for the command on `stream`; empty closes it.
+    pub fn stdin(&self, stream: u32, data: Vec<u8>) {
+        let mut running = lock(&self.running);
+        let Some(command) = running.get_mut(&stream) else {
+            return log!("stdin for stream {stream}, which runs nothing");
+        };
+        if data.is_empty() {
+            command.stdin = None;
+        } else if let Some(feeder) = &command.stdin {
+            // The feeder stops when the command closed its stdin: drop.
+            let _ = feeder.send(data);
+        }
+    }
+
+    /// Signals the process group of the command on `stream`.
+    pub fn signal(&self, stream: u32, signal: i32) {
+        let pid = lock(&self.running).get(&stream).map(|c| c.pid);
+        match pid {
+            Some(pid) => kill(pid, signal),
+            None => log!("signal for stream {stream}, which runs nothing"),
+        }
+    }
+
+    /// The life of one command after its fork.
+    fn supervise<W: Write>(&self, stream: u32, mut child: Child, outbox: &Outbox<W>) {
+        if let Err(failed) = child.wait_exec() {
+            lock(&self.running).remove(&stream);
+            return outbox.send(&Frame::json(stream, Kind::Failed, &failed));
+        }
+        outbox.send(&Frame::json(
+            stream,
+            Kind::Started,
+            &Started { pid: child.pid },
+        ));
+        pump(
+            stream,
+            [(child.stdout, Kind::Stdout), (child.stderr, Kind::Stderr)],
+            outbox,
+        );
+        let exit = match child.status.recv() {
+            Ok(status) if libc::WIFSIGNALED(status) => Exit {
+                code: None,
+                signal: Some(libc::WTERMSIG(status)),
+            },
+            Ok(status) => Exit {
+                code: Some(libc::WEXITSTATUS(status)),
+                signal: None,
+            },
+            // The reaper dropped the sender: cannot happen, but say so.
+            Err(_) => Exit {
+                code: None,
+                signal: None,
+            },
+        };
+        // Before `Exit`: the host may reuse the stream once it has it.
+        lock(&self.running).remove(&stream);
+        outbox.send(&Frame::json(stream, Kind::Exit, &exit));
+    }
+}
+
+/// Sends a command's output as it comes, until both pipes are at end of
+/// file (the command and everything it left holding them are done).
+fn pump<W: Write>(stream: u32, pipes: [(File, Kind); 2], outbox: &Outbox<W>) {
+    let mut polled = pipes.each_ref().map(|(file, _)| libc::pollfd {
+        fd: file.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    let mut buf = vec![0; CHUNK];
+    while polled.iter().any(|p| p.fd >= 0) {
+        // SAFETY: `polled` is a valid array of two pollfd; poll ignores the
+        // negative (finished) ones.
+        if unsafe { libc::poll(polled.as_mut_ptr(), 2, -1) } < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return log!("stream {stream}: poll: {e}");
+        }
+        for (p, (file, kind)) in polled.iter_mut().zip(&pipes) {
+            if p.fd < 0 || p.revents == 0 {
+                continue;
+            }
+            let mut reader: &File = file;
+            match reader.read(&mut buf) {
+                Ok(0) => p.fd = -1,
+                Ok(n) => outbox.send(&Frame::new(stream, *kind, buf[..n].to_vec())),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    log!("stream {stream}: reading {kind:?}: {e}");
+                    p.fd = -1;
+                }
+            }
+        }
+    }
+}
+
+/// Starts a thread writing what it is sent to `stdin`, closing it when the
+/// sender goes (end of file for the command).
+fn feed(mut stdin: File) -> io::Result<Sender<Vec<u8>>> {
+    let (to, from) = mpsc::channel::<Vec<u8>>();
+    thread::Builder::new().name("stdin".into()).spawn(move || {
+        for data in from {
+            // EPIPE: the command closed its stdin; the rest is dropped.
+            if stdin.write_all(&data).is_err() {
+                break;
+            }
+        }
+    })?;
+    Ok(to)
+}
+
+/// Signals the group `pid` leads; if it does not exist yet (the child has
+/// not called setsid), the child itself. Pids are allocated cyclically, so
+/// a stale one cannot name a stranger in practice.
+fn kill(pid: i32, signal: i32) {
+    // SAFETY: plain syscalls.
+    let rc = unsafe { libc::kill(-pid, signal) };
+    if rc != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, signal) };
+    }
+}

@@ -1,0 +1,43 @@
+//! The host's binds: each a 9p export over virtio, mounted where the host
+//! says (research/microvm.md §4.6). Read-only is enforced by QEMU on the
+//! host; the guest mounts it read-only too, so writes fail early and
+//! plainly.
+
+use std::ffi::CString;
+
+use sandbox_microvm_proto::Mount;
+
+/// 9p over virtio, Linux dialect; large messages for throughput; no guest
+/// cache, so the host's view and the guest's never disagree.
+const OPTIONS: &str = "trans=virtio,version=9p2000.L,msize=262144,cache=none";
+
+/// Mounts one export; the error names what failed.
+pub fn mount(share: &Mount) -> Result<(), String> {
+    std::fs::create_dir_all(&share.path).map_err(|e| format!("creating {}: {e}", share.path))?;
+    let c = |s: &str| CString::new(s).map_err(|_| format!("a NUL byte in {s:?}"));
+    let (tag, path, fstype, options) = (c(&share.tag)?, c(&share.path)?, c("9p")?, c(OPTIONS)?);
+    let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
+    if share.read_only {
+        flags |= libc::MS_RDONLY;
+    }
+    // SAFETY: every pointer is a NUL-terminated string that outlives the call.
+    let rc = unsafe {
+        libc::mount(
+            tag.as_ptr(),
+            path.as_ptr(),
+            fstype.as_ptr(),
+            flags,
+            options.as_ptr().cast(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "mount -t 9p {} {}: {}",
+            share.tag,
+            share.path,
+            std::io::Error::last_os_error()
+        ))
+    }
+}

@@ -1,0 +1,25 @@
+//! The microvm guest image, built from Debian packages only
+//! (research/microvm.md §4.3): the generic kernel's PVH `vmlinux`, and an
+//! uncompressed newc initramfs with the agent as `/init`, static busybox and
+//! the virtio/9p modules the agent loads from `/modules.order`.
+//!
+//! Images live content-addressed in `OUT/<id>/{vmlinux,initrd.cpio,manifest.json}`
+//! with `OUT/current` naming the newest. The probe and the engine only need
+//! [`verify`] and [`current`]; the rest is the builder.
+//!
+//! Modules:
+//! - [`cpio`], [`elf`], [`modules`], [`initramfs`], [`kernel`], [`manifest`]:
+//!   pure functions, unit-tested;
+//! - [`debian`]: the only code that runs `apt-cache`, `apt-get`, `dpkg-deb`, `xz`;
+//! - [`build`]: puts it together and writes the image atomically.
+
+pub mod build;
+pub mod cpio;
+pub mod debian;
+pub mod elf;
+pub mod initramfs;
+pub mod kernel;
+pub mod manifest;
+pub mod modules;
+
+pub use manifest::{Manifest, current, verify};

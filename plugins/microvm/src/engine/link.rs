@@ -1,0 +1,218 @@
+//! The host end of the agent's port: one writer shared by every caller
+//! (whole frames, never interleaved), one reader thread that turns the
+//! agent's frames into events, and the waiters of requests that expect an
+//! answer (`Exec` → `Started`/`Failed`, `Mount` → `Mounted`, `Ping` →
+//! `Pong`).
+//!
+//! An exec's terminal event (`exit`, or `killed` when a timeout, a `kill`
+//! or `destroy` asked for its end) is emitted exactly once: when its
+//! `Exit` frame arrives, or by [`Link::end_all`] for the streams still open
+//! when the VM goes away.
+
+use std::collections::HashMap;
+use std::io::{self, BufReader};
+use std::os::unix::net::UnixStream;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sandbox_microvm_proto::{Exit, Failed, Frame, Kind, Mounted, Started};
+use sandbox_plugin_api::KillReason;
+use sandbox_plugin_api::sdk::EventSender;
+
+/// An answer to a request that waits for one.
+#[derive(Debug)]
+pub enum Answer {
+    Started(Started),
+    Failed(Failed),
+    Mounted(Mounted),
+    Pong,
+}
+
+/// One exec stream the agent may still send on.
+#[derive(Default)]
+struct Stream {
+    /// Why the host asked it to end, if it did; decides `killed` vs `exit`.
+    kill_reason: Option<KillReason>,
+}
+
+/// The shared state of a link.
+pub struct Link {
+    writer: Mutex<UnixStream>,
+    streams: Mutex<HashMap<u32, Stream>>,
+    waiters: Mutex<HashMap<u32, Sender<Answer>>>,
+    events: EventSender,
+}
+
+impl Link {
+    pub fn new(stream: UnixStream, events: EventSender) -> Arc<Self> {
+        Arc::new(Self {
+            writer: Mutex::new(stream),
+            streams: Mutex::default(),
+            waiters: Mutex::default(),
+            events,
+        })
+    }
+
+    /// Sends one frame.
+    pub fn send(&self, frame: &Frame) -> io::Result<()> {
+        let mut writer = self
+            .writer
+            .lock()
+            .map_err(|_| io::Error::other("the agent link's writer lock is poisoned"))?;
+        frame.write_to(&mut *writer)
+    }
+
+    /// Sends a request on `stream` and waits up to `patience` for its answer.
+    pub fn request(&self, frame: &Frame, patience: Duration) -> io::Result<Answer> {
+        let rx = self.expect(frame.stream)?;
+        if let Err(e) = self.send(frame) {
+            self.forget_waiter(frame.stream);
+            return Err(e);
+        }
+        let answer = rx.recv_timeout(patience);
+        self.forget_waiter(frame.stream);
+        answer.map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "the guest agent did not answer a {:?} within {patience:?}",
+                    frame.kind
+                ),
+            )
+        })
+    }
+
+    fn expect(&self, stream: u32) -> io::Result<Receiver<Answer>> {
+        let (tx, rx) = channel();
+        self.waiters
+            .lock()
+            .map_err(|_| io::Error::other("the agent link's waiters lock is poisoned"))?
+            .insert(stream, tx);
+        Ok(rx)
+    }
+
+    fn forget_waiter(&self, stream: u32) {
+        if let Ok(mut w) = self.waiters.lock() {
+            w.remove(&stream);
+        }
+    }
+
+    fn answer(&self, stream: u32, answer: Answer) {
+        let tx = self.waiters.lock().ok().and_then(|mut w| w.remove(&stream));
+        if let Some(tx) = tx {
+            let _ = tx.send(answer);
+        }
+    }
+
+    /// Registers an exec stream before its `Exec` goes out, so no frame of
+    /// it can arrive unrecognised.
+    pub fn open_stream(&self, stream: u32) {
+        if let Ok(mut s) = self.streams.lock() {
+            s.insert(stream, Stream::default());
+        }
+    }
+
+    /// Forgets a stream that never started.
+    pub fn close_stream(&self, stream: u32) {
+        if let Ok(mut s) = self.streams.lock() {
+            s.remove(&stream);
+        }
+    }
+
+    /// Whether the exec stream is still open (started, no end yet).
+    pub fn is_open(&self, stream: u32) -> bool {
+        self.streams
+            .lock()
+            .map(|s| s.contains_key(&stream))
+            .unwrap_or(false)
+    }
+
+    /// Records why the host is ending an exec (the first reason wins).
+    pub fn mark_killed(&self, stream: u32, reason: KillReason) {
+        if let Ok(mut s) = self.streams.lock()
+            && let Some(st) = s.get_mut(&stream)
+        {
+            st.kill_reason.get_or_insert(reason);
+        }
+    }
+
+    /// The exec streams still open.
+    pub fn open_streams(&self) -> Vec<u32> {
+        self.streams
+            .lock()
+            .map(|s| s.keys().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Ends every open exec stream with `killed` (`reason`, SIGKILL): the
+    /// VM is gone, and so is everything that ran in it.
+    pub fn end_all(&self, reason: KillReason) {
+        let open: Vec<(u32, Stream)> = self
+            .streams
+            .lock()
+            .map(|mut s| s.drain().collect())
+            .unwrap_or_default();
+        for (id, stream) in open {
+            let reason = stream.kill_reason.unwrap_or(reason);
+            self.events
+                .killed(u64::from(id), reason, Some(libc::SIGKILL));
+        }
+    }
+
+    /// The reader: runs until the agent's end closes or breaks. Returns why
+    /// it stopped (`Ok` for a clean end of stream).
+    pub fn read_until_closed(self: &Arc<Self>, stream: UnixStream) -> io::Result<()> {
+        let mut input = BufReader::with_capacity(256 << 10, stream);
+        while let Some(frame) = Frame::read_from(&mut input)? {
+            self.dispatch(frame)?;
+        }
+        Ok(())
+    }
+
+    fn dispatch(&self, frame: Frame) -> io::Result<()> {
+        let id = u64::from(frame.stream);
+        match frame.kind {
+            Kind::Stdout if self.is_open(frame.stream) => {
+                self.events.stdout(id, frame.payload);
+            }
+            Kind::Stderr if self.is_open(frame.stream) => {
+                self.events.stderr(id, frame.payload);
+            }
+            Kind::Started => self.answer(frame.stream, Answer::Started(frame.body()?)),
+            Kind::Failed => {
+                self.close_stream(frame.stream);
+                self.answer(frame.stream, Answer::Failed(frame.body()?));
+            }
+            Kind::Mounted => self.answer(frame.stream, Answer::Mounted(frame.body()?)),
+            Kind::Pong => self.answer(frame.stream, Answer::Pong),
+            Kind::Exit => {
+                let exit: Exit = frame.body()?;
+                let ended = self
+                    .streams
+                    .lock()
+                    .ok()
+                    .and_then(|mut s| s.remove(&frame.stream));
+                let Some(stream) = ended else {
+                    return Ok(()); // already ended by `end_all`
+                };
+                match (stream.kill_reason, exit.signal) {
+                    (Some(reason), signal) => {
+                        self.events.killed(id, reason, signal);
+                    }
+                    (None, Some(signal)) => {
+                        self.events.exit(id, 128 + signal, Some(signal));
+                    }
+                    (None, None) => {
+                        self.events.exit(id, exit.code.unwrap_or(0), None);
+                    }
+                }
+            }
+            Kind::Ping => self.send(&Frame::new(frame.stream, Kind::Pong, frame.payload))?,
+            // Output of a stream that already ended, or a frame only the
+            // host sends: nothing to do.
+            _ => {}
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,189 @@
+//! What this backend cannot enforce, it refuses (fail closed; SPEC C1, C3,
+//! F3). A 9p export is a whole directory tree, and the guest is root in its
+//! own kernel: nothing inside an export can be masked or kept read-only.
+//! So a spec is refused when it
+//! - asks for filename-glob write denies (no create-time guard here);
+//! - has a protected path inside a writable bind;
+//! - would show a home secret (`~/.ssh`, `~/.aws`, …) through a bind;
+//! - would make a mandatory-deny name writable (a shell rc file, a git hook
+//!   or config, an agent's config) that exists in a writable bind or in
+//!   `$HOME` when a writable bind shows it.
+//!
+//! Pure: `exists` is asked about paths, so the rules are table-tested.
+
+use std::path::{Path, PathBuf};
+
+use sandbox_plugin_api::SandboxSpec;
+use sandbox_plugin_api::secrets::{HOME_SECRETS, MANDATORY_WRITE_DENY};
+
+use super::argv::Share;
+
+/// Why `spec` (with these `shares`) must be refused, or `None`.
+pub fn refusal(
+    spec: &SandboxSpec,
+    shares: &[Share],
+    home: Option<&Path>,
+    exists: &dyn Fn(&Path) -> bool,
+) -> Option<String> {
+    if !spec.write_deny_globs.is_empty() {
+        return Some(format!(
+            "the spec has filename-glob write denies ({}), which the microvm backend cannot enforce inside a 9p export; lower [dispatch_policy] write_deny_globs explicitly to use it, or use a backend with fs.deny-glob-on-create",
+            spec.write_deny_globs.join(", ")
+        ));
+    }
+    for share in shares.iter().filter(|s| !s.read_only) {
+        if let Some(p) = spec
+            .protected_paths
+            .iter()
+            .find(|p| p.starts_with(&share.host))
+        {
+            return Some(format!(
+                "protected path {} is inside the writable bind {}, and a 9p export cannot keep part of itself read-only; bind it read-only",
+                p.display(),
+                share.host.display()
+            ));
+        }
+    }
+    if let Some(home) = home {
+        for share in shares {
+            for (rel, why) in HOME_SECRETS {
+                let secret = home.join(rel);
+                if secret.starts_with(&share.host) && exists(&secret) {
+                    return Some(format!(
+                        "the bind {} would show {} ({why}) to the guest, and the microvm backend cannot mask it; bind a directory that does not contain it",
+                        share.host.display(),
+                        secret.display()
+                    ));
+                }
+            }
+        }
+    }
+    for share in shares.iter().filter(|s| !s.read_only) {
+        let mut roots: Vec<PathBuf> = vec![share.host.clone()];
+        roots.extend(
+            home.filter(|h| h.starts_with(&share.host))
+                .map(Path::to_path_buf),
+        );
+        for root in roots {
+            for (name, why) in MANDATORY_WRITE_DENY {
+                let path = root.join(name);
+                if exists(&path) {
+                    return Some(format!(
+                        "{} exists in the writable bind {} ({why}); the microvm backend cannot keep it read-only inside a 9p export, so it refuses: bind the directory read-only, or use bwrap",
+                        path.display(),
+                        share.host.display()
+                    ));
+                }
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn share(host: &str, read_only: bool) -> Share {
+        Share {
+            tag: "share0".into(),
+            host: host.into(),
+            guest: host.into(),
+            read_only,
+        }
+    }
+
+    fn spec() -> SandboxSpec {
+        SandboxSpec::default()
+    }
+
+    fn only(paths: &'static [&'static str]) -> impl Fn(&Path) -> bool {
+        move |p: &Path| paths.iter().any(|q| Path::new(q) == p)
+    }
+
+    #[test]
+    fn a_plain_project_bind_is_accepted() {
+        let shares = [share("/work/proj", false), share("/data", true)];
+        let home = Some(Path::new("/home/u"));
+        assert_eq!(
+            refusal(&spec(), &shares, home, &only(&["/home/u/.ssh"])),
+            None
+        );
+    }
+
+    #[test]
+    fn globs_are_refused() {
+        let spec = SandboxSpec {
+            write_deny_globs: vec!["**/.env".into()],
+            ..spec()
+        };
+        let why = refusal(&spec, &[], None, &only(&[])).unwrap();
+        assert!(
+            why.contains("**/.env") && why.contains("write_deny_globs"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_protected_path_inside_a_writable_bind_is_refused_but_not_in_a_read_only_one() {
+        let spec = SandboxSpec {
+            protected_paths: vec!["/work/proj/original".into()],
+            ..spec()
+        };
+        let why = refusal(&spec, &[share("/work", false)], None, &only(&[])).unwrap();
+        assert!(why.contains("/work/proj/original"), "{why}");
+        assert_eq!(
+            refusal(&spec, &[share("/work", true)], None, &only(&[])),
+            None
+        );
+    }
+
+    #[test]
+    fn a_bind_showing_a_home_secret_is_refused_even_read_only() {
+        let home = Some(Path::new("/home/u"));
+        let exists = only(&["/home/u/.aws"]);
+        for read_only in [false, true] {
+            let why = refusal(&spec(), &[share("/home/u", read_only)], home, &exists).unwrap();
+            assert!(why.contains("/home/u/.aws") && why.contains("AWS"), "{why}");
+            let why = refusal(&spec(), &[share("/home", read_only)], home, &exists).unwrap();
+            assert!(why.contains("/home/u/.aws"), "{why}");
+        }
+        // A secret that does not exist is nothing to show.
+        assert_eq!(
+            refusal(&spec(), &[share("/home/u", true)], home, &only(&[])),
+            None
+        );
+    }
+
+    #[test]
+    fn an_existing_mandatory_deny_in_a_writable_bind_is_refused() {
+        let why = refusal(
+            &spec(),
+            &[share("/work/repo", false)],
+            None,
+            &only(&["/work/repo/.git/hooks"]),
+        )
+        .unwrap();
+        assert!(
+            why.contains("/work/repo/.git/hooks") && why.contains("git runs"),
+            "{why}"
+        );
+        // Read-only, it cannot be written: fine.
+        let ro = refusal(
+            &spec(),
+            &[share("/work/repo", true)],
+            None,
+            &only(&["/work/repo/.git/hooks"]),
+        );
+        assert_eq!(ro, None);
+        // $HOME's rc files count when a writable bind shows $HOME.
+        let why = refusal(
+            &spec(),
+            &[share("/home", false)],
+            Some(Path::new("/home/u")),
+            &only(&["/home/u/.bashrc"]),
+        )
+        .unwrap();
+        assert!(why.contains("/home/u/.bashrc"), "{why}");
+    }
+}
