@@ -72,6 +72,7 @@ fn load(name: &str) -> BackendObject {
 }
 
 mod egress;
+mod microvm;
 mod policy;
 
 struct Stats {
@@ -149,6 +150,11 @@ fn main() {
     if std::env::args().nth(1).as_deref() == Some("egress") {
         let mib = std::env::args().nth(2).and_then(|a| a.parse().ok());
         egress::run(mib.unwrap_or(256));
+        return;
+    }
+    if std::env::args().nth(1).as_deref() == Some("microvm") {
+        let execs = std::env::args().nth(2).and_then(|a| a.parse().ok());
+        microvm::run(execs.unwrap_or(50));
         return;
     }
     if std::env::args().nth(1).as_deref() == Some("policy") {

@@ -59,6 +59,7 @@ pub const MANDATORY_WRITE_DENY: &[(&str, &str)] = &[
     (".zshenv", "runs in every zsh"),
     (".zprofile", "runs at every zsh login"),
     (".zlogin", "runs at every zsh login"),
+    (".zlogout", "runs at every zsh logout"),
     (".cshrc", "runs in every csh"),
     (".tcshrc", "runs in every tcsh"),
     (".kshrc", "runs in every ksh"),
@@ -67,6 +68,10 @@ pub const MANDATORY_WRITE_DENY: &[(&str, &str)] = &[
     (
         ".gitconfig",
         "git aliases, hooks path and fsmonitor run commands",
+    ),
+    (
+        ".config/git/config",
+        "git's XDG config: aliases, hooks path and fsmonitor run commands",
     ),
     (".gitmodules", "points git at other repositories"),
     (".git/hooks", "git runs these on commit, merge, checkout"),

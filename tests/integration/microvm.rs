@@ -35,15 +35,6 @@ fn probe_of(report: &Value, name: &str) -> Value {
         .clone()
 }
 
-/// Lines of `stderr` that `cc_server` itself printed.
-fn own_lines(stderr: &[u8]) -> Vec<String> {
-    text(stderr)
-        .lines()
-        .filter(|l| l.starts_with("cc_server:"))
-        .map(str::to_owned)
-        .collect()
-}
-
 /// B2, B8, C5: without the TCG opt-in, `cc_server probe` lists `microvm` as
 /// unavailable, kind `microvm`, no kernel boundary, no capabilities, with
 /// a reason that ends with the missing guest image (and how to build one);

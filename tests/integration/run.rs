@@ -24,15 +24,6 @@ fn code(output: &std::process::Output) -> i32 {
     })
 }
 
-/// Lines of `stderr` that `cc_server` itself printed.
-fn own_lines(stderr: &[u8]) -> Vec<String> {
-    text(stderr)
-        .lines()
-        .filter(|l| l.starts_with("cc_server:"))
-        .map(str::to_owned)
-        .collect()
-}
-
 /// F10: stdout and stderr pass through separately; the exit status is the command's.
 #[test]
 fn stdout_and_stderr_pass_through_and_the_exit_code_is_the_commands() {

@@ -803,3 +803,12 @@ pub fn both(out: &Output) -> String {
 pub fn lines(out: &Output) -> Vec<String> {
     text(&out.stdout).lines().map(str::to_owned).collect()
 }
+
+/// Lines of `stderr` that `cc_server` itself printed.
+pub fn own_lines(stderr: &[u8]) -> Vec<String> {
+    text(stderr)
+        .lines()
+        .filter(|l| l.starts_with("cc_server:"))
+        .map(str::to_owned)
+        .collect()
+}

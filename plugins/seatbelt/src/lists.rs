@@ -1,11 +1,10 @@
 //! The paths and programs the macOS profile treats specially, each with the
 //! reason.
 //!
-//! These mirror the Linux backend's lists (`plugins/bwrap/src/lists.rs`),
-//! with macOS additions marked "macOS". They are kept here rather than shared
-//! because the two platforms differ in places (`~/Library/Keychains`,
-//! `/private/etc/master.passwd`, launch agents); when you change one list,
-//! look at the other.
+//! These mirror the shared lists (`sandbox_plugin_api::secrets`, which the
+//! Linux backends use), with macOS additions marked "macOS"; they are kept
+//! here because the golden profiles fix their order and wording. A test
+//! below fails when a shared entry is missing here.
 
 /// Secrets under `$HOME` no sandboxed command may read or write (SPEC C1).
 pub const HOME_SECRETS: &[(&str, &str)] = &[
@@ -258,6 +257,21 @@ pub const DNS_SOCKET: &str = "/var/run/mDNSResponder";
 
 #[cfg(test)]
 mod tests {
+    /// Every shared entry is here too (the GNOME keyring is Linux-only).
+    #[test]
+    fn the_shared_lists_are_all_here() {
+        use sandbox_plugin_api::secrets;
+        let has = |list: &[(&str, &str)], name: &str| list.iter().any(|(n, _)| *n == name);
+        for (name, _) in secrets::HOME_SECRETS {
+            if *name != ".local/share/keyrings" {
+                assert!(has(super::HOME_SECRETS, name), "{name}");
+            }
+        }
+        for (name, _) in secrets::MANDATORY_WRITE_DENY {
+            assert!(has(super::MANDATORY_WRITE_DENY, name), "{name}");
+        }
+    }
+
     use super::*;
 
     #[test]

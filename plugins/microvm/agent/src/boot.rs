@@ -38,7 +38,8 @@ pub fn prepare() {
     }
 }
 
-fn mount(
+/// Mounts `source` on `target` (created if missing).
+pub(crate) fn mount(
     source: &CStr,
     target: &CStr,
     fstype: &CStr,

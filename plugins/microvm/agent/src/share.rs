@@ -13,31 +13,17 @@ const OPTIONS: &str = "trans=virtio,version=9p2000.L,msize=262144,cache=none";
 
 /// Mounts one export; the error names what failed.
 pub fn mount(share: &Mount) -> Result<(), String> {
-    std::fs::create_dir_all(&share.path).map_err(|e| format!("creating {}: {e}", share.path))?;
     let c = |s: &str| CString::new(s).map_err(|_| format!("a NUL byte in {s:?}"));
-    let (tag, path, fstype, options) = (c(&share.tag)?, c(&share.path)?, c("9p")?, c(OPTIONS)?);
     let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
     if share.read_only {
         flags |= libc::MS_RDONLY;
     }
-    // SAFETY: every pointer is a NUL-terminated string that outlives the call.
-    let rc = unsafe {
-        libc::mount(
-            tag.as_ptr(),
-            path.as_ptr(),
-            fstype.as_ptr(),
-            flags,
-            options.as_ptr().cast(),
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(format!(
-            "mount -t 9p {} {}: {}",
-            share.tag,
-            share.path,
-            std::io::Error::last_os_error()
-        ))
-    }
+    crate::boot::mount(
+        &c(&share.tag)?,
+        &c(&share.path)?,
+        c"9p",
+        flags,
+        &c(OPTIONS)?,
+    )
+    .map_err(|e| format!("mount -t 9p {} {}: {e}", share.tag, share.path))
 }
