@@ -152,6 +152,12 @@ fn dup(fd: &OwnedFd) -> Step<OwnedFd> {
     io(fd.try_clone())
 }
 
+/// `/proc/<our pid>`, computed once: every notification asks.
+fn own_proc_dir() -> &'static Path {
+    static OWN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    OWN.get_or_init(|| PathBuf::from(format!("/proc/{}", std::process::id())))
+}
+
 /// Resolves the directory part the way the tracee would.
 fn resolve(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
     if path.is_empty() {
@@ -194,8 +200,7 @@ fn resolve(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
     // `/dev/fd` leads to `/proc/self/fd`, which the supervisor resolves to
     // its *own* /proc entry: the tracee meant its own. (PID 1 is not
     // dumpable, so the tracee could never reach PID 1's entry itself.)
-    let own = PathBuf::from(format!("/proc/{}", std::process::id()));
-    if let Ok(rest) = parent_path.strip_prefix(&own) {
+    if let Ok(rest) = parent_path.strip_prefix(own_proc_dir()) {
         let theirs = Path::new("/proc").join(tid.to_string()).join(rest);
         let theirs_c =
             CString::new(tracee::bytes(&theirs)).map_err(|_| Outcome::error(libc::EINVAL))?;
