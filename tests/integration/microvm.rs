@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -437,5 +438,92 @@ fn a_writable_bind_with_git_hooks_is_refused() {
         "{stderr}"
     );
     assert!(!marker.exists());
+    assert!(qemus().is_empty(), "QEMU left running: {:?}", qemus());
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+/// F9, G3, B8 over the API: a microVM sandbox reports itself (microvm, no
+/// kernel boundary under TCG, emulated); suspend pauses every vCPU (a
+/// background writer in the guest stops writing to the 9p work dir, the
+/// handle says `suspended` with `suspendMode: paused` — never a checkpoint
+/// that did not happen), execs are refused meanwhile, resume lets the
+/// writer go on, and destroy leaves no QEMU.
+#[test]
+fn suspend_pauses_the_vm_and_resume_continues_it() {
+    let _vm = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let plugins = Plugins::with_microvm();
+    let server = Server::start_with(tcg(&plugins));
+    let work = tempfile::tempdir().unwrap();
+    let body = serde_json::json!({
+        "sessionId": "pause",
+        "bindMounts": [{"hostPath": work.path()}],
+        "guestWorkdir": work.path(),
+    });
+    let created = server.call(
+        "POST",
+        "/v1/sandboxes?backend=microvm",
+        Some(&body.to_string()),
+    );
+    assert_eq!(
+        created.status,
+        201,
+        "{}\n{}",
+        text(&created.body),
+        server.log()
+    );
+    let handle = created.json();
+    assert_eq!(handle["backendName"], "microvm", "{handle}");
+    assert_eq!(handle["kernelBoundary"], false, "{handle}");
+    let exec = |argv: serde_json::Value| {
+        server.call(
+            "POST",
+            "/v1/sandboxes/pause/exec",
+            Some(&serde_json::json!({ "argv": argv }).to_string()),
+        )
+    };
+    let started = exec(serde_json::json!([
+        "sh",
+        "-c",
+        "(while :; do echo t >> ticks; sleep 0.05; done) </dev/null >/dev/null 2>&1 &"
+    ]));
+    assert_eq!(started.status, 200, "{}", text(&started.body));
+    let ticks = work.path().join("ticks");
+    let start = file_len(&ticks);
+    assert!(
+        eventually(Duration::from_secs(30), || file_len(&ticks) > start + 4),
+        "the writer in the guest does not write"
+    );
+
+    let suspended = server.call("POST", "/v1/sandboxes/pause/suspend", None);
+    assert_eq!(suspended.status, 200, "{}", text(&suspended.body));
+    let handle = suspended.json();
+    assert_eq!(handle["state"], "suspended", "{handle}");
+    assert_eq!(handle["details"]["suspendMode"], "paused", "{handle}");
+    let frozen = file_len(&ticks);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        file_len(&ticks),
+        frozen,
+        "the guest kept writing while paused"
+    );
+    let refused = exec(serde_json::json!(["true"]));
+    assert!(
+        !(200..300).contains(&refused.status),
+        "an exec ran in a paused VM: {} {}",
+        refused.status,
+        text(&refused.body)
+    );
+
+    let resumed = server.call("POST", "/v1/sandboxes/pause/resume", None);
+    assert_eq!(resumed.status, 200, "{}", text(&resumed.body));
+    assert!(
+        eventually(Duration::from_secs(30), || file_len(&ticks) > frozen + 4),
+        "the writer did not go on after resume"
+    );
+    let destroyed = server.call("DELETE", "/v1/sandboxes/pause", None);
+    assert_eq!(destroyed.status, 200, "{}", text(&destroyed.body));
     assert!(qemus().is_empty(), "QEMU left running: {:?}", qemus());
 }

@@ -187,6 +187,7 @@ pub fn report(findings: &Findings) -> ProbeReport {
                 capability::STDIN.into(),
                 capability::EXEC_TIMEOUT.into(),
                 capability::FS_ISOLATION.into(),
+                capability::SUSPEND.into(),
             ],
             ..ProbeReport::default()
         };

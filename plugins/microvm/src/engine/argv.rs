@@ -41,6 +41,8 @@ pub struct Launch<'a> {
     /// clock to calibrate against (research §2).
     pub tsc_khz: Option<u64>,
     pub agent_socket: &'a Path,
+    /// QEMU listens here for QMP (pause, resume).
+    pub qmp_socket: &'a Path,
     pub shares: &'a [Share],
 }
 
@@ -81,6 +83,11 @@ pub fn qemu_args(l: &Launch<'_>) -> Vec<OsString> {
     args.push(format!("virtserialport,chardev=agent,name={AGENT_PORT}").into());
     args.push("-device".into());
     args.push("virtio-rng-device".into());
+    args.push("-qmp".into());
+    let mut qmp = OsString::from("unix:");
+    qmp.push(escape(l.qmp_socket));
+    qmp.push(",server=on,wait=off");
+    args.push(qmp);
     for share in l.shares {
         let mut fsdev = OsString::from(format!("local,id={},path=", share.tag));
         fsdev.push(escape(&share.host));
@@ -125,6 +132,7 @@ mod tests {
             accel,
             tsc_khz: Some(2_600_000),
             agent_socket: Path::new("/run/x/agent.sock"),
+            qmp_socket: Path::new("/run/x/qmp.sock"),
             shares,
         }
     }
@@ -154,6 +162,10 @@ mod tests {
         assert!(has(
             &args,
             &["-device", "virtserialport,chardev=agent,name=agent0"]
+        ));
+        assert!(has(
+            &args,
+            &["-qmp", "unix:/run/x/qmp.sock,server=on,wait=off"]
         ));
     }
 

@@ -54,6 +54,11 @@ impl Link {
         })
     }
 
+    /// Where the sandbox's events go.
+    pub fn events(&self) -> &EventSender {
+        &self.events
+    }
+
     /// Sends one frame.
     pub fn send(&self, frame: &Frame) -> io::Result<()> {
         let mut writer = self

@@ -11,6 +11,7 @@
 
 pub mod argv;
 pub mod link;
+pub mod qmp;
 pub mod refuse;
 
 use std::collections::VecDeque;
@@ -137,6 +138,10 @@ impl Drop for RuntimeDir {
 pub struct Vm {
     link: Arc<Link>,
     qemu: Mutex<Option<Child>>,
+    /// Pause and resume.
+    qmp: Mutex<qmp::Qmp>,
+    /// Paused in RAM (QMP `stop`): vCPUs halted, memory kept.
+    suspended: AtomicBool,
     reader: Mutex<Option<JoinHandle<()>>>,
     console: Mutex<Vec<JoinHandle<()>>>,
     tail: Arc<Tail>,
@@ -192,6 +197,7 @@ impl Engine {
         let dir = RuntimeDir::create(&spec.session_id)
             .map_err(|e| other("creating the VM's runtime directory", e))?;
         let agent_socket = dir.0.join("agent.sock");
+        let qmp_socket = dir.0.join("qmp.sock");
         let listener = UnixListener::bind(&agent_socket)
             .map_err(|e| other("listening for the guest agent", e))?;
         listener
@@ -204,6 +210,7 @@ impl Engine {
             accel: self.accel,
             tsc_khz: self.tsc_khz,
             agent_socket: &agent_socket,
+            qmp_socket: &qmp_socket,
             shares: &shares,
         });
         let started = Instant::now();
@@ -258,6 +265,10 @@ impl Engine {
             ));
         }
         let booted = started.elapsed();
+        let qmp = match qmp::Qmp::connect(&qmp_socket) {
+            Ok(qmp) => qmp,
+            Err(e) => return Err(fail(&mut child, format!("QMP: {e}"))),
+        };
         let link = Link::new(stream, events.clone());
         let lost = Arc::new(AtomicBool::new(false));
         let reader = {
@@ -292,6 +303,8 @@ impl Engine {
         let vm = Vm {
             link,
             qemu: Mutex::new(Some(child)),
+            qmp: Mutex::new(qmp),
+            suspended: AtomicBool::new(false),
             reader: Mutex::new(Some(reader)),
             console: Mutex::new(console),
             tail,
@@ -381,6 +394,37 @@ impl Vm {
                 format!("the microVM is gone; console: {}", self.tail.text()),
             ));
         }
+        if self.suspended.load(Ordering::SeqCst) {
+            return Err(PluginError::invalid(
+                "the sandbox is suspended; resume it first",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `stop` or `cont` over QMP, then the new state.
+    fn pause(&self, stop: bool) -> Result<(), PluginError> {
+        if self.destroyed.load(Ordering::SeqCst) {
+            return Err(PluginError::new(
+                ErrorCode::DESTROYED,
+                "the sandbox was destroyed",
+            ));
+        }
+        if self.suspended.load(Ordering::SeqCst) == stop {
+            return Ok(());
+        }
+        let command = if stop { "stop" } else { "cont" };
+        self.qmp
+            .lock()
+            .map_err(|_| PluginError::other("the QMP lock is poisoned"))?
+            .execute(command)
+            .map_err(|e| other(&format!("QMP `{command}`"), e))?;
+        self.suspended.store(stop, Ordering::SeqCst);
+        self.link.events().state(if stop {
+            SandboxState::Suspended
+        } else {
+            SandboxState::Warm
+        });
         Ok(())
     }
 
@@ -426,8 +470,13 @@ impl Vm {
 
 impl SandboxImpl for Vm {
     fn info(&self) -> SandboxInfo {
+        let mut details = self.details.clone();
         let (state, error) = if self.destroyed.load(Ordering::SeqCst) {
             (SandboxState::Destroyed, None)
+        } else if self.suspended.load(Ordering::SeqCst) {
+            // Never claim a checkpoint: this is a pause in RAM.
+            details.insert("suspendMode".into(), "paused".into());
+            (SandboxState::Suspended, None)
         } else if self.lost.load(Ordering::SeqCst) {
             (
                 SandboxState::Error,
@@ -444,7 +493,7 @@ impl SandboxImpl for Vm {
         SandboxInfo {
             state,
             error,
-            details: self.details.clone(),
+            details,
         }
     }
 
@@ -537,7 +586,19 @@ impl SandboxImpl for Vm {
         self.signal(exec_id, signal, KillReason::Manual)
     }
 
+    fn suspend(&self) -> Result<(), PluginError> {
+        self.pause(true)
+    }
+
+    fn resume(&self) -> Result<(), PluginError> {
+        self.pause(false)
+    }
+
     fn destroy(&self) -> Result<(), PluginError> {
+        // A paused guest cannot power off: let it run for that.
+        if self.suspended.load(Ordering::SeqCst) {
+            let _ = self.pause(false);
+        }
         if self.destroyed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
