@@ -121,6 +121,7 @@
 pub mod abi;
 mod error;
 pub mod host;
+pub mod proxy;
 pub mod sdk;
 pub mod secrets;
 #[cfg(feature = "testkit")]

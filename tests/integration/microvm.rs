@@ -5,9 +5,11 @@
 //! kernel, binds as 9p exports, stdin, timeouts, nothing left behind.
 //! VM tests run one at a time (2 cores; research/microvm.md §4.9).
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -526,4 +528,84 @@ fn suspend_pauses_the_vm_and_resume_continues_it() {
     let destroyed = server.call("DELETE", "/v1/sandboxes/pause", None);
     assert_eq!(destroyed.status, 200, "{}", text(&destroyed.body));
     assert!(qemus().is_empty(), "QEMU left running: {:?}", qemus());
+}
+
+/// A loopback HTTP server answering `hello-from-host` to every request;
+/// counts the connections that reached it.
+fn counting_server() -> (u16, Arc<AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            counted.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let body = "hello-from-host\n";
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    (port, hits)
+}
+
+/// E1, E2, E5 in a microVM (no NIC): the agent's loopback ports are
+/// tunnelled to the session's own proxies, so a name on the allowlist (here
+/// opted in to resolve to loopback) is reached through the proxy; a name
+/// not on it is refused by the proxy with a violation and never reaches
+/// the server; going around the proxy finds nothing — the guest's loopback
+/// is its own, and there is no other network.
+#[test]
+fn egress_from_a_microvm_goes_through_the_sessions_proxy_only() {
+    let _vm = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let plugins = Plugins::with_microvm();
+    let (port, hits) = counting_server();
+    let work = tempfile::tempdir().unwrap();
+    let script = format!(
+        "if wget -q -O - http://allowed.test:{port}/; then echo allowed=ok; else echo allowed=failed; fi; \
+         if wget -q -O - http://refused.test:{port}/; then echo refused=ok; else echo refused=failed; fi; \
+         if wget -q -Y off -O - http://127.0.0.1:{port}/; then echo direct=ok; else echo direct=failed; fi"
+    );
+    let out = tcg(&plugins)
+        .current_dir(work.path())
+        .args(["run", "--backend", "microvm"])
+        .args([
+            "--allow-domain",
+            "allowed.test",
+            "--allow-private",
+            "allowed.test",
+        ])
+        .args(["--resolve", "allowed.test:127.0.0.1"])
+        .args(["--resolve", "refused.test:127.0.0.1"])
+        .args(["--", "sh", "-c", &script])
+        .output();
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("hello-from-host\nallowed=ok"),
+        "{}",
+        both(&out)
+    );
+    assert!(stdout.contains("refused=failed"), "{}", both(&out));
+    assert!(stdout.contains("direct=failed"), "{}", both(&out));
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        1,
+        "only the allowed request may arrive\n{}",
+        both(&out)
+    );
+    assert!(
+        text(&out.stderr).contains(&format!("violation: network-outbound refused.test:{port}")),
+        "{}",
+        both(&out)
+    );
 }

@@ -45,8 +45,7 @@ pub const EGRESS_IN_SANDBOX: &str = "/.sandbox-egress";
 
 /// The loopback ports inside the sandbox's network namespace where
 /// `sandbox-init`'s forwards reach the HTTP and SOCKS proxies.
-pub const HTTP_PROXY_PORT: u16 = 3128;
-pub const SOCKS_PROXY_PORT: u16 = 1080;
+pub use sandbox_plugin_api::proxy::{HTTP_PORT as HTTP_PROXY_PORT, SOCKS_PORT as SOCKS_PROXY_PORT};
 
 /// What a path is on the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -131,8 +130,6 @@ pub struct Plan {
 /// in the proxy (there is no resolver inside), and git-over-ssh through
 /// the SOCKS proxy via socat's SOCKS4A (Debian's socat has no SOCKS5).
 pub fn egress_env(with_known_hosts: bool) -> Vec<(String, String)> {
-    let http = format!("http://127.0.0.1:{HTTP_PROXY_PORT}");
-    let socks = format!("socks5h://127.0.0.1:{SOCKS_PROXY_PORT}");
     let mut ssh = format!(
         "ssh -o ProxyCommand='socat - SOCKS4A:127.0.0.1:%h:%p,socksport={SOCKS_PROXY_PORT}'"
     );
@@ -141,16 +138,7 @@ pub fn egress_env(with_known_hosts: bool) -> Vec<(String, String)> {
             " -o UserKnownHostsFile={EGRESS_IN_SANDBOX}/known_hosts -o StrictHostKeyChecking=yes"
         ));
     }
-    let mut env = Vec::new();
-    for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
-        env.push((name.to_owned(), http.clone()));
-    }
-    for name in ["ALL_PROXY", "all_proxy"] {
-        env.push((name.to_owned(), socks.clone()));
-    }
-    for name in ["NO_PROXY", "no_proxy"] {
-        env.push((name.to_owned(), "localhost,127.0.0.1,::1".to_owned()));
-    }
+    let mut env = sandbox_plugin_api::proxy::env();
     env.push(("GIT_SSH_COMMAND".to_owned(), ssh));
     env
 }

@@ -188,6 +188,9 @@ pub fn report(findings: &Findings) -> ProbeReport {
                 capability::EXEC_TIMEOUT.into(),
                 capability::FS_ISOLATION.into(),
                 capability::SUSPEND.into(),
+                // No NIC: the agent's tunnels to the session's proxies are
+                // the only way out (SPEC E2).
+                capability::NET_PROXY_ONLY.into(),
             ],
             ..ProbeReport::default()
         };

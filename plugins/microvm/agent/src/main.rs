@@ -20,6 +20,7 @@ mod reaper;
 mod serve;
 mod share;
 mod spawn;
+mod tunnel;
 
 use std::fmt;
 use std::io::{self, Write};

@@ -6,11 +6,14 @@
 use std::io::{self, BufReader, Read, Write};
 use std::sync::Arc;
 
-use sandbox_microvm_proto::{Exec, Failed, Frame, Hello, Kind, Mount, Mounted, Signal, VERSION};
+use sandbox_microvm_proto::{
+    Egress, Exec, Failed, Frame, Hello, Kind, Mount, Mounted, Signal, VERSION,
+};
 
 use crate::command::Streams;
 use crate::outbox::Outbox;
 use crate::power::Role;
+use crate::tunnel::Tunnels;
 use crate::{log, reaper};
 
 /// Why serving ended.
@@ -34,6 +37,7 @@ pub fn serve<R: Read, W: Write + Send + 'static>(input: R, output: W, role: Role
     }
     let outbox = Arc::new(Outbox::new(output, role));
     let streams = Arc::new(Streams::default());
+    let tunnels = Arc::new(Tunnels::default());
     outbox.send(&Frame::json(
         0,
         Kind::Hello,
@@ -81,6 +85,15 @@ pub fn serve<R: Read, W: Write + Send + 'static>(input: R, output: W, role: Role
                 };
                 outbox.send(&Frame::json(stream, Kind::Mounted, &Mounted { error }));
             }
+            Kind::Egress => {
+                let error = match frame.body::<Egress>() {
+                    Ok(egress) => tunnels.listen(&egress.ports, &outbox).err(),
+                    Err(e) => Some(e.to_string()),
+                };
+                outbox.send(&Frame::json(stream, Kind::Listening, &Mounted { error }));
+            }
+            Kind::TunnelData => tunnels.data(stream, frame.payload),
+            Kind::TunnelClose => tunnels.close(stream),
             Kind::Shutdown => return End::Shutdown,
             kind => log!("ignoring a {kind:?} frame from the host"),
         }

@@ -19,6 +19,10 @@ pub const VERSION: u32 = 1;
 /// (a corrupt or hostile peer must not make the other allocate at will).
 pub const MAX_PAYLOAD: u32 = 1 << 20;
 
+/// Tunnel streams are the agent's to number, from this bit up, so they
+/// never meet the host's exec and request streams.
+pub const TUNNEL_STREAMS: u32 = 1 << 31;
+
 /// Output is sent in chunks of at most this many bytes.
 pub const CHUNK: usize = 64 << 10;
 
@@ -40,6 +44,17 @@ pub enum Kind {
     /// Host → agent, JSON [`Mount`]: mount a 9p export; answered on the
     /// same stream by `Mounted`.
     Mount = 13,
+    /// Host → agent, JSON [`Egress`]: listen on these guest loopback ports
+    /// and tunnel every connection to the host; answered by `Listening`.
+    Egress = 14,
+    /// Agent → host, JSON [`TunnelOpen`]: a guest program connected to an
+    /// egress port; the stream id is the agent's ([`TUNNEL_STREAMS`]).
+    TunnelOpen = 15,
+    /// Either way: bytes of a tunnel.
+    TunnelData = 16,
+    /// Either way: the sender will send no more on this tunnel (a
+    /// half-close); a tunnel ends when both sides sent it.
+    TunnelClose = 17,
     /// Agent → host, JSON [`Started`].
     Started = 20,
     /// Agent → host: bytes the command wrote.
@@ -52,6 +67,8 @@ pub enum Kind {
     Failed = 24,
     /// Agent → host, JSON [`Mounted`].
     Mounted = 25,
+    /// Agent → host, JSON [`Mounted`]: the answer to `Egress`.
+    Listening = 26,
     /// Host → agent, stream 0: kill everything, sync, power off.
     Shutdown = 30,
 }
@@ -66,12 +83,17 @@ impl Kind {
             11 => Kind::Stdin,
             12 => Kind::Signal,
             13 => Kind::Mount,
+            14 => Kind::Egress,
+            15 => Kind::TunnelOpen,
+            16 => Kind::TunnelData,
+            17 => Kind::TunnelClose,
             20 => Kind::Started,
             21 => Kind::Stdout,
             22 => Kind::Stderr,
             23 => Kind::Exit,
             24 => Kind::Failed,
             25 => Kind::Mounted,
+            26 => Kind::Listening,
             30 => Kind::Shutdown,
             _ => return None,
         })
@@ -209,6 +231,19 @@ pub struct Mount {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mounted {
     pub error: Option<String>,
+}
+
+/// The guest loopback ports to listen on (`127.0.0.1`), each tunnelled to
+/// the host's proxy of the same role.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Egress {
+    pub ports: Vec<u16>,
+}
+
+/// A guest connection to one of the egress ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TunnelOpen {
+    pub port: u16,
 }
 
 /// A command started.

@@ -4,6 +4,12 @@
 //! answer (`Exec` → `Started`/`Failed`, `Mount` → `Mounted`, `Ping` →
 //! `Pong`).
 //!
+//! Tunnels (`TunnelOpen` from the agent: a guest program connected to an
+//! egress port) are connected to the session's proxy of that port's role;
+//! each gets a thread reading the proxy into frames and one writing the
+//! agent's data into the proxy from a queue, so a slow proxy never stalls
+//! the reader.
+//!
 //! An exec's terminal event (`exit`, or `killed` when a timeout, a `kill`
 //! or `destroy` asked for its end) is emitted exactly once: when its
 //! `Exit` frame arrives, or by [`Link::end_all`] for the streams still open
@@ -16,8 +22,13 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sandbox_microvm_proto::{Exit, Failed, Frame, Kind, Mounted, Started};
+use std::io::{Read, Write};
+use std::net::Shutdown;
+use std::path::PathBuf;
+
+use sandbox_microvm_proto::{CHUNK, Exit, Failed, Frame, Kind, Mounted, Started, TunnelOpen};
 use sandbox_plugin_api::KillReason;
+use sandbox_plugin_api::proxy;
 use sandbox_plugin_api::sdk::EventSender;
 
 /// An answer to a request that waits for one.
@@ -26,7 +37,15 @@ pub enum Answer {
     Started(Started),
     Failed(Failed),
     Mounted(Mounted),
+    Listening(Mounted),
     Pong,
+}
+
+/// The session's proxies, as unix sockets on the host.
+#[derive(Debug, Clone)]
+pub struct Proxies {
+    pub http: PathBuf,
+    pub socks: PathBuf,
 }
 
 /// One exec stream the agent may still send on.
@@ -41,15 +60,21 @@ pub struct Link {
     writer: Mutex<UnixStream>,
     streams: Mutex<HashMap<u32, Stream>>,
     waiters: Mutex<HashMap<u32, Sender<Answer>>>,
+    /// Per open tunnel, the queue to its proxy writer (`None`: the agent
+    /// sends no more).
+    tunnels: Mutex<HashMap<u32, Sender<Option<Vec<u8>>>>>,
+    proxies: Option<Proxies>,
     events: EventSender,
 }
 
 impl Link {
-    pub fn new(stream: UnixStream, events: EventSender) -> Arc<Self> {
+    pub fn new(stream: UnixStream, events: EventSender, proxies: Option<Proxies>) -> Arc<Self> {
         Arc::new(Self {
             writer: Mutex::new(stream),
             streams: Mutex::default(),
             waiters: Mutex::default(),
+            tunnels: Mutex::default(),
+            proxies,
             events,
         })
     }
@@ -175,7 +200,7 @@ impl Link {
         Ok(())
     }
 
-    fn dispatch(&self, frame: Frame) -> io::Result<()> {
+    fn dispatch(self: &Arc<Self>, frame: Frame) -> io::Result<()> {
         let id = u64::from(frame.stream);
         match frame.kind {
             Kind::Stdout if self.is_open(frame.stream) => {
@@ -190,6 +215,28 @@ impl Link {
                 self.answer(frame.stream, Answer::Failed(frame.body()?));
             }
             Kind::Mounted => self.answer(frame.stream, Answer::Mounted(frame.body()?)),
+            Kind::Listening => self.answer(frame.stream, Answer::Listening(frame.body()?)),
+            Kind::TunnelOpen => self.open_tunnel(frame.stream, frame.body()?),
+            Kind::TunnelData => {
+                let tx = self
+                    .tunnels
+                    .lock()
+                    .ok()
+                    .and_then(|t| t.get(&frame.stream).cloned());
+                if let Some(tx) = tx {
+                    let _ = tx.send(Some(frame.payload));
+                }
+            }
+            Kind::TunnelClose => {
+                let tx = self
+                    .tunnels
+                    .lock()
+                    .ok()
+                    .and_then(|mut t| t.remove(&frame.stream));
+                if let Some(tx) = tx {
+                    let _ = tx.send(None);
+                }
+            }
             Kind::Pong => self.answer(frame.stream, Answer::Pong),
             Kind::Exit => {
                 let exit: Exit = frame.body()?;
@@ -219,5 +266,83 @@ impl Link {
             _ => {}
         }
         Ok(())
+    }
+}
+
+impl Link {
+    /// Connects a new tunnel to the proxy of its port's role; a tunnel that
+    /// cannot be connected is closed at once (the guest program sees the
+    /// connection end, as with a refused one).
+    fn open_tunnel(self: &Arc<Self>, stream: u32, open: TunnelOpen) {
+        let target = self.proxies.as_ref().and_then(|p| match open.port {
+            proxy::HTTP_PORT => Some(p.http.clone()),
+            proxy::SOCKS_PORT => Some(p.socks.clone()),
+            _ => None,
+        });
+        let upstream = target.map(|t| UnixStream::connect(&t).map_err(|e| (t, e)));
+        let upstream = match upstream {
+            Some(Ok(upstream)) => upstream,
+            Some(Err((target, e))) => {
+                tracing::warn!(
+                    "microvm: cannot reach the proxy at {}: {e}",
+                    target.display()
+                );
+                let _ = self.send(&Frame::new(stream, Kind::TunnelClose, Vec::new()));
+                return;
+            }
+            None => {
+                let _ = self.send(&Frame::new(stream, Kind::TunnelClose, Vec::new()));
+                return;
+            }
+        };
+        let Ok(reader) = upstream.try_clone() else {
+            let _ = self.send(&Frame::new(stream, Kind::TunnelClose, Vec::new()));
+            return;
+        };
+        let (tx, rx) = channel::<Option<Vec<u8>>>();
+        if let Ok(mut t) = self.tunnels.lock() {
+            t.insert(stream, tx);
+        }
+        // Proxy → guest.
+        let link = Arc::clone(self);
+        let _ = std::thread::Builder::new()
+            .name("microvm-tunnel-read".into())
+            .spawn(move || {
+                let mut reader = reader;
+                let mut buf = vec![0u8; CHUNK];
+                loop {
+                    match reader.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            let frame = Frame::new(stream, Kind::TunnelData, buf[..n].to_vec());
+                            if link.send(&frame).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+                let _ = link.send(&Frame::new(stream, Kind::TunnelClose, Vec::new()));
+            });
+        // Guest → proxy.
+        let link = Arc::clone(self);
+        let _ = std::thread::Builder::new()
+            .name("microvm-tunnel-write".into())
+            .spawn(move || {
+                let mut upstream = upstream;
+                for message in rx {
+                    match message {
+                        Some(bytes) => {
+                            if upstream.write_all(&bytes).is_err() {
+                                break;
+                            }
+                        }
+                        None => break,
+                    }
+                }
+                let _ = upstream.shutdown(Shutdown::Write);
+                if let Ok(mut t) = link.tunnels.lock() {
+                    t.remove(&stream);
+                }
+            });
     }
 }

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use sandbox_microvm_proto::{self as proto, Frame, Hello, Kind};
 use sandbox_plugin_api::sdk::{EventSender, SandboxImpl};
 use sandbox_plugin_api::{
-    ErrorCode, ExecRequest, KillReason, PluginError, SandboxInfo, SandboxSpec, SandboxState,
+    ErrorCode, ExecRequest, KillReason, PluginError, SandboxInfo, SandboxSpec, SandboxState, proxy,
 };
 
 use self::argv::{Launch, Share};
@@ -151,6 +151,8 @@ pub struct Vm {
     /// Set by the reader when the agent's port closed unasked.
     lost: Arc<AtomicBool>,
     workdir: Option<PathBuf>,
+    /// Commands get the proxy variables: the agent listens on the ports.
+    egress: bool,
     details: serde_json::Map<String, serde_json::Value>,
 }
 
@@ -269,7 +271,11 @@ impl Engine {
             Ok(qmp) => qmp,
             Err(e) => return Err(fail(&mut child, format!("QMP: {e}"))),
         };
-        let link = Link::new(stream, events.clone());
+        let proxies = spec.egress.as_ref().map(|e| link::Proxies {
+            http: e.http_socket.clone(),
+            socks: e.socks_socket.clone(),
+        });
+        let link = Link::new(stream, events.clone(), proxies);
         let lost = Arc::new(AtomicBool::new(false));
         let reader = {
             let link = Arc::clone(&link);
@@ -313,6 +319,7 @@ impl Engine {
             destroyed: AtomicBool::new(false),
             lost,
             workdir: spec.guest_workdir.clone(),
+            egress: spec.egress.is_some(),
             details,
         };
         for share in &shares {
@@ -320,6 +327,12 @@ impl Engine {
                 let _ = vm.destroy();
                 return Err(e);
             }
+        }
+        if vm.egress
+            && let Err(e) = vm.listen_for_egress()
+        {
+            let _ = vm.destroy();
+            return Err(e);
         }
         events.ready();
         Ok(vm)
@@ -453,6 +466,28 @@ impl Vm {
         }
     }
 
+    /// Has the agent listen on the proxy ports (SPEC E2): its tunnels are
+    /// the guest's only way out.
+    fn listen_for_egress(&self) -> Result<(), PluginError> {
+        let id = self.stream_id();
+        let body = proto::Egress {
+            ports: vec![proxy::HTTP_PORT, proxy::SOCKS_PORT],
+        };
+        match self
+            .link
+            .request(&Frame::json(id, Kind::Egress, &body), ANSWER_PATIENCE)
+        {
+            Ok(Answer::Listening(proto::Mounted { error: None })) => Ok(()),
+            Ok(Answer::Listening(proto::Mounted { error: Some(e) })) => {
+                Err(PluginError::other(format!("the guest's egress ports: {e}")))
+            }
+            Ok(other_answer) => Err(PluginError::other(format!(
+                "the guest agent answered egress with {other_answer:?}"
+            ))),
+            Err(e) => Err(other("the guest's egress ports", e)),
+        }
+    }
+
     fn signal(&self, exec_id: u64, signal: i32, reason: KillReason) -> Result<(), PluginError> {
         let id = u32::try_from(exec_id).map_err(|_| PluginError::invalid("no such exec"))?;
         if !self.link.is_open(id) {
@@ -504,9 +539,14 @@ impl SandboxImpl for Vm {
         }
         let id = self.stream_id();
         let cwd = request.cwd.clone().or_else(|| self.workdir.clone());
+        let mut env: Vec<(String, String)> = request.env.into_iter().collect();
+        if self.egress {
+            env.retain(|(k, _)| !proxy::env().iter().any(|(p, _)| p == k));
+            env.extend(proxy::env());
+        }
         let body = proto::Exec {
             argv: request.argv.clone(),
-            env: request.env.into_iter().collect(),
+            env,
             cwd: cwd.map(|c| c.display().to_string()),
             stdin: request.stdin,
         };
