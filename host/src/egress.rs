@@ -151,13 +151,7 @@ impl SessionEgress {
         let auth = format!("{}:{}", credential.user, credential.password);
         let http = format!("http://{auth}@{http}");
         let socks = format!("socks5h://{auth}@{socks}");
-        let mut env = Vec::new();
-        for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
-            env.push((name.to_owned(), http.clone()));
-        }
-        for name in ["ALL_PROXY", "all_proxy"] {
-            env.push((name.to_owned(), socks.clone()));
-        }
+        let env = sandbox_plugin_api::proxy::variables(&http, &socks);
         let egress = Self {
             proxies: Some(proxies),
             _dir: None,

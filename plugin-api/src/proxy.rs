@@ -13,17 +13,27 @@ pub const SOCKS_PORT: u16 = 1080;
 /// the proxy (there is no resolver inside), and no proxy for the sandbox's
 /// own loopback.
 pub fn env() -> Vec<(String, String)> {
-    let http = format!("http://127.0.0.1:{HTTP_PORT}");
-    let socks = format!("socks5h://127.0.0.1:{SOCKS_PORT}");
-    let mut env = Vec::new();
-    for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
-        env.push((name.to_owned(), http.clone()));
-    }
-    for name in ["ALL_PROXY", "all_proxy"] {
-        env.push((name.to_owned(), socks.clone()));
-    }
+    let mut env = variables(
+        &format!("http://127.0.0.1:{HTTP_PORT}"),
+        &format!("socks5h://127.0.0.1:{SOCKS_PORT}"),
+    );
     for name in ["NO_PROXY", "no_proxy"] {
         env.push((name.to_owned(), "localhost,127.0.0.1,::1".to_owned()));
     }
     env
+}
+
+/// `HTTP(S)_PROXY` and `ALL_PROXY`, both spellings, for these proxy URLs.
+pub fn variables(http: &str, socks: &str) -> Vec<(String, String)> {
+    let http_names = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"];
+    let socks_names = ["ALL_PROXY", "all_proxy"];
+    http_names
+        .iter()
+        .map(|n| ((*n).to_owned(), http.to_owned()))
+        .chain(
+            socks_names
+                .iter()
+                .map(|n| ((*n).to_owned(), socks.to_owned())),
+        )
+        .collect()
 }
