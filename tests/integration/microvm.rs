@@ -274,8 +274,11 @@ fn guest_image() -> &'static Path {
             protocol: sandbox_microvm_proto::VERSION,
             rebuild: false,
         };
-        sandbox_microvm_image::build::build(&options, &|line| eprintln!("image: {line}"))
-            .unwrap_or_else(|e| panic!("building the guest image failed: {e}"));
+        let built =
+            sandbox_microvm_image::build::build(&options, &|line| eprintln!("image: {line}"))
+                .unwrap_or_else(|e| panic!("building the guest image failed: {e}"));
+        // Each agent change makes a new ~70 MB image: keep only this one.
+        sandbox_microvm_image::build::prune(&images, &built.dir).unwrap();
         images
     })
 }

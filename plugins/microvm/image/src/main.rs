@@ -42,6 +42,9 @@ enum Cmd {
         /// Build even if an image from the same inputs exists.
         #[arg(long)]
         rebuild: bool,
+        /// Remove the other images in OUT afterwards (not the package cache).
+        #[arg(long)]
+        prune: bool,
     },
     /// Re-hashes an image: an image directory, or an output dir's `current`.
     Verify {
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
             modules: extra,
             protocol,
             rebuild,
+            prune,
         } => {
             let mut roots: Vec<String> = modules::DEFAULT_ROOTS
                 .iter()
@@ -74,7 +78,14 @@ fn main() -> ExitCode {
                 rebuild,
             };
             let started = Instant::now();
-            build::build(&opts, &|line| eprintln!("cc-microvm-image: {line}")).map(|b| {
+            let out_dir = opts.out.clone();
+            build::build(&opts, &|line| eprintln!("cc-microvm-image: {line}")).and_then(|b| {
+                if prune {
+                    let removed = build::prune(&out_dir, &b.dir)?;
+                    eprintln!("cc-microvm-image: removed {removed} other image(s)");
+                }
+                Ok(b)
+            }).map(|b| {
                 eprintln!(
                     "cc-microvm-image: {} {} in {:.1} s: vmlinux {} bytes, initrd {} bytes, {} modules",
                     if b.reused { "reused" } else { "built" },
