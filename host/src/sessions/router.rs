@@ -8,8 +8,9 @@
 //! however much a command prints.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use sandbox_plugin_api::host::EventHandler;
 use sandbox_plugin_api::{Event, EventBody, SandboxViolation};
@@ -19,9 +20,15 @@ use tokio::sync::mpsc;
 const STREAM_CAPACITY: usize = 64;
 
 /// Events held for an exec id before anyone subscribed. Subscribing follows
-/// `exec` at once, so this is only reached by a misbehaving plugin; beyond
-/// it events are dropped.
+/// `exec` at once, but on a loaded host a chatty command can get this far
+/// first: then delivery waits for the subscriber (backpressure, as for a
+/// slow one) instead of losing output.
 const PENDING_LIMIT: usize = 256;
+
+/// How long a full pending queue waits for its subscriber; past it the
+/// plugin is misbehaving (an id nobody will ask for) and events are
+/// dropped, with a warning.
+const PENDING_PATIENCE: Duration = Duration::from_secs(60);
 
 enum Route {
     /// Events that arrived before the subscription.
@@ -36,6 +43,8 @@ enum Route {
 #[derive(Default)]
 pub struct Router {
     routes: Mutex<HashMap<u64, Route>>,
+    /// Signalled when a route changes from pending (or the router closes).
+    changed: Condvar,
     closed: AtomicBool,
 }
 
@@ -58,6 +67,7 @@ impl Router {
         if early.iter().any(|e| e.body.is_terminal()) {
             routes.remove(&exec_id);
         }
+        self.changed.notify_all();
         Subscription { early, live: rx }
     }
 
@@ -68,6 +78,7 @@ impl Router {
         if let Some(route) = routes.get_mut(&exec_id) {
             *route = Route::Dropped;
         }
+        self.changed.notify_all();
     }
 
     /// After this, every event is refused and the plugin is told to stop.
@@ -77,6 +88,7 @@ impl Router {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
+        self.changed.notify_all();
     }
 
     /// A violation the host saw for the sandbox as a whole (a refused
@@ -124,19 +136,36 @@ impl EventHandler for Router {
         let terminal = event.body.is_terminal();
         let sender = {
             let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+            let deadline = Instant::now() + PENDING_PATIENCE;
+            loop {
+                let full =
+                    matches!(routes.get(&id), Some(Route::Pending(e)) if e.len() >= PENDING_LIMIT);
+                if !full {
+                    break;
+                }
+                if self.closed.load(Ordering::SeqCst) {
+                    return false;
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    tracing::warn!(exec = id, "dropping an event for an exec nobody listens to");
+                    return true;
+                }
+                routes = self
+                    .changed
+                    .wait_timeout(routes, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+            if self.closed.load(Ordering::SeqCst) {
+                return false;
+            }
             match routes
                 .entry(id)
                 .or_insert_with(|| Route::Pending(Vec::new()))
             {
                 Route::Pending(events) => {
-                    if events.len() < PENDING_LIMIT {
-                        events.push(event);
-                    } else {
-                        tracing::warn!(
-                            exec = id,
-                            "dropping an event for an exec nobody listens to"
-                        );
-                    }
+                    events.push(event);
                     return true;
                 }
                 Route::Live(tx) => {
@@ -242,12 +271,33 @@ mod tests {
         assert!(router.routes.lock().unwrap().is_empty());
     }
 
+    /// A late subscriber loses nothing: past the pending limit, delivery
+    /// waits for it, then goes on into its live stream.
     #[test]
-    fn pending_events_are_bounded() {
+    fn pending_events_are_bounded_and_none_is_lost() {
         let router = Router::default();
-        for _ in 0..PENDING_LIMIT + 10 {
-            router.handle(ev(5, EventBody::Stdout(vec![0])));
-        }
-        assert_eq!(router.subscribe(5).early.len(), PENDING_LIMIT);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0..PENDING_LIMIT + 10 {
+                    router.handle(ev(5, EventBody::Stdout(vec![i as u8])));
+                }
+            });
+            let full = || {
+                matches!(router.routes.lock().unwrap().get(&5),
+                    Some(Route::Pending(e)) if e.len() == PENDING_LIMIT)
+            };
+            while !full() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // Held at the limit, not dropped.
+            std::thread::sleep(Duration::from_millis(20));
+            assert!(full());
+            let mut sub = router.subscribe(5);
+            assert_eq!(sub.early.len(), PENDING_LIMIT);
+            for i in PENDING_LIMIT..PENDING_LIMIT + 10 {
+                let event = sub.live.blocking_recv().unwrap();
+                assert!(matches!(event.body, EventBody::Stdout(ref d) if d == &[i as u8]));
+            }
+        });
     }
 }
