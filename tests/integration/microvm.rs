@@ -612,3 +612,69 @@ fn egress_from_a_microvm_goes_through_the_sessions_proxy_only() {
         both(&out)
     );
 }
+
+/// F10 over the API: the kill route signals a command in the guest (its
+/// whole process group); its stream ends with `killed` (manual, the signal
+/// sent), and the sandbox keeps serving.
+#[test]
+fn the_kill_route_ends_a_command_in_the_guest() {
+    let _vm = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let plugins = Plugins::with_microvm();
+    let server = Server::start_with(tcg(&plugins));
+    let work = tempfile::tempdir().unwrap();
+    let body = serde_json::json!({
+        "sessionId": "k",
+        "bindMounts": [{"hostPath": work.path()}],
+        "guestWorkdir": work.path(),
+    });
+    let created = server.call(
+        "POST",
+        "/v1/sandboxes?backend=microvm",
+        Some(&body.to_string()),
+    );
+    assert_eq!(
+        created.status,
+        201,
+        "{}\n{}",
+        text(&created.body),
+        server.log()
+    );
+    let exec = serde_json::json!({"argv": ["sh", "-c", "echo go; exec sleep 300"]}).to_string();
+    let mut stream = http_open(
+        server.addr,
+        "POST",
+        "/v1/sandboxes/k/exec",
+        Some(&exec),
+        Some(&server.token),
+    );
+    let events = read_until(&mut stream, r#"go\n""#);
+    assert_eq!(events[0]["type"], "started", "{events:?}");
+    let exec_id = events[0]["execId"].as_u64().unwrap();
+    let killed = server.call(
+        "POST",
+        &format!("/v1/sandboxes/k/execs/{exec_id}/kill"),
+        Some(r#"{"signal":15}"#),
+    );
+    assert_eq!(killed.status, 204, "{}", text(&killed.body));
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stream, &mut rest).unwrap();
+    let last: Value = rest
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .last()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .unwrap_or_else(|| panic!("no terminal event: {rest}"));
+    assert_eq!(last["type"], "killed", "{rest}");
+    assert_eq!(last["reason"], "manual", "{rest}");
+    assert_eq!(last["signal"], 15, "{rest}");
+    let after = server.call(
+        "POST",
+        "/v1/sandboxes/k/exec",
+        Some(&serde_json::json!({"argv": ["echo", "still"]}).to_string()),
+    );
+    assert_eq!(after.status, 200, "{}", text(&after.body));
+    assert_eq!(joined(&after.lines(), "stdout"), "still\n");
+    let destroyed = server.call("DELETE", "/v1/sandboxes/k", None);
+    assert_eq!(destroyed.status, 200, "{}", text(&destroyed.body));
+    assert!(qemus().is_empty(), "QEMU left running: {:?}", qemus());
+}
