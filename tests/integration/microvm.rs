@@ -660,8 +660,7 @@ fn the_kill_route_ends_a_command_in_the_guest() {
     std::io::Read::read_to_string(&mut stream, &mut rest).unwrap();
     let last: Value = rest
         .lines()
-        .filter(|l| l.starts_with('{'))
-        .last()
+        .rfind(|l| l.starts_with('{'))
         .map(|l| serde_json::from_str(l).unwrap())
         .unwrap_or_else(|| panic!("no terminal event: {rest}"));
     assert_eq!(last["type"], "killed", "{rest}");
