@@ -401,6 +401,18 @@ pub(crate) enum Auth5 {
 
 /// A SOCKS5 CONNECT (or another command): the tunnel, or the failing reply
 /// code (`0xFF` method refusal, `0x100 + status` for a failed RFC 1929 auth).
+/// A SOCKS5 CONNECT, without credentials, to `svc.test:port`.
+pub(crate) async fn socks5_svc(h: &Harness, port: u16) -> Result<BoxIo, u16> {
+    socks5(
+        h,
+        Auth5::NoAuth,
+        1,
+        &Addr5::Name(b"svc.test".to_vec()),
+        port,
+    )
+    .await
+}
+
 pub(crate) async fn socks5(
     h: &Harness,
     auth: Auth5,
@@ -1021,15 +1033,7 @@ async fn dial_failure_is_not_a_violation() {
     assert_eq!(resp.status, 502, "{resp:?}");
     let resp = http_get(&h, &format!("http://svc.test:{closed}/")).await;
     assert_eq!(resp.status, 502, "{resp:?}");
-    let rep = socks5(
-        &h,
-        Auth5::NoAuth,
-        1,
-        &Addr5::Name(b"svc.test".to_vec()),
-        closed,
-    )
-    .await
-    .err();
+    let rep = socks5_svc(&h, closed).await.err();
     assert_eq!(rep, Some(0x05));
     assert_eq!(
         socks4(&h, 1, None, Some(b"svc.test"), closed).await.err(),
@@ -1252,15 +1256,7 @@ async fn shutdown_aborts_live_tunnels() {
         };
         let mut t1 = http_connect(&h, &format!("svc.test:{port}")).await.unwrap();
         echo_round_trip(&mut t1, b"before").await;
-        let mut t2 = socks5(
-            &h,
-            Auth5::NoAuth,
-            1,
-            &Addr5::Name(b"svc.test".to_vec()),
-            port,
-        )
-        .await
-        .unwrap();
+        let mut t2 = socks5_svc(&h, port).await.unwrap();
         echo_round_trip(&mut t2, b"before").await;
         // An idle keep-alive HTTP client and a half-finished SOCKS handshake.
         let mut idle = h.http().await;
@@ -1375,15 +1371,7 @@ async fn measure_overhead() {
         let direct_gbps = push(direct).await;
         let tunnel = http_connect(&h, &format!("svc.test:{port}")).await.unwrap();
         let tunnel_gbps = push(tunnel).await;
-        let socks = socks5(
-            &h,
-            Auth5::NoAuth,
-            1,
-            &Addr5::Name(b"svc.test".to_vec()),
-            port,
-        )
-        .await
-        .unwrap();
+        let socks = socks5_svc(&h, port).await.unwrap();
         let socks_gbps = push(socks).await;
         let (d50, d99) = latencies(|| async {
             let s = TcpStream::connect(target).await.unwrap();
@@ -1394,18 +1382,7 @@ async fn measure_overhead() {
         let (c50, c99) =
             latencies(|| async { http_connect(&h, &format!("svc.test:{port}")).await.unwrap() })
                 .await;
-        let (s50, s99) = latencies(|| async {
-            socks5(
-                &h,
-                Auth5::NoAuth,
-                1,
-                &Addr5::Name(b"svc.test".to_vec()),
-                port,
-            )
-            .await
-            .unwrap()
-        })
-        .await;
+        let (s50, s99) = latencies(|| async { socks5_svc(&h, port).await.unwrap() }).await;
         println!(
             "round {round}: {} MiB each; throughput Gbit/s: direct {direct_gbps:.2}, CONNECT/unix {tunnel_gbps:.2}, \
              SOCKS5/unix {socks_gbps:.2}; connect+first byte p50/p99: direct {d50:?}/{d99:?}, \

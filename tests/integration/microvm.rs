@@ -446,6 +446,29 @@ fn a_writable_bind_with_git_hooks_is_refused() {
     assert!(qemus().is_empty(), "QEMU left running: {:?}", qemus());
 }
 
+/// Creates microVM sandbox `id` over the API, binding `dir` (writable, the
+/// workdir); returns its handle.
+fn create_vm(server: &Server, id: &str, dir: &Path) -> Value {
+    let body = serde_json::json!({
+        "sessionId": id,
+        "bindMounts": [{"hostPath": dir}],
+        "guestWorkdir": dir,
+    });
+    let created = server.call(
+        "POST",
+        "/v1/sandboxes?backend=microvm",
+        Some(&body.to_string()),
+    );
+    assert_eq!(
+        created.status,
+        201,
+        "{}\n{}",
+        text(&created.body),
+        server.log()
+    );
+    created.json()
+}
+
 fn file_len(path: &Path) -> u64 {
     std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
@@ -462,24 +485,7 @@ fn suspend_pauses_the_vm_and_resume_continues_it() {
     let plugins = Plugins::with_microvm();
     let server = Server::start_with(tcg(&plugins));
     let work = tempfile::tempdir().unwrap();
-    let body = serde_json::json!({
-        "sessionId": "pause",
-        "bindMounts": [{"hostPath": work.path()}],
-        "guestWorkdir": work.path(),
-    });
-    let created = server.call(
-        "POST",
-        "/v1/sandboxes?backend=microvm",
-        Some(&body.to_string()),
-    );
-    assert_eq!(
-        created.status,
-        201,
-        "{}\n{}",
-        text(&created.body),
-        server.log()
-    );
-    let handle = created.json();
+    let handle = create_vm(&server, "pause", work.path());
     assert_eq!(handle["backendName"], "microvm", "{handle}");
     assert_eq!(handle["kernelBoundary"], false, "{handle}");
     let exec = |argv: serde_json::Value| {
@@ -622,23 +628,7 @@ fn the_kill_route_ends_a_command_in_the_guest() {
     let plugins = Plugins::with_microvm();
     let server = Server::start_with(tcg(&plugins));
     let work = tempfile::tempdir().unwrap();
-    let body = serde_json::json!({
-        "sessionId": "k",
-        "bindMounts": [{"hostPath": work.path()}],
-        "guestWorkdir": work.path(),
-    });
-    let created = server.call(
-        "POST",
-        "/v1/sandboxes?backend=microvm",
-        Some(&body.to_string()),
-    );
-    assert_eq!(
-        created.status,
-        201,
-        "{}\n{}",
-        text(&created.body),
-        server.log()
-    );
+    create_vm(&server, "k", work.path());
     let exec = serde_json::json!({"argv": ["sh", "-c", "echo go; exec sleep 300"]}).to_string();
     let mut stream = http_open(
         server.addr,

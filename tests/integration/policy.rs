@@ -323,14 +323,7 @@ fn an_owner_answers_prompts_and_no_owner_means_deny() {
     assert_refused(&refused, "no owner");
     assert!(!remote_has(work.path(), "one"));
 
-    let mut owner = http_open(
-        server.addr,
-        "GET",
-        "/v1/approvals",
-        None,
-        Some(&server.token),
-    );
-    read_until(&mut owner, "\"connected\"");
+    let mut owner = connect_owner(&server);
 
     // The owner denies.
     let waiting = exec_later(&server, "own", &argv_refs(&push("two")));
@@ -420,14 +413,7 @@ fn guardrails_scope_pushes_by_branch_and_set_the_network_rule() {
         "{handle}"
     );
 
-    let mut owner = http_open(
-        server.addr,
-        "GET",
-        "/v1/approvals",
-        None,
-        Some(&server.token),
-    );
-    read_until(&mut owner, "\"connected\"");
+    let mut owner = connect_owner(&server);
     // A push to main is denied by the rule without asking the owner.
     let refused = exec_later(&server, "g", &argv_refs(&push("main")))
         .join()
@@ -604,4 +590,17 @@ fn turning_the_policy_off_is_loud() {
         events.lines()[0].get("policy").is_none(),
         "no verdict when off"
     );
+}
+
+/// An owner's approvals connection (H4), once the server said it is connected.
+fn connect_owner(server: &Server) -> std::io::BufReader<std::net::TcpStream> {
+    let mut owner = http_open(
+        server.addr,
+        "GET",
+        "/v1/approvals",
+        None,
+        Some(&server.token),
+    );
+    read_until(&mut owner, "\"connected\"");
+    owner
 }

@@ -541,8 +541,9 @@ impl SandboxImpl for Vm {
         let cwd = request.cwd.clone().or_else(|| self.workdir.clone());
         let mut env: Vec<(String, String)> = request.env.into_iter().collect();
         if self.egress {
-            env.retain(|(k, _)| !proxy::env().iter().any(|(p, _)| p == k));
-            env.extend(proxy::env());
+            let ours = proxy::env();
+            env.retain(|(k, _)| !ours.iter().any(|(p, _)| p == k));
+            env.extend(ours);
         }
         let body = proto::Exec {
             argv: request.argv.clone(),
