@@ -932,6 +932,72 @@ int main(void) {
     );
 }
 
+/// G1 (process layout, §2.2): commands live in a pid namespace below the
+/// supervisor's, so no pid they can name is the supervisor. Their pid 1 is
+/// a reaper: SIGKILL and SIGSTOP aimed at it, and a pidfd on it, reach
+/// nothing of the guard's. Host: afterwards `after.pem` is still refused
+/// (absent) and `after.txt` created — the supervisor kept serving.
+#[test]
+fn commands_cannot_name_the_supervisor() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let prog = c_program(
+        "pidns",
+        r#"
+#include <signal.h>
+#include <sys/syscall.h>
+
+static void try(const char *path) {
+    int fd = open(path, O_CREAT | O_WRONLY, 0644);
+    printf("%s=%d\n", path, fd < 0 ? errno : 0);
+    if (fd >= 0) close(fd);
+}
+
+int main(void) {
+    only_in_a_sandbox();
+    char self[32] = {0};
+    if (readlink("/proc/self", self, sizeof self - 1) < 0) return 3;
+    printf("ownpid=%d\n", getpid());
+    printf("procpid=%s\n", self);
+    printf("kill1=%d\n", kill(1, SIGKILL) < 0 ? errno : 0);
+    printf("stop1=%d\n", kill(1, SIGSTOP) < 0 ? errno : 0);
+    int pidfd = syscall(SYS_pidfd_open, 1, 0);
+    int stolen = pidfd < 0 ? -1 : syscall(SYS_pidfd_getfd, pidfd, 0, 0);
+    printf("getfd=%d\n", stolen < 0 ? errno : 0);
+    try("after.pem");
+    try("after.txt");
+    return 0;
+}
+"#,
+    );
+    let out = prog.sh(&plugins, w, &[], &prog.path());
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    // /proc is PID 1's: it shows our pid there, which differs from ours.
+    assert_ne!(
+        reading(&out, "ownpid"),
+        reading(&out, "procpid"),
+        "the command is not in a namespace of its own\n{}",
+        both(&out)
+    );
+    assert_ne!(
+        reading(&out, "getfd"),
+        0,
+        "a descriptor of pid 1 was taken\n{}",
+        both(&out)
+    );
+    assert_ne!(reading(&out, "after.pem"), 0, "{}", both(&out));
+    assert_absent(&w.join("after.pem"), &out);
+    assert_eq!(
+        reading(&out, "after.txt"),
+        0,
+        "the guard stopped serving\n{}",
+        both(&out)
+    );
+    assert!(w.join("after.txt").exists(), "{}", both(&out));
+}
+
 /// G1 (race-free, §3.3): one thread creates whatever name a buffer holds
 /// while another flips the buffer between `race.txt` and `race.pem`; with
 /// check-then-continue hundreds of `race.pem` got through, with emulation

@@ -13,13 +13,18 @@
 //!    exec'ing it;
 //! 2. sets `user.max_user_namespaces` to 0 there: no process below can make
 //!    a user namespace again (what bubblewrap's `--disable-userns` did);
-//! 3. drops every capability, bounding set included, with the securebits
+//! 3. makes a pid namespace for the commands (`crate::forker`): a command
+//!    cannot name the supervisor in `kill`, `ptrace`, `pidfd_open` or
+//!    `process_vm_*`;
+//! 4. drops every capability, bounding set included, with the securebits
 //!    locked, so no command (not even uid 0) gets one back at exec.
 //!
 //! Every step that fails fails the launch: the sandbox starts with this
 //! layout or not at all.
 
 use std::io;
+
+use crate::forker::Forker;
 
 /// One mount as `/proc/self/mountinfo` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,8 +112,9 @@ pub fn noexec_flags(mount: &Mount) -> libc::c_ulong {
 }
 
 /// Sets the layout up (see the module doc). Must run while this process
-/// has a single thread (`unshare(CLONE_NEWUSER)` requires it).
-pub fn enter() -> Result<(), String> {
+/// has a single thread (`unshare(CLONE_NEWUSER)` requires it). Returns the
+/// [`Forker`] that makes every command, in the commands' pid namespace.
+pub fn enter() -> Result<Forker, String> {
     enter_own_user_namespace().map_err(|e| format!("a user namespace of our own: {e}"))?;
     let text = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
@@ -119,8 +125,11 @@ pub fn enter() -> Result<(), String> {
     }
     std::fs::write("/proc/sys/user/max_user_namespaces", "0")
         .map_err(|e| format!("forbidding new user namespaces: {e}"))?;
+    // While we still hold CAP_SYS_ADMIN here: the thread inherits it to make
+    // the pid namespace, then drops it like we do below.
+    let forker = Forker::start().map_err(|e| format!("a pid namespace for the commands: {e}"))?;
     drop_capabilities().map_err(|e| format!("dropping capabilities: {e}"))?;
-    Ok(())
+    Ok(forker)
 }
 
 /// Unshares a user and a mount namespace; a child forked before writes our
@@ -225,8 +234,9 @@ fn remount(point: &str, flags: libc::c_ulong) -> io::Result<()> {
 
 /// Every capability gone — effective, permitted, inheritable, ambient and
 /// bounding — and the securebits locked so uid 0 gains none at exec; then
-/// checked in `/proc/self/status`.
-fn drop_capabilities() -> io::Result<()> {
+/// checked in `/proc/thread-self/status`. Capabilities belong to a thread:
+/// each thread that holds some drops its own.
+pub(crate) fn drop_capabilities() -> io::Result<()> {
     let check = |rc: libc::c_int| {
         if rc == 0 {
             Ok(())
@@ -284,7 +294,7 @@ fn drop_capabilities() -> io::Result<()> {
     check(unsafe {
         libc::syscall(libc::SYS_capset, &raw const header, data.as_ptr()) as libc::c_int
     })?;
-    let status = std::fs::read_to_string("/proc/self/status")?;
+    let status = std::fs::read_to_string("/proc/thread-self/status")?;
     for field in ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
         let value = status
             .lines()

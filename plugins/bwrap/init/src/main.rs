@@ -18,9 +18,11 @@
 //! binary started as `sandbox-init --forwarder PORT=FD:SOCKET …` in a
 //! process of its own (see `sandbox_init::forward`).
 //!
-//! Forking happens on the main thread only; the code between fork and exec
-//! makes only async-signal-safe calls on memory prepared before the fork, so
-//! the supervisor threads cannot leave it a held lock.
+//! Commands are forked by the fork thread, in a pid namespace below ours
+//! (`sandbox_init::forker`), so none can name PID 1; the forwarder is forked
+//! on the main thread. The code between fork and exec makes only
+//! async-signal-safe calls on memory prepared before the fork, so the
+//! supervisor threads cannot leave it a held lock.
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -29,6 +31,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
+use sandbox_init::forker::Forker;
 use sandbox_init::forward::{self, Route};
 use sandbox_init::guard::rules::{GuardConfig, Rules};
 use sandbox_init::guard::{self, notify::Listener};
@@ -56,10 +59,13 @@ fn main() -> ExitCode {
     };
     // First, while single-threaded: our own namespaces, writable mounts
     // noexec, no capabilities (see `sandbox_init::layout`). Fail closed.
-    if let Err(message) = sandbox_init::layout::enter() {
-        eprintln!("sandbox-init: {message}");
-        return ExitCode::from(125);
-    }
+    let forker = match sandbox_init::layout::enter() {
+        Ok(forker) => forker,
+        Err(message) => {
+            eprintln!("sandbox-init: {message}");
+            return ExitCode::from(125);
+        }
+    };
     // Exec only from the system view, for every command (fail closed).
     let exec_ruleset = if exec_from.is_empty() {
         None
@@ -96,6 +102,7 @@ fn main() -> ExitCode {
         rules.map(Arc::new),
         &forwards,
         exec_ruleset,
+        &forker,
     ) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -250,6 +257,7 @@ fn serve(
     rules: Option<Arc<Rules>>,
     forwards: &[Forward],
     exec_ruleset: Option<RawFd>,
+    forker: &Forker,
 ) -> io::Result<()> {
     let children = ChildSignals::new()?;
     // Before `ready`: a command must find its proxies listening.
@@ -295,7 +303,7 @@ fn serve(
         }
         if polled[1].revents != 0 {
             children.drain();
-            reap(&outbox, &mut running, forwarder)?;
+            reap(&outbox, &mut running, forwarder, forker.reaper())?;
         }
         if polled[0].revents != 0 {
             match proto::recv::<Request>(control)? {
@@ -305,6 +313,7 @@ fn serve(
                         fds,
                         &mut running,
                         &filters,
+                        forker,
                         rules.as_ref(),
                         &outbox,
                     );
@@ -354,6 +363,8 @@ fn start_forwards(forwards: &[Forward], exec_ruleset: Option<RawFd>) -> io::Resu
         .into();
     let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
     let inherit: Vec<RawFd> = listeners.iter().map(|l| l.as_raw_fd()).collect();
+    // Forked here, not by the forker: outside the commands' namespace, no
+    // command can name the forwarder either.
     let (pid, _) = spawn(
         &argv,
         &[],
@@ -362,6 +373,7 @@ fn start_forwards(forwards: &[Forward], exec_ruleset: Option<RawFd>) -> io::Resu
         vec![dev_null, stderr],
         &inherit,
         &filters,
+        None,
     )
     .map_err(|f| io::Error::other(format!("the egress forwarder: {}", f.message)))?;
     // `listeners` close here: the forwarder's copies are the only ones.
@@ -400,11 +412,13 @@ fn commands_umask(guarded: bool) -> libc::mode_t {
     started_with
 }
 
+#[allow(clippy::too_many_arguments)]
 fn handle(
     request: Request,
     fds: Vec<OwnedFd>,
     running: &mut Running,
     filters: &Filters,
+    forker: &Forker,
     rules: Option<&Arc<Rules>>,
     outbox: &Outbox,
 ) -> Reply {
@@ -415,7 +429,7 @@ fn handle(
             env,
             cwd,
             stdin,
-        } => match spawn(&argv, &env, &cwd, stdin, fds, &[], filters) {
+        } => match spawn(&argv, &env, &cwd, stdin, fds, &[], filters, Some(forker)) {
             Ok((pid, listener)) => {
                 running.by_pid.insert(pid, id);
                 running.by_id.insert(id, pid);
@@ -490,14 +504,27 @@ fn kill_everything() {
 }
 
 /// Reaps every child that ended; reports the commands among them and logs
-/// the end of the egress forwarder.
-fn reap(outbox: &Outbox, running: &mut Running, forwarder: Option<i32>) -> io::Result<()> {
+/// the end of the egress forwarder. The end of the commands' namespace
+/// reaper ends the sandbox: the kernel killed every command with it, and
+/// none can start again.
+fn reap(
+    outbox: &Outbox,
+    running: &mut Running,
+    forwarder: Option<i32>,
+    reaper: libc::pid_t,
+) -> io::Result<()> {
     loop {
         let mut status = 0;
         // SAFETY: plain syscall writing into `status`.
         let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
         if pid <= 0 {
             return Ok(());
+        }
+        if pid == reaper {
+            return Err(io::Error::other(format!(
+                "the commands' pid namespace ended (its reaper: {}); the sandbox cannot run anything",
+                describe_status(status)
+            )));
         }
         if Some(pid) == forwarder {
             // Its listeners closed with it: connections are refused now.
@@ -595,7 +622,9 @@ fn candidates(program: &str, env: &[(String, String)]) -> Vec<String> {
 /// With a guard filter, the child installs it before exec and hands over
 /// its listener, which is returned with the pid. The descriptors in
 /// `inherit` (close-on-exec in PID 1, above 2) stay open across the exec,
-/// at the same numbers.
+/// at the same numbers. With `forker`, the command is made in the
+/// commands' pid namespace (`sandbox_init::forker`); without, here.
+#[allow(clippy::too_many_arguments)]
 fn spawn(
     argv: &[String],
     env: &[(String, String)],
@@ -604,6 +633,7 @@ fn spawn(
     fds: Vec<OwnedFd>,
     inherit: &[RawFd],
     filters: &Filters,
+    forker: Option<&Forker>,
 ) -> Result<(i32, Option<OwnedFd>), Failure> {
     let expected = if stdin { 3 } else { 2 };
     if argv.is_empty() || fds.len() != expected {
@@ -669,21 +699,30 @@ fn spawn(
     let (report_r, report_w) =
         unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
 
-    // SAFETY: the child runs only `child`, which makes async-signal-safe
-    // syscalls on memory prepared above and ends in exec or _exit.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(Failure {
-            errno: io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO),
-            message: "fork".into(),
-        });
-    }
-    if pid == 0 {
-        // SAFETY: the child side of fork; see above. Never returns.
-        unsafe { child(&prepared, report_w.as_raw_fd()) }
-    }
+    let report = report_w.as_raw_fd();
+    // SAFETY: only ever run as the child side of fork; never returns.
+    let run_child = || unsafe { child(&prepared, report) };
+    let forked = match forker {
+        // SAFETY: the child runs only `child`, which makes async-signal-safe
+        // syscalls on memory prepared above and ends in exec or _exit.
+        Some(forker) => unsafe { forker.fork(&run_child) },
+        None => {
+            // SAFETY: as above.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                run_child();
+            }
+            if pid < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(pid)
+            }
+        }
+    };
+    let pid = forked.map_err(|e| Failure {
+        errno: e.raw_os_error().unwrap_or(libc::EIO),
+        message: format!("fork: {e}"),
+    })?;
     drop(report_w);
     drop(fds);
     let (listener, failure) = read_report(report_r.as_fd());
