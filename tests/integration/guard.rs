@@ -998,6 +998,74 @@ int main(void) {
     assert!(w.join("after.txt").exists(), "{}", both(&out));
 }
 
+/// G1 (process layout, §2.2 "D1"; research §2.5 item 9, confused deputy):
+/// the supervisor creates files for the commands inside PID 1's Landlock
+/// domain, which allows writing only beneath the writable mounts the
+/// sandbox was given. bubblewrap's scratch root is a writable tmpfs, but a
+/// create there — made by the supervisor — is refused; a command cannot
+/// enter a Landlock domain of its own (the supervisor would not be bound by
+/// it), and learns so with ENOSYS. What the sandbox was given keeps
+/// working: a create in the work dir, a rename across its directories
+/// (Landlock's REFER), /tmp, /dev/null. Host: the work dir holds exactly
+/// the moved file.
+#[test]
+fn the_supervisor_writes_only_where_the_sandbox_may() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    std::fs::create_dir(w.join("a")).unwrap();
+    std::fs::create_dir(w.join("b")).unwrap();
+    let scratch = format!("/d1-{}.txt", unique());
+    let prog = c_program(
+        "domain",
+        r#"
+#include <sys/syscall.h>
+
+static void try(const char *label, const char *path) {
+    int fd = open(path, O_CREAT | O_WRONLY, 0644);
+    printf("%s=%d\n", label, fd < 0 ? errno : 0);
+    if (fd >= 0) close(fd);
+}
+
+int main(int argc, char **argv) {
+    only_in_a_sandbox();
+    if (argc < 2) return 2;
+    try("scratch", argv[1]);
+    printf("scratch_after=%d\n", access(argv[1], F_OK) == 0 ? 1 : 0);
+    long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, 1);
+    printf("landlock=%ld\n", abi < 0 ? (long)errno : 0L);
+    try("work", "a/moved.txt");
+    printf("refer=%d\n", rename("a/moved.txt", "b/moved.txt") < 0 ? errno : 0);
+    try("tmp", "/tmp/domain.txt");
+    try("devnull", "/dev/null");
+    return 0;
+}
+"#,
+    );
+    let out = prog.sh(&plugins, w, &[], &format!("{} {scratch}", prog.path()));
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(
+        reading(&out, "scratch"),
+        i64::from(libc::EACCES),
+        "{}",
+        both(&out)
+    );
+    assert_eq!(reading(&out, "scratch_after"), 0, "{}", both(&out));
+    assert_eq!(
+        reading(&out, "landlock"),
+        i64::from(libc::ENOSYS),
+        "{}",
+        both(&out)
+    );
+    for label in ["work", "refer", "tmp", "devnull"] {
+        assert_eq!(reading(&out, label), 0, "{label}\n{}", both(&out));
+    }
+    assert!(w.join("b/moved.txt").exists(), "{}", both(&out));
+    assert_absent(&w.join("a/moved.txt"), &out);
+    assert_absent(Path::new(&scratch), &out);
+}
+
 /// G1 (race-free, §3.3): one thread creates whatever name a buffer holds
 /// while another flips the buffer between `race.txt` and `race.pem`; with
 /// check-then-continue hundreds of `race.pem` got through, with emulation

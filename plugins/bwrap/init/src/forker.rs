@@ -15,9 +15,9 @@
 use std::io;
 use std::sync::mpsc;
 
-/// A request: the address of a `&dyn Fn()` that lives until the
-/// answer comes back (the caller waits for it). Only the forked child runs
-/// it, in a copy of this address space: nothing shares it across threads.
+/// A request to fork and run the `&dyn Fn()` at this address in the child.
+/// It lives until the answer comes back (the caller waits for it); only the
+/// child runs it, in a copy of this address space.
 struct Request(usize);
 
 /// Makes the commands' processes in their pid namespace.

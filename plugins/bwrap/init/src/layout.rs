@@ -112,19 +112,31 @@ pub fn noexec_flags(mount: &Mount) -> libc::c_ulong {
 }
 
 /// Sets the layout up (see the module doc). Must run while this process
-/// has a single thread (`unshare(CLONE_NEWUSER)` requires it). Returns the
-/// [`Forker`] that makes every command, in the commands' pid namespace.
-pub fn enter() -> Result<Forker, String> {
+/// has a single thread (`unshare(CLONE_NEWUSER)` requires it). `confine`
+/// gets the writable mounts' points (bubblewrap's scratch root `/` left
+/// out) and enters PID 1's Landlock domain (`crate::landlock`) before the
+/// fork thread starts, so that thread and everything forked later are in
+/// the very same domain (one a thread enters on its own would be a sibling,
+/// and Landlock would then hide the commands from the supervisor). Returns
+/// the [`Forker`] that makes every command, in the commands' pid namespace.
+pub fn enter(confine: impl FnOnce(&[String]) -> Result<(), String>) -> Result<Forker, String> {
     enter_own_user_namespace().map_err(|e| format!("a user namespace of our own: {e}"))?;
     let text = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
     let mounts = parse_mountinfo(&text);
-    for mount in visible_writable(&mounts) {
+    let writable = visible_writable(&mounts);
+    for mount in &writable {
         remount(&mount.point, noexec_flags(mount))
             .map_err(|e| format!("remounting {} noexec: {e}", mount.point))?;
     }
+    let writable: Vec<String> = writable
+        .iter()
+        .map(|m| m.point.clone())
+        .filter(|point| point != "/")
+        .collect();
     std::fs::write("/proc/sys/user/max_user_namespaces", "0")
         .map_err(|e| format!("forbidding new user namespaces: {e}"))?;
+    confine(&writable)?;
     // While we still hold CAP_SYS_ADMIN here: the thread inherits it to make
     // the pid namespace, then drops it like we do below.
     let forker = Forker::start().map_err(|e| format!("a pid namespace for the commands: {e}"))?;

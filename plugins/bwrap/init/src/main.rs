@@ -42,7 +42,6 @@ use sandbox_init::seccomp;
 const STAGE_CHDIR: u32 = 1;
 const STAGE_EXEC: u32 = 2;
 const STAGE_GUARD: u32 = 3;
-const STAGE_LANDLOCK: u32 = 4;
 
 // A command that cannot install its filters does not run: `STAGE_GUARD`.
 
@@ -59,25 +58,17 @@ fn main() -> ExitCode {
     };
     // First, while single-threaded: our own namespaces, writable mounts
     // noexec, no capabilities (see `sandbox_init::layout`). Fail closed.
-    let forker = match sandbox_init::layout::enter() {
-        Ok(forker) => forker,
-        Err(message) => {
-            eprintln!("sandbox-init: {message}");
-            return ExitCode::from(125);
-        }
-    };
-    // Exec only from the system view, for every command (fail closed).
-    let exec_ruleset = if exec_from.is_empty() {
-        None
-    } else {
-        match sandbox_init::landlock::exec_ruleset(&exec_from) {
-            Ok(ruleset) => Some(ruleset),
-            Err(e) => {
-                eprintln!("sandbox-init: {e}");
+    // PID 1's Landlock domain is entered in there, before anything is
+    // forked: the supervisor, the forwarder and every command are in it.
+    let guarded = guard_config.is_some();
+    let forker =
+        match sandbox_init::layout::enter(|writable| enter_domain(&exec_from, writable, guarded)) {
+            Ok(forker) => forker,
+            Err(message) => {
+                eprintln!("sandbox-init: {message}");
                 return ExitCode::from(125);
             }
-        }
-    };
+        };
     let rules = match guard_config.map(|c| start_guard(&c)).transpose() {
         Ok(rules) => rules,
         Err(message) => {
@@ -96,20 +87,42 @@ fn main() -> ExitCode {
         eprintln!("sandbox-init: cannot install the seccomp filter: {e}");
         return ExitCode::from(125);
     }
-    let exec_ruleset = exec_ruleset.as_ref().map(AsRawFd::as_raw_fd);
-    match serve(
-        control.as_fd(),
-        rules.map(Arc::new),
-        &forwards,
-        exec_ruleset,
-        &forker,
-    ) {
+    match serve(control.as_fd(), rules.map(Arc::new), &forwards, &forker) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sandbox-init: {e}");
             ExitCode::from(125)
         }
     }
+}
+
+/// Builds PID 1's Landlock domain (`sandbox_init::landlock`) and enters it.
+/// The guard needs the write rights covered: a supervisor that writes for
+/// the commands must not be able to write where they could not.
+fn enter_domain(
+    exec_from: &[std::path::PathBuf],
+    writable: &[String],
+    guarded: bool,
+) -> Result<(), String> {
+    if exec_from.is_empty() {
+        return Err("no --exec-from: nothing could be executed".into());
+    }
+    let (ruleset, coverage) = sandbox_init::landlock::domain(exec_from, writable)
+        .map_err(|e| format!("PID 1's Landlock domain: {e}"))?;
+    if guarded && !coverage.writes {
+        return Err(format!(
+            "the create-time guard's supervisor cannot be confined: Landlock ABI {} lacks \
+             REFER (ABI 2, Linux 5.19)",
+            coverage.abi
+        ));
+    }
+    if !sandbox_init::landlock::restrict_self(ruleset.as_raw_fd()) {
+        return Err(format!(
+            "entering PID 1's Landlock domain: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }
 
 /// The first argument of the forwarder process.
@@ -256,12 +269,11 @@ fn serve(
     control: BorrowedFd<'_>,
     rules: Option<Arc<Rules>>,
     forwards: &[Forward],
-    exec_ruleset: Option<RawFd>,
     forker: &Forker,
 ) -> io::Result<()> {
     let children = ChildSignals::new()?;
     // Before `ready`: a command must find its proxies listening.
-    let forwarder = start_forwards(forwards, exec_ruleset)?;
+    let forwarder = start_forwards(forwards)?;
     let outbox = Outbox {
         fd: control.as_raw_fd(),
         lock: Arc::default(),
@@ -276,7 +288,6 @@ fn serve(
         hardening: seccomp::hardening_filter(),
         guard: rules.as_ref().map(|_| seccomp::guard_filter()),
         umask: commands_umask(rules.is_some()),
-        exec_ruleset,
     };
     let mut running = Running::default();
     loop {
@@ -335,7 +346,7 @@ fn serve(
 /// Returns its pid. A port that cannot be bound, or a forwarder that cannot
 /// be started, fails the launch: a sandbox that asked for network gets it,
 /// or does not start.
-fn start_forwards(forwards: &[Forward], exec_ruleset: Option<RawFd>) -> io::Result<Option<i32>> {
+fn start_forwards(forwards: &[Forward]) -> io::Result<Option<i32>> {
     if forwards.is_empty() {
         return Ok(None);
     }
@@ -355,7 +366,6 @@ fn start_forwards(forwards: &[Forward], exec_ruleset: Option<RawFd>) -> io::Resu
         hardening: seccomp::hardening_filter(),
         guard: None,
         umask: 0o077,
-        exec_ruleset,
     };
     let dev_null: OwnedFd = std::fs::OpenOptions::new()
         .write(true)
@@ -395,8 +405,6 @@ struct Filters {
     guard: Option<Vec<seccomp::SockFilter>>,
     /// The umask commands start with.
     umask: libc::mode_t,
-    /// The Landlock ruleset every command enters (`sandbox_init::landlock`).
-    exec_ruleset: Option<RawFd>,
 }
 
 /// With the guard, PID 1 creates files for commands with their own umask
@@ -671,7 +679,6 @@ fn spawn(
         hardening: &filters.hardening,
         guard_filter: filters.guard.as_deref(),
         umask: filters.umask,
-        exec_ruleset: filters.exec_ruleset,
         inherit,
     };
 
@@ -730,7 +737,6 @@ fn spawn(
         let what = match stage {
             STAGE_CHDIR => format!("working directory {cwd}"),
             STAGE_GUARD => "installing the command's seccomp filters".to_owned(),
-            STAGE_LANDLOCK => "entering the command's Landlock ruleset".to_owned(),
             _ => argv[0].clone(),
         };
         return Err(Failure {
@@ -823,7 +829,6 @@ struct Prepared<'a> {
     guard_filter: Option<&'a [seccomp::SockFilter]>,
     umask: libc::mode_t,
     inherit: &'a [RawFd],
-    exec_ruleset: Option<RawFd>,
 }
 
 /// The child between fork and exec.
@@ -838,13 +843,6 @@ unsafe fn child(p: &Prepared<'_>, report: RawFd) -> ! {
         libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
         libc::umask(p.umask);
         libc::setsid();
-        if let Some(ruleset) = p.exec_ruleset {
-            // Landlock wants no_new_privs first; seccomp sets it again.
-            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0);
-            if !sandbox_init::landlock::restrict_self(ruleset) {
-                fail(report, STAGE_LANDLOCK);
-            }
-        }
         if seccomp::install(p.hardening).is_err() {
             fail(report, STAGE_GUARD);
         }

@@ -517,8 +517,8 @@ const OPEN_WRITE_BITS: u32 =
 /// The create-time guard's filter (SPEC G1), installed by each command on
 /// top of the hardening filter it inherits: every call that can create,
 /// write-open, rename, link or remove a name goes to the supervisor;
-/// `openat2` gets ENOSYS (its flags are behind a pointer); everything else
-/// runs. Empty off Linux x86_64.
+/// `openat2` gets ENOSYS (its flags are behind a pointer), and so does
+/// Landlock (see below); everything else runs. Empty off Linux x86_64.
 pub fn guard_filter() -> Vec<SockFilter> {
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     {
@@ -555,6 +555,15 @@ pub fn guard_filter() -> Vec<SockFilter> {
         }
         p.jump_if_equal(libc::SYS_openat2 as u32, 0, 1)
             .ret(Action::Errno(ENOSYS));
+        // A Landlock domain a command entered itself would not bind the
+        // supervisor, which creates for it (research §2.5 item 9, confused
+        // deputy): the command learns Landlock is not there for it.
+        for nr in [
+            libc::SYS_landlock_create_ruleset,
+            libc::SYS_landlock_restrict_self,
+        ] {
+            p.jump_if_equal(nr as u32, 0, 1).ret(Action::Errno(ENOSYS));
+        }
         for nr in GUARDED {
             p.jump_if_equal(*nr as u32, 0, 1).ret(Action::Notify);
         }
@@ -826,10 +835,13 @@ mod tests {
             for nr in GUARDED {
                 assert_eq!(run(&guard, &Data::native(*nr, [0; 6])), NOTIFY, "{nr}");
             }
-            assert_eq!(
-                run(&guard, &Data::native(libc::SYS_openat2, [0; 6])),
-                E_NOSYS
-            );
+            for nr in [
+                libc::SYS_openat2,
+                libc::SYS_landlock_create_ruleset,
+                libc::SYS_landlock_restrict_self,
+            ] {
+                assert_eq!(run(&guard, &Data::native(nr, [0; 6])), E_NOSYS, "{nr}");
+            }
             for nr in [
                 libc::SYS_read,
                 libc::SYS_write,
