@@ -881,14 +881,13 @@ int main(int argc, char **argv) {
     assert_absent(&Path::new("/").join(&name), &out);
 }
 
-/// G1 (§2.5 item 1, fail closed): a process that makes itself non-dumpable
-/// cannot have its memory read by the supervisor, so its creates fail (in
-/// this process layout, without the nested user namespace, every create
-/// fails with EFAULT). Host: `x.pem` absent. What happens to `x.txt` is
-/// recorded, not asserted (it fails today; with the nested userns it would
-/// work).
+/// G1 (§2.2, §2.5 item 1): a process that makes itself non-dumpable (ssh
+/// does, gpg-agent does) still has its creates judged, not failed: the
+/// supervisor keeps CAP_SYS_PTRACE in PID 1's own user namespace (commands
+/// keep nothing) and reads its path arguments. Host: `x.pem` absent,
+/// `x.txt` created.
 #[test]
-fn a_non_dumpable_process_fails_closed() {
+fn a_non_dumpable_process_is_guarded_like_any_other() {
     require_bwrap!();
     let plugins = Plugins::with_bwrap();
     let work = tempfile::tempdir().unwrap();
@@ -918,24 +917,23 @@ int main(void) {
     assert_eq!(code(&out), 0, "{}", both(&out));
     assert_eq!(reading(&out, "prctl"), 0);
     assert_eq!(reading(&out, "dumpable"), 0, "the attack did not happen");
-    assert_ne!(reading(&out, "x.pem"), 0, "{}", both(&out));
-    assert_absent(&w.join("x.pem"), &out);
-    eprintln!(
-        "non-dumpable process: x.pem errno {}, x.txt errno {} (on the host: {})",
+    assert_eq!(
         reading(&out, "x.pem"),
-        reading(&out, "x.txt"),
-        if w.join("x.txt").exists() {
-            "created"
-        } else {
-            "absent"
-        }
+        i64::from(libc::EACCES),
+        "{}",
+        both(&out)
     );
+    assert_absent(&w.join("x.pem"), &out);
+    assert_reported(&out, "file-write-create", &w.join("x.pem"));
+    assert_eq!(reading(&out, "x.txt"), 0, "{}", both(&out));
+    assert!(w.join("x.txt").exists(), "{}", both(&out));
 }
 
 /// G1 (process layout, §2.2): commands live in a pid namespace below the
 /// supervisor's, so no pid they can name is the supervisor. Their pid 1 is
 /// a reaper: SIGKILL and SIGSTOP aimed at it, and a pidfd on it, reach
-/// nothing of the guard's. Host: afterwards `after.pem` is still refused
+/// nothing of the guard's; the supervisor's `/proc` entry (it is pid 1 of
+/// the `/proc` they see) gives neither its cwd nor its memory. Host: afterwards `after.pem` is still refused
 /// (absent) and `after.txt` created — the supervisor kept serving.
 #[test]
 fn commands_cannot_name_the_supervisor() {
@@ -966,6 +964,11 @@ int main(void) {
     int pidfd = syscall(SYS_pidfd_open, 1, 0);
     int stolen = pidfd < 0 ? -1 : syscall(SYS_pidfd_getfd, pidfd, 0, 0);
     printf("getfd=%d\n", stolen < 0 ? errno : 0);
+    /* /proc is PID 1's namespace's: its pid 1 is the supervisor. */
+    char link[256];
+    printf("cwd1=%d\n", readlink("/proc/1/cwd", link, sizeof link) < 0 ? errno : 0);
+    int mem = open("/proc/1/mem", O_RDONLY);
+    printf("mem1=%d\n", mem < 0 ? errno : 0);
     try("after.pem");
     try("after.txt");
     return 0;
@@ -985,6 +988,18 @@ int main(void) {
         reading(&out, "getfd"),
         0,
         "a descriptor of pid 1 was taken\n{}",
+        both(&out)
+    );
+    assert_ne!(
+        reading(&out, "cwd1"),
+        0,
+        "the supervisor's cwd was read\n{}",
+        both(&out)
+    );
+    assert_ne!(
+        reading(&out, "mem1"),
+        0,
+        "the supervisor's memory was opened\n{}",
         both(&out)
     );
     assert_ne!(reading(&out, "after.pem"), 0, "{}", both(&out));

@@ -100,8 +100,8 @@ impl Forker {
 }
 
 /// On the fork thread: no signals (they are PID 1's main thread's to
-/// take), a pid namespace for our children, no capabilities, then the
-/// reaper as the namespace's first process.
+/// take), a pid namespace for our children, no capabilities, a Landlock
+/// domain below PID 1's, then the reaper as the namespace's first process.
 fn enter_namespace() -> io::Result<libc::pid_t> {
     // SAFETY: a full set, applied to this thread only.
     unsafe {
@@ -115,6 +115,11 @@ fn enter_namespace() -> io::Result<libc::pid_t> {
     }
     // The reaper and every command are forked without any.
     crate::layout::drop_capabilities()?;
+    // ... and in a Landlock domain below PID 1's (see `commands_domain`).
+    let domain = crate::landlock::commands_domain()?;
+    if !crate::landlock::restrict_self(std::os::fd::AsRawFd::as_raw_fd(&domain)) {
+        return Err(io::Error::last_os_error());
+    }
     // SAFETY: the child makes only async-signal-safe calls and never returns.
     let reaper = unsafe { libc::fork() };
     if reaper < 0 {

@@ -149,12 +149,42 @@ pub fn domain(
         )
     })?;
     let (coverage, handled, scoped) = plan(abi);
+    let ruleset = create(handled, scoped)?;
+    let write_rights = handled & !ACCESS_FS_EXECUTE;
+    let grants = exec_from
+        .iter()
+        .map(|p| (p.as_ref(), ACCESS_FS_EXECUTE))
+        .chain(writable.iter().map(|p| (p.as_ref(), write_rights)))
+        .filter(|(_, rights)| *rights != 0);
+    for (root, rights) in grants {
+        add_rule(&ruleset, root, rights)?;
+    }
+    Ok((ruleset, coverage))
+}
+
+/// The commands' domain, nested below PID 1's and entered by the fork
+/// thread: it limits nothing more on the file system (`EXECUTE` beneath `/`
+/// again), but being nested it keeps the commands from PID 1 — Landlock
+/// lets a process trace (and read the `/proc` entries of) only its own
+/// domain and those below — and, on ABI 6, its scopes keep their signals
+/// and abstract sockets among themselves.
+pub fn commands_domain() -> io::Result<OwnedFd> {
+    let (_, _, scoped) = plan(abi_version()?);
+    let ruleset = create(ACCESS_FS_EXECUTE, scoped)?;
+    add_rule(&ruleset, Path::new("/"), ACCESS_FS_EXECUTE)?;
+    Ok(ruleset)
+}
+
+/// A new ruleset handling `handled` file-system rights and the `scoped`
+/// scopes (passed only when there are some: older kernels take the short
+/// attribute alone).
+fn create(handled: u64, scoped: u64) -> io::Result<OwnedFd> {
     let attr = RulesetAttr {
         handled_access_fs: handled,
         handled_access_net: 0,
         scoped,
     };
-    let size = if coverage.scopes {
+    let size = if scoped != 0 {
         std::mem::size_of::<RulesetAttr>()
     } else {
         std::mem::size_of::<u64>()
@@ -172,17 +202,7 @@ pub fn domain(
         return Err(io::Error::last_os_error());
     }
     // SAFETY: the syscall returned a new descriptor we own.
-    let ruleset = unsafe { OwnedFd::from_raw_fd(raw as i32) };
-    let write_rights = handled & !ACCESS_FS_EXECUTE;
-    let grants = exec_from
-        .iter()
-        .map(|p| (p.as_ref(), ACCESS_FS_EXECUTE))
-        .chain(writable.iter().map(|p| (p.as_ref(), write_rights)))
-        .filter(|(_, rights)| *rights != 0);
-    for (root, rights) in grants {
-        add_rule(&ruleset, root, rights)?;
-    }
-    Ok((ruleset, coverage))
+    Ok(unsafe { OwnedFd::from_raw_fd(raw as i32) })
 }
 
 /// Grants `rights` beneath `root` (only the file rights when it is a file);

@@ -119,7 +119,16 @@ pub fn noexec_flags(mount: &Mount) -> libc::c_ulong {
 /// the very same domain (one a thread enters on its own would be a sibling,
 /// and Landlock would then hide the commands from the supervisor). Returns
 /// the [`Forker`] that makes every command, in the commands' pid namespace.
-pub fn enter(confine: impl FnOnce(&[String]) -> Result<(), String>) -> Result<Forker, String> {
+///
+/// With `supervise`, this thread (and the guard threads it starts) keeps
+/// `CAP_SYS_PTRACE` here — in our own user namespace, which holds only the
+/// sandbox's processes — so the supervisor can read the path arguments of
+/// non-dumpable commands (ssh, gpg-agent) instead of failing their calls;
+/// the fork thread, and so every command, keeps nothing.
+pub fn enter(
+    supervise: bool,
+    confine: impl FnOnce(&[String]) -> Result<(), String>,
+) -> Result<Forker, String> {
     enter_own_user_namespace().map_err(|e| format!("a user namespace of our own: {e}"))?;
     let text = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
@@ -140,7 +149,8 @@ pub fn enter(confine: impl FnOnce(&[String]) -> Result<(), String>) -> Result<Fo
     // While we still hold CAP_SYS_ADMIN here: the thread inherits it to make
     // the pid namespace, then drops it like we do below.
     let forker = Forker::start().map_err(|e| format!("a pid namespace for the commands: {e}"))?;
-    drop_capabilities().map_err(|e| format!("dropping capabilities: {e}"))?;
+    let keep = if supervise { 1 << CAP_SYS_PTRACE } else { 0 };
+    keep_only(keep).map_err(|e| format!("dropping capabilities: {e}"))?;
     Ok(forker)
 }
 
@@ -249,6 +259,17 @@ fn remount(point: &str, flags: libc::c_ulong) -> io::Result<()> {
 /// checked in `/proc/thread-self/status`. Capabilities belong to a thread:
 /// each thread that holds some drops its own.
 pub(crate) fn drop_capabilities() -> io::Result<()> {
+    keep_only(0)
+}
+
+/// `CAP_SYS_PTRACE`: what the guard's supervisor keeps (see [`enter`]).
+pub const CAP_SYS_PTRACE: u32 = 19;
+
+/// Like [`drop_capabilities`], but keeps the capabilities in `keep` (a bit
+/// per capability) effective and permitted on this thread: nothing is
+/// inheritable or ambient and the bounding set is empty, so none survives
+/// an exec, and the locked securebits give none back to uid 0.
+fn keep_only(keep: u64) -> io::Result<()> {
     let check = |rc: libc::c_int| {
         if rc == 0 {
             Ok(())
@@ -297,24 +318,37 @@ pub(crate) fn drop_capabilities() -> io::Result<()> {
         version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
         pid: 0,
     };
-    let data = [Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
+    let data = [
+        Data {
+            effective: keep as u32,
+            permitted: keep as u32,
+            inheritable: 0,
+        },
+        Data {
+            effective: (keep >> 32) as u32,
+            permitted: (keep >> 32) as u32,
+            inheritable: 0,
+        },
+    ];
     // SAFETY: capset reads a v3 header and two data structs.
     check(unsafe {
         libc::syscall(libc::SYS_capset, &raw const header, data.as_ptr()) as libc::c_int
     })?;
     let status = std::fs::read_to_string("/proc/thread-self/status")?;
-    for field in ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
+    for (field, expected) in [
+        ("CapInh:", 0),
+        ("CapPrm:", keep),
+        ("CapEff:", keep),
+        ("CapBnd:", 0),
+        ("CapAmb:", 0),
+    ] {
         let value = status
             .lines()
             .find_map(|l| l.strip_prefix(field))
             .map(str::trim);
-        if value.map(|v| v.trim_start_matches('0').is_empty()) != Some(true) {
+        if value.and_then(|v| u64::from_str_radix(v, 16).ok()) != Some(expected) {
             return Err(io::Error::other(format!(
-                "{field} is {} after dropping",
+                "{field} is {} after dropping (expected {expected:016x})",
                 value.unwrap_or("missing")
             )));
         }

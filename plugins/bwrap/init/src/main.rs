@@ -58,17 +58,23 @@ fn main() -> ExitCode {
     };
     // First, while single-threaded: our own namespaces, writable mounts
     // noexec, no capabilities (see `sandbox_init::layout`). Fail closed.
+    // SAFETY: plain prctl call. Not dumpable, guard or not: commands can
+    // neither read PID 1's memory nor reach its descriptors through /proc/1.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
+    }
     // PID 1's Landlock domain is entered in there, before anything is
     // forked: the supervisor, the forwarder and every command are in it.
     let guarded = guard_config.is_some();
-    let forker =
-        match sandbox_init::layout::enter(|writable| enter_domain(&exec_from, writable, guarded)) {
-            Ok(forker) => forker,
-            Err(message) => {
-                eprintln!("sandbox-init: {message}");
-                return ExitCode::from(125);
-            }
-        };
+    let forker = match sandbox_init::layout::enter(guarded, |writable| {
+        enter_domain(&exec_from, writable, guarded)
+    }) {
+        Ok(forker) => forker,
+        Err(message) => {
+            eprintln!("sandbox-init: {message}");
+            return ExitCode::from(125);
+        }
+    };
     let rules = match guard_config.map(|c| start_guard(&c)).transpose() {
         Ok(rules) => rules,
         Err(message) => {
@@ -229,11 +235,6 @@ fn start_guard(config: &GuardConfig) -> Result<Rules, String> {
         eprintln!(
             "sandbox-init: more files than the scan limit; hard links to some protected files may not be caught"
         );
-    }
-    // SAFETY: plain prctl call. Not dumpable: commands can neither read
-    // PID 1's memory nor reach its descriptors through /proc/1.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
     }
     Ok(rules)
 }
