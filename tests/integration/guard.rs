@@ -1081,6 +1081,57 @@ int main(int argc, char **argv) {
     assert_absent(Path::new(&scratch), &out);
 }
 
+/// G1, the whole process layout for an unprivileged account (CI runs as
+/// root, so as root this runs `cc_server` as `nobody`; otherwise as the
+/// caller): PID 1's own user namespace (the id-map helper writes PID 1's
+/// maps), the commands' pid namespace, the Landlock domain and the guard.
+/// Host: `ok.txt` created by that user, `x.pem` absent, nothing in `/`.
+#[test]
+fn an_unprivileged_account_gets_the_whole_layout() {
+    require_bwrap!();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    // SAFETY: plain getters.
+    let (euid, uid, gid) = unsafe {
+        if libc::geteuid() == 0 {
+            (0, 65534, 65534)
+        } else {
+            (libc::geteuid(), libc::getuid(), libc::getgid())
+        }
+    };
+    std::os::unix::fs::chown(w, Some(uid), Some(gid)).unwrap();
+    let plugins = Plugins::with_bwrap();
+    let mut server = CcServer::new(&plugins).current_dir(w);
+    if euid == 0 {
+        server = server.as_user(uid, gid);
+    }
+    let scratch = format!("/u-{}.txt", unique());
+    let script = format!(
+        "{ONLY_IN_A_SANDBOX}echo uid=$(id -u)\necho ownpid=$$\necho procpid=$(readlink /proc/self)\n\
+         {}{}{}",
+        attempt("ok", "touch ok.txt"),
+        attempt("pem", "touch x.pem 2>/dev/null"),
+        attempt("scratch", &format!("touch {scratch} 2>/dev/null")),
+    );
+    let out = server
+        .args(["run", "--backend", "bwrap", "--", "sh", "-c", &script])
+        .output();
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(reading(&out, "uid"), i64::from(uid), "{}", both(&out));
+    assert_ne!(
+        reading(&out, "ownpid"),
+        reading(&out, "procpid"),
+        "{}",
+        both(&out)
+    );
+    assert_line(&out, "ok=ok");
+    assert_failed(&out, &["pem", "scratch"]);
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(w.join("ok.txt")).unwrap().uid(), uid);
+    assert_absent(&w.join("x.pem"), &out);
+    assert_absent(Path::new(&scratch), &out);
+}
+
 /// G1 (race-free, §3.3): one thread creates whatever name a buffer holds
 /// while another flips the buffer between `race.txt` and `race.pem`; with
 /// check-then-continue hundreds of `race.pem` got through, with emulation

@@ -297,6 +297,16 @@ impl CcServer {
         self
     }
 
+    /// Runs as this user and group (the caller must be root); the private
+    /// home becomes theirs.
+    pub fn as_user(mut self, uid: u32, gid: u32) -> Self {
+        use std::os::unix::process::CommandExt;
+        std::os::unix::fs::chown(self._home.path(), Some(uid), Some(gid)).unwrap();
+        // std drops the supplementary groups itself when root sets a uid.
+        self.command.uid(uid).gid(gid);
+        self
+    }
+
     pub fn args<I, S>(mut self, args: I) -> Self
     where
         I: IntoIterator<Item = S>,

@@ -58,11 +58,6 @@ fn main() -> ExitCode {
     };
     // First, while single-threaded: our own namespaces, writable mounts
     // noexec, no capabilities (see `sandbox_init::layout`). Fail closed.
-    // SAFETY: plain prctl call. Not dumpable, guard or not: commands can
-    // neither read PID 1's memory nor reach its descriptors through /proc/1.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
-    }
     // PID 1's Landlock domain is entered in there, before anything is
     // forked: the supervisor, the forwarder and every command are in it.
     let guarded = guard_config.is_some();
@@ -75,6 +70,13 @@ fn main() -> ExitCode {
             return ExitCode::from(125);
         }
     };
+    // SAFETY: plain prctl call. Not dumpable, guard or not: commands can
+    // neither read PID 1's memory nor reach its descriptors through /proc/1.
+    // (Not before the layout: the id-map helper writes our /proc entry,
+    // which a non-dumpable process's is closed to.)
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
+    }
     let rules = match guard_config.map(|c| start_guard(&c)).transpose() {
         Ok(rules) => rules,
         Err(message) => {
