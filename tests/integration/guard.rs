@@ -1103,7 +1103,7 @@ fn an_unprivileged_account_gets_the_whole_layout() {
     let plugins = Plugins::with_bwrap();
     let mut server = CcServer::new(&plugins).current_dir(w);
     if euid == 0 {
-        server = server.as_user(uid, gid);
+        server = server.run_as(uid, gid);
     }
     let scratch = format!("/u-{}.txt", unique());
     let script = format!(

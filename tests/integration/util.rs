@@ -299,7 +299,7 @@ impl CcServer {
 
     /// Runs as this user and group (the caller must be root); the private
     /// home becomes theirs.
-    pub fn as_user(mut self, uid: u32, gid: u32) -> Self {
+    pub fn run_as(mut self, uid: u32, gid: u32) -> Self {
         use std::os::unix::process::CommandExt;
         std::os::unix::fs::chown(self._home.path(), Some(uid), Some(gid)).unwrap();
         // std drops the supplementary groups itself when root sets a uid.
