@@ -11,10 +11,18 @@ use std::path::Path;
 use crate::{log, spawn};
 
 /// What to mount: source, target, type, flags, options.
-const MOUNTS: [(&CStr, &CStr, &CStr, libc::c_ulong, &CStr); 5] = [
+const MOUNTS: [(&CStr, &CStr, &CStr, libc::c_ulong, &CStr); 6] = [
     (c"proc", c"/proc", c"proc", NOSUID | NODEV | NOEXEC, c""),
     (c"sysfs", c"/sys", c"sysfs", NOSUID | NODEV | NOEXEC, c""),
     (c"devtmpfs", c"/dev", c"devtmpfs", NOSUID, c"mode=0755"),
+    // Pseudo-terminals (`Exec.pty`): /dev/ptmx opens this instance.
+    (
+        c"devpts",
+        c"/dev/pts",
+        c"devpts",
+        NOSUID | NOEXEC,
+        c"mode=0620,ptmxmode=0666",
+    ),
     (c"tmpfs", c"/tmp", c"tmpfs", NOSUID | NODEV, c"mode=1777"),
     (c"tmpfs", c"/run", c"tmpfs", NOSUID | NODEV, c"mode=0755"),
 ];

@@ -12,7 +12,7 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
 
-use sandbox_microvm_proto::{CHUNK, Exec, Exit, Failed, Frame, Kind, Started};
+use sandbox_microvm_proto::{CHUNK, Exec, Exit, Failed, Frame, Kind, PtySize, Started};
 
 use crate::outbox::Outbox;
 use crate::spawn::{self, Child};
@@ -27,6 +27,8 @@ struct Running {
     pid: i32,
     /// To the stdin feeder; `None` once the host closed stdin.
     stdin: Option<Sender<Vec<u8>>>,
+    /// The terminal's master side, for a command started on one.
+    terminal: Option<File>,
 }
 
 impl Streams {
@@ -46,6 +48,7 @@ impl Streams {
         }
         let mut child = spawn::spawn(exec)?;
         let pid = child.pid;
+        let terminal = child.terminal.take();
         let started = child.stdin.take().map(feed).transpose().and_then(|stdin| {
             let (streams, outbox) = (Arc::clone(self), Arc::clone(outbox));
             thread::Builder::new()
@@ -55,7 +58,14 @@ impl Streams {
         });
         match started {
             Ok(stdin) => {
-                running.insert(stream, Running { pid, stdin });
+                running.insert(
+                    stream,
+                    Running {
+                        pid,
+                        stdin,
+                        terminal,
+                    },
+                );
                 Ok(())
             }
             Err(e) => {
@@ -68,17 +78,38 @@ impl Streams {
         }
     }
 
-    /// Stdin for the command on `stream`; empty closes it.
+    /// Stdin for the command on `stream`; empty closes it. A terminal has
+    /// no end of file to give: closing types ^D (EOF for a reader in
+    /// canonical mode at the start of a line, as at a keyboard).
     pub fn stdin(&self, stream: u32, data: Vec<u8>) {
         let mut running = lock(&self.running);
         let Some(command) = running.get_mut(&stream) else {
             return log!("stdin for stream {stream}, which runs nothing");
         };
         if data.is_empty() {
+            if command.terminal.is_some()
+                && let Some(feeder) = &command.stdin
+            {
+                let _ = feeder.send(vec![0x04]);
+            }
             command.stdin = None;
         } else if let Some(feeder) = &command.stdin {
             // The feeder stops when the command closed its stdin: drop.
             let _ = feeder.send(data);
+        }
+    }
+
+    /// Gives the terminal of the command on `stream` a new size.
+    pub fn resize(&self, stream: u32, size: PtySize) {
+        let running = lock(&self.running);
+        match running.get(&stream).map(|c| c.terminal.as_ref()) {
+            Some(Some(terminal)) => {
+                if let Err(e) = spawn::resize(terminal, size) {
+                    log!("stream {stream}: resizing its terminal: {e}");
+                }
+            }
+            Some(None) => log!("resize for stream {stream}, which has no terminal"),
+            None => log!("resize for stream {stream}, which runs nothing"),
         }
     }
 
@@ -102,11 +133,9 @@ impl Streams {
             Kind::Started,
             &Started { pid: child.pid },
         ));
-        pump(
-            stream,
-            [(child.stdout, Kind::Stdout), (child.stderr, Kind::Stderr)],
-            outbox,
-        );
+        let mut outputs = vec![(child.stdout, Kind::Stdout)];
+        outputs.extend(child.stderr.map(|stderr| (stderr, Kind::Stderr)));
+        pump(stream, &outputs, outbox);
         let exit = match child.status.recv() {
             Ok(status) if libc::WIFSIGNALED(status) => Exit {
                 code: None,
@@ -128,26 +157,31 @@ impl Streams {
     }
 }
 
-/// Sends a command's output as it comes, until both pipes are at end of
-/// file (the command and everything it left holding them are done).
-fn pump<W: Write>(stream: u32, pipes: [(File, Kind); 2], outbox: &Outbox<W>) {
-    let mut polled = pipes.each_ref().map(|(file, _)| libc::pollfd {
-        fd: file.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    });
+/// Sends a command's output as it comes, until every pipe is at end of
+/// file (the command and everything it left holding them are done). A
+/// terminal's master side ends in EIO instead, once the slave side is
+/// closed everywhere.
+fn pump<W: Write>(stream: u32, pipes: &[(File, Kind)], outbox: &Outbox<W>) {
+    let mut polled: Vec<libc::pollfd> = pipes
+        .iter()
+        .map(|(file, _)| libc::pollfd {
+            fd: file.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
     let mut buf = vec![0; CHUNK];
     while polled.iter().any(|p| p.fd >= 0) {
-        // SAFETY: `polled` is a valid array of two pollfd; poll ignores the
-        // negative (finished) ones.
-        if unsafe { libc::poll(polled.as_mut_ptr(), 2, -1) } < 0 {
+        // SAFETY: `polled` is a valid array of pollfd of that length; poll
+        // ignores the negative (finished) ones.
+        if unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, -1) } < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
             return log!("stream {stream}: poll: {e}");
         }
-        for (p, (file, kind)) in polled.iter_mut().zip(&pipes) {
+        for (p, (file, kind)) in polled.iter_mut().zip(pipes) {
             if p.fd < 0 || p.revents == 0 {
                 continue;
             }
@@ -156,6 +190,7 @@ fn pump<W: Write>(stream: u32, pipes: [(File, Kind); 2], outbox: &Outbox<W>) {
                 Ok(0) => p.fd = -1,
                 Ok(n) => outbox.send(&Frame::new(stream, *kind, buf[..n].to_vec())),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.raw_os_error() == Some(libc::EIO) => p.fd = -1,
                 Err(e) => {
                     log!("stream {stream}: reading {kind:?}: {e}");
                     p.fd = -1;

@@ -7,7 +7,7 @@ use std::io::{self, BufReader, Read, Write};
 use std::sync::Arc;
 
 use sandbox_microvm_proto::{
-    Egress, Exec, Failed, Frame, Hello, Kind, Mount, Mounted, Signal, VERSION,
+    Egress, Exec, Failed, Frame, Hello, Kind, Mount, Mounted, PtySize, Signal, VERSION,
 };
 
 use crate::command::Streams;
@@ -74,6 +74,10 @@ pub fn serve<R: Read, W: Write + Send + 'static>(input: R, output: W, role: Role
                 }
             }
             Kind::Stdin => streams.stdin(stream, frame.payload),
+            Kind::Resize => match frame.body::<PtySize>() {
+                Ok(size) => streams.resize(stream, size),
+                Err(e) => log!("{e}"),
+            },
             Kind::Signal => match frame.body::<Signal>() {
                 Ok(Signal { signal }) => streams.signal(stream, signal),
                 Err(e) => log!("{e}"),

@@ -10,7 +10,7 @@ use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::mpsc::{self, Receiver};
 
-use sandbox_microvm_proto::{Exec, Failed};
+use sandbox_microvm_proto::{Exec, Failed, PtySize};
 
 use crate::reaper;
 
@@ -25,10 +25,15 @@ const STAGE_EXEC: i32 = 3;
 /// A forked command, maybe not executing yet (see [`Child::wait_exec`]).
 pub struct Child {
     pub pid: i32,
-    /// The write end of its stdin, if it has one.
+    /// The write end of its stdin, if it has one (with a terminal: the
+    /// master side).
     pub stdin: Option<File>,
+    /// Its output (with a terminal: the master side, everything).
     pub stdout: File,
-    pub stderr: File,
+    /// Its error output; none with a terminal.
+    pub stderr: Option<File>,
+    /// The terminal's master side, to resize it.
+    pub terminal: Option<File>,
     /// Its wait status, from the reaper.
     pub status: Receiver<i32>,
     report: File,
@@ -43,10 +48,12 @@ struct Prepared {
     /// Where to look for the program, in order.
     programs: Vec<CString>,
     cwd: Option<CString>,
+    /// Make stdin (a terminal's slave side) the controlling terminal.
+    controlling_terminal: bool,
 }
 
 /// Forks a command with its own session (so it and its descendants are one
-/// process group to signal) and stdio pipes.
+/// process group to signal) and stdio pipes, or a terminal (`exec.pty`).
 pub fn spawn(exec: &Exec) -> Result<Child, Failed> {
     let program = exec.argv.first().ok_or_else(|| invalid("argv is empty"))?;
     let argv = cstrings(exec.argv.iter().cloned())?;
@@ -63,12 +70,17 @@ pub fn spawn(exec: &Exec) -> Result<Child, Failed> {
         envp: pointers(&env),
         programs,
         cwd,
+        controlling_terminal: exec.pty.is_some(),
     };
 
     let failed = |what: &str, e: io::Error| Failed {
         errno: e.raw_os_error().unwrap_or(libc::EIO),
         message: format!("{what}: {e}"),
     };
+    if let Some(size) = exec.pty {
+        return spawn_on_terminal(exec, &prepared, size, program)
+            .map_err(|e| failed("terminal", e));
+    }
     let (stdin, stdin_writer) = if exec.stdin {
         let (read, write) = pipe().map_err(|e| failed("pipe", e))?;
         (read, Some(File::from(write)))
@@ -94,12 +106,100 @@ pub fn spawn(exec: &Exec) -> Result<Child, Failed> {
         pid,
         stdin: stdin_writer,
         stdout: File::from(stdout),
-        stderr: File::from(stderr),
+        stderr: Some(File::from(stderr)),
+        terminal: None,
         status,
         report: File::from(report),
         program: program.clone(),
         cwd: exec.cwd.clone(),
     })
+}
+
+/// [`spawn`] on a new pseudo-terminal of `size`: the child gets the slave
+/// side as stdin, stdout, stderr and controlling terminal; we keep the
+/// master side. The slave is opened from the master (`TIOCGPTPEER`), never
+/// by path, and closed here after the fork: once the command and all it
+/// started let go of it, reading the master ends (EIO).
+fn spawn_on_terminal(
+    exec: &Exec,
+    prepared: &Prepared,
+    size: PtySize,
+    program: &str,
+) -> io::Result<Child> {
+    // SAFETY: open of a constant path; the result is checked.
+    let master = unsafe {
+        libc::open(
+            c"/dev/ptmx".as_ptr(),
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
+    };
+    if master < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    let master = unsafe { OwnedFd::from_raw_fd(master) };
+    let unlock: libc::c_int = 0;
+    // SAFETY: ioctls on our master with a pointer to a live int.
+    if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSPTLCK, &unlock) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    resize(&master, size)?;
+    // SAFETY: as above; returns a new descriptor for the slave side.
+    let slave = unsafe {
+        libc::ioctl(
+            master.as_raw_fd(),
+            libc::TIOCGPTPEER,
+            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
+    };
+    if slave < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    let slave = unsafe { OwnedFd::from_raw_fd(slave) };
+    let (report, report_w) = pipe()?;
+    let fds = [
+        slave.as_raw_fd(),
+        slave.as_raw_fd(),
+        slave.as_raw_fd(),
+        report_w.as_raw_fd(),
+    ];
+    let (status_tx, status) = mpsc::channel();
+    let pid = reaper::fork(status_tx, || child(prepared, fds))?;
+    drop((slave, report_w));
+    let master = File::from(master);
+    let stdin = if exec.stdin {
+        Some(master.try_clone()?)
+    } else {
+        None
+    };
+    Ok(Child {
+        pid,
+        stdin,
+        stdout: master.try_clone()?,
+        stderr: None,
+        terminal: Some(master),
+        status,
+        report: File::from(report),
+        program: program.to_owned(),
+        cwd: exec.cwd.clone(),
+    })
+}
+
+/// Sets a terminal's size (the kernel tells its foreground group with
+/// SIGWINCH).
+pub fn resize(master: &impl AsRawFd, size: PtySize) -> io::Result<()> {
+    let winsize = libc::winsize {
+        ws_row: size.rows,
+        ws_col: size.cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: ioctl with a pointer to a live winsize.
+    if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &winsize) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 impl Child {
@@ -136,6 +236,7 @@ fn child(prepared: &Prepared, [stdin, stdout, stderr, report]: [RawFd; 4]) -> ! 
             || libc::dup2(stdin, 0) < 0
             || libc::dup2(stdout, 1) < 0
             || libc::dup2(stderr, 2) < 0
+            || (prepared.controlling_terminal && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0)
         {
             fail(report, STAGE_SETUP, errno());
         }

@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use sandbox_microvm_proto::{
-    CHUNK, Exec, Exit, Failed, Frame, Hello, Kind, Signal, Started, VERSION,
+    CHUNK, Exec, Exit, Failed, Frame, Hello, Kind, PtySize, Signal, Started, VERSION,
 };
 
 /// Long enough for a loaded CI machine, short enough to fail a hang.
@@ -100,6 +100,7 @@ impl Agent {
                 env: vec![("PATH".into(), HOST_PATH.into())],
                 cwd: None,
                 stdin,
+                pty: None,
             },
         );
     }
@@ -438,6 +439,7 @@ fn env_is_exactly_the_given_one_and_cwd_applies() {
             ],
             cwd: Some("/".into()),
             stdin: false,
+            pty: None,
         },
     );
     let outcome = agent.outcome(2);
@@ -481,6 +483,69 @@ fn stdin_round_trip_and_end_of_file() {
     assert_eq!(agent.next(0).payload, b"still there");
     agent.signal(2, libc::SIGKILL);
     assert_eq!(agent.outcome(2).exit, killed(libc::SIGKILL));
+    agent.shutdown();
+}
+
+/// `Exec.pty`: the command runs on a terminal of the given size — stdin,
+/// stdout and stderr are it, it is the controlling terminal, everything
+/// comes as `Stdout` — and `Resize` changes the size (the shell sees the
+/// new one); closing stdin types ^D, which ends `cat`.
+#[test]
+fn a_terminal_has_its_size_and_follows_resizes() {
+    let mut agent = Agent::start();
+    let script = "tty; stty size; echo to-stderr >&2; read x; stty size; echo got=$x";
+    agent.exec_with(
+        1,
+        Exec {
+            argv: ["sh", "-c", script].map(String::from).to_vec(),
+            env: vec![("PATH".into(), HOST_PATH.into())],
+            cwd: None,
+            stdin: true,
+            pty: Some(PtySize { cols: 80, rows: 24 }),
+        },
+    );
+    assert_eq!(agent.next(1).kind, Kind::Started);
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("to-stderr") {
+        let frame = agent.next(1);
+        assert_eq!(frame.kind, Kind::Stdout, "{:?}", frame);
+        seen.extend(frame.payload);
+    }
+    agent.send(Frame::json(
+        1,
+        Kind::Resize,
+        &PtySize {
+            cols: 100,
+            rows: 40,
+        },
+    ));
+    agent.stdin(1, b"go\n");
+    let rest = agent.outcome(1);
+    seen.extend(rest.stdout);
+    let text = String::from_utf8_lossy(&seen).replace('\r', "");
+    assert_eq!(rest.exit, exited(0), "{text}");
+    assert!(rest.stderr.is_empty());
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("/dev/pts/"), "{text}");
+    assert_eq!(lines[1], "24 80", "{text}");
+    assert!(lines.contains(&"40 100"), "{text}");
+    assert!(lines.contains(&"got=go"), "{text}");
+
+    agent.exec_with(
+        2,
+        Exec {
+            argv: vec!["cat".into()],
+            env: vec![("PATH".into(), HOST_PATH.into())],
+            cwd: None,
+            stdin: true,
+            pty: Some(PtySize { cols: 80, rows: 24 }),
+        },
+    );
+    agent.stdin(2, b"line\n");
+    agent.stdin(2, b"");
+    let outcome = agent.outcome(2);
+    assert_eq!(outcome.exit, exited(0));
+    assert!(String::from_utf8_lossy(&outcome.stdout).contains("line"));
     agent.shutdown();
 }
 

@@ -13,7 +13,8 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Serialize};
 
 /// Bumped on any incompatible change; the agent says its own in `Hello`.
-pub const VERSION: u32 = 1;
+/// 2: `Exec.pty` and `Resize`.
+pub const VERSION: u32 = 2;
 
 /// The largest payload a frame may carry; bigger ones are a protocol error
 /// (a corrupt or hostile peer must not make the other allocate at will).
@@ -41,6 +42,9 @@ pub enum Kind {
     Stdin = 11,
     /// Host → agent, JSON [`Signal`]: signal the command's process group.
     Signal = 12,
+    /// Host → agent, JSON [`PtySize`]: the terminal of the command on this
+    /// stream (started with `Exec.pty`) has a new size.
+    Resize = 18,
     /// Host → agent, JSON [`Mount`]: mount a 9p export; answered on the
     /// same stream by `Mounted`.
     Mount = 13,
@@ -87,6 +91,7 @@ impl Kind {
             15 => Kind::TunnelOpen,
             16 => Kind::TunnelData,
             17 => Kind::TunnelClose,
+            18 => Kind::Resize,
             20 => Kind::Started,
             21 => Kind::Stdout,
             22 => Kind::Stderr,
@@ -205,8 +210,20 @@ pub struct Exec {
     /// The whole environment, in order.
     pub env: Vec<(String, String)>,
     pub cwd: Option<String>,
-    /// Whether `Stdin` frames follow; without, stdin is /dev/null.
+    /// Whether `Stdin` frames follow; without, stdin is /dev/null (or,
+    /// with `pty`, a terminal nobody types into).
     pub stdin: bool,
+    /// Run on a pseudo-terminal of this size: stdin, stdout and stderr are
+    /// its slave side, the command leads its session with it as the
+    /// controlling terminal, and all output comes as `Stdout`.
+    pub pty: Option<PtySize>,
+}
+
+/// A terminal size.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PtySize {
+    pub cols: u16,
+    pub rows: u16,
 }
 
 /// A signal for a command's process group.
