@@ -33,6 +33,10 @@ pub const NOT_DISPATCHING: &[(&str, &str)] = &[
         "api POST /v1/sandboxes/{id}/execs/{exec_id}/kill",
         "signals a running command",
     ),
+    (
+        "api POST /v1/sandboxes/{id}/execs/{exec_id}/resize",
+        "resizes a running command's terminal",
+    ),
     ("api POST /v1/sandboxes/{id}/suspend", "freezes a sandbox"),
     ("api POST /v1/sandboxes/{id}/resume", "thaws a sandbox"),
     (

@@ -132,8 +132,8 @@ pub mod write_deny;
 pub use error::{ErrorCode, PluginError};
 pub use types::{
     EgressEndpoints, Event, EventBody, ExecRequest, KillReason, ProbeContext, ProbeReport, PtySize,
-    SandboxBackend, SandboxBindMount, SandboxHandle, SandboxInfo, SandboxMode, SandboxSpec,
-    SandboxState, SandboxViolation, capability,
+    ResizeRequest, SandboxBackend, SandboxBindMount, SandboxHandle, SandboxInfo, SandboxMode,
+    SandboxSpec, SandboxState, SandboxViolation, calls, capability,
 };
 
 /// The plugin-api version this crate was built as: the ABI version.

@@ -312,7 +312,8 @@ impl ProbeReport {
 pub mod capability {
     /// `write_stdin` / `close_stdin` work.
     pub const STDIN: &str = "stdin";
-    /// Execs may ask for a pseudo-terminal.
+    /// Execs may ask for a pseudo-terminal, and the sandbox answers
+    /// [`super::calls::RESIZE`].
     pub const PTY: &str = "pty";
     /// `suspend` / `resume` work (SPEC G3).
     pub const SUSPEND: &str = "suspend";
@@ -325,6 +326,26 @@ pub mod capability {
     /// The session's proxies are the only way out (SPEC E2): the backend
     /// takes `spec.egress` and routes the sandbox's traffic through it.
     pub const NET_PROXY_ONLY: &str = "net.proxy-only";
+}
+
+/// Names of the optional sandbox `call`s (SPEC A3), each behind the
+/// capability that says a backend answers it.
+pub mod calls {
+    /// With [`super::capability::PTY`]: a new size for an exec's terminal;
+    /// the JSON is a [`super::ResizeRequest`], the answer empty.
+    pub const RESIZE: &str = "resize";
+}
+
+/// The body of [`calls::RESIZE`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ResizeRequest {
+    /// The exec, started with a terminal.
+    pub exec_id: u64,
+    /// Columns (at least 1).
+    pub cols: u16,
+    /// Rows (at least 1).
+    pub rows: u16,
 }
 
 /// What the host tells a backend when probing it.

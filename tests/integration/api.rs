@@ -853,3 +853,40 @@ fn backends_lists_none_and_the_default() {
         "{body}"
     );
 }
+
+/// A3, C3 (fail closed): a terminal is a capability. `none` does not list
+/// `pty`, so an exec asking for one is refused before anything runs, and so
+/// is a resize, each naming the capability; a plain exec still runs.
+#[test]
+fn a_terminal_from_a_backend_without_pty_is_refused_with_the_reason() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    create(&server, &json!({"sessionId": "nopty"}));
+    let marker = tempfile::tempdir().unwrap();
+    let touched = marker.path().join("ran");
+    let body = json!({
+        "argv": ["touch", touched],
+        "pty": {"cols": 80, "rows": 24},
+    });
+    let refused = server.call("POST", "/v1/sandboxes/nopty/exec", Some(&body.to_string()));
+    assert!(
+        (400..500).contains(&refused.status) && text(&refused.body).contains("`pty` capability"),
+        "{} {}",
+        refused.status,
+        text(&refused.body)
+    );
+    assert!(!touched.exists(), "the command ran without its terminal");
+    let resize = server.call(
+        "POST",
+        "/v1/sandboxes/nopty/execs/1/resize",
+        Some(r#"{"cols":100,"rows":40}"#),
+    );
+    assert!(
+        (400..500).contains(&resize.status) && text(&resize.body).contains("`pty` capability"),
+        "{} {}",
+        resize.status,
+        text(&resize.body)
+    );
+    let events = exec(&server, "nopty", &json!({"argv": ["echo", "plain"]}));
+    assert_eq!(joined(&events, "stdout"), "plain\n");
+}

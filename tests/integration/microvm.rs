@@ -667,3 +667,73 @@ fn the_kill_route_ends_a_command_in_the_guest() {
     assert_eq!(destroyed.status, 200, "{}", text(&destroyed.body));
     assert!(qemus().is_empty(), "QEMU left running: {:?}", qemus());
 }
+
+/// B8 (exec with a pty, resize) over the API: a command started with
+/// `pty` runs on a terminal of that size in the guest (`tty` names a
+/// /dev/pts device, `stty size` says 24 80, stderr arrives on it), and the
+/// resize route gives it a new size, which the shell sees through SIGWINCH.
+/// A size of 0 is refused with the reason; so is a resize of nothing.
+#[test]
+fn a_terminal_in_the_guest_has_its_size_and_follows_resize() {
+    let _vm = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let plugins = Plugins::with_microvm();
+    let server = Server::start_with(tcg(&plugins));
+    let work = tempfile::tempdir().unwrap();
+    create_vm(&server, "tty", work.path());
+    // `ready` is printed from an octal escape so that only the output, not
+    // the `started` event (whose policy verdict quotes the script), holds it.
+    let script = "trap 'stty size; exit 0' WINCH; tty; stty size; echo oops >&2; \
+                  printf 'r\\145ady\\n'; while :; do sleep 0.1; done";
+    let exec = serde_json::json!({
+        "argv": ["sh", "-c", script],
+        "pty": {"cols": 80, "rows": 24},
+    })
+    .to_string();
+    let mut stream = http_open(
+        server.addr,
+        "POST",
+        "/v1/sandboxes/tty/exec",
+        Some(&exec),
+        Some(&server.token),
+    );
+    // The trap is set once the shell says so.
+    let events = read_until(&mut stream, "ready");
+    assert_eq!(events[0]["type"], "started", "{events:?}");
+    let exec_id = events[0]["execId"].as_u64().unwrap();
+    let resized = server.call(
+        "POST",
+        &format!("/v1/sandboxes/tty/execs/{exec_id}/resize"),
+        Some(r#"{"cols":100,"rows":40}"#),
+    );
+    assert_eq!(resized.status, 204, "{}", text(&resized.body));
+    let zero = server.call(
+        "POST",
+        &format!("/v1/sandboxes/tty/execs/{exec_id}/resize"),
+        Some(r#"{"cols":0,"rows":40}"#),
+    );
+    assert!(
+        (400..500).contains(&zero.status) && text(&zero.body).contains("at least 1"),
+        "{} {}",
+        zero.status,
+        text(&zero.body)
+    );
+    let mut all = events;
+    all.extend(read_until(&mut stream, r#""type":"exit""#));
+    let output = joined(&all, "stdout").replace('\r', "");
+    let lines: Vec<&str> = output.lines().collect();
+    assert!(lines[0].starts_with("/dev/pts/"), "{output}");
+    assert_eq!(lines[1], "24 80", "{output}");
+    assert_eq!(lines[2], "oops", "stderr is the terminal too: {output}");
+    assert!(lines.contains(&"40 100"), "{output}");
+    assert_eq!(joined(&all, "stderr"), "");
+    assert_eq!(exit_code(&all), 0, "{all:?}");
+    let gone = server.call(
+        "POST",
+        &format!("/v1/sandboxes/tty/execs/{exec_id}/resize"),
+        Some(r#"{"cols":90,"rows":30}"#),
+    );
+    assert!((400..500).contains(&gone.status), "{}", text(&gone.body));
+    let destroyed = server.call("DELETE", "/v1/sandboxes/tty", None);
+    assert_eq!(destroyed.status, 200, "{}", text(&destroyed.body));
+    assert!(qemus().is_empty(), "QEMU left running: {:?}", qemus());
+}

@@ -26,7 +26,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures_util::StreamExt as _;
-use sandbox_plugin_api::{ErrorCode, ExecRequest, SandboxHandle, SandboxSpec};
+use sandbox_plugin_api::{ErrorCode, ExecRequest, PtySize, SandboxHandle, SandboxSpec};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -56,6 +56,7 @@ pub fn router(state: AppState) -> axum::Router {
         .route("/sandboxes/{id}", get(show_sandbox).delete(destroy_sandbox))
         .route("/sandboxes/{id}/exec", post(exec))
         .route("/sandboxes/{id}/execs/{exec_id}/kill", post(kill))
+        .route("/sandboxes/{id}/execs/{exec_id}/resize", post(resize))
         .route("/sandboxes/{id}/suspend", post(suspend))
         .route("/sandboxes/{id}/resume", post(resume))
         .route("/policy/check", post(policy::check))
@@ -248,7 +249,9 @@ async fn destroy_sandbox(
 }
 
 /// The body of `POST …/exec`. `env` is added to a small base environment;
-/// `input`, when given, is written to stdin, which is then closed.
+/// `input`, when given, is written to stdin, which is then closed (on a
+/// terminal, closing types ^D). `pty` runs the command on a terminal of
+/// that size (`{"cols": 80, "rows": 24}`), resized with `POST …/resize`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 struct ExecCall {
@@ -257,6 +260,7 @@ struct ExecCall {
     cwd: Option<PathBuf>,
     input: Option<String>,
     timeout_ms: Option<u64>,
+    pty: Option<PtySize>,
 }
 
 async fn exec(
@@ -283,7 +287,7 @@ async fn exec(
         cwd: call.cwd,
         stdin: call.input.is_some(),
         timeout_ms: call.timeout_ms,
-        pty: None,
+        pty: call.pty,
     };
     let stream = session.exec(request).await?;
     let exec_id = stream.exec_id;
@@ -346,6 +350,33 @@ async fn kill(
     let session = state.sessions.get(&id)?;
     session
         .kill(exec_id, call.signal.unwrap_or(libc::SIGTERM))
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The body of `POST …/execs/{exec_id}/resize`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct ResizeCall {
+    cols: u16,
+    rows: u16,
+}
+
+async fn resize(
+    State(state): State<AppState>,
+    Path((id, exec_id)): Path<(String, u64)>,
+    body: Bytes,
+) -> Result<StatusCode, ApiError> {
+    let call: ResizeCall = parse_strict(&body, "the resize request")?;
+    let session = state.sessions.get(&id)?;
+    session
+        .resize(
+            exec_id,
+            PtySize {
+                cols: call.cols,
+                rows: call.rows,
+            },
+        )
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use sandbox_plugin_api::host::{BackendObject, SandboxObject};
 use sandbox_plugin_api::write_deny::GlobSet;
 use sandbox_plugin_api::{
-    ErrorCode, Event, ExecRequest, PluginError, SandboxBackend, SandboxHandle, SandboxMode,
-    SandboxSpec, SandboxState, capability,
+    ErrorCode, Event, ExecRequest, PluginError, PtySize, ResizeRequest, SandboxBackend,
+    SandboxHandle, SandboxMode, SandboxSpec, SandboxState, calls, capability,
 };
 use sandbox_registry::Registry;
 use sandbox_registry::select::{Platform, Request, SandboxSwitch, SelectError, Selection, select};
@@ -495,6 +495,28 @@ impl Session {
         let sandbox = self.sandbox.clone();
         blocking(move || sandbox.close_stdin(exec_id))
             .await?
+            .map_err(SessionError::Backend)
+    }
+
+    /// Gives a running command's terminal a new size.
+    pub async fn resize(&self, exec_id: u64, size: PtySize) -> Result<(), SessionError> {
+        if !self.supports(capability::PTY) {
+            return Err(SessionError::Unsupported {
+                backend: self.backend.name().to_owned(),
+                what: "resize a command's terminal",
+                capability: capability::PTY,
+            });
+        }
+        let request = ResizeRequest {
+            exec_id,
+            cols: size.cols,
+            rows: size.rows,
+        };
+        let json = serde_json::to_string(&request).unwrap_or_default();
+        let sandbox = self.sandbox.clone();
+        blocking(move || sandbox.call(calls::RESIZE, &json))
+            .await?
+            .map(drop)
             .map_err(SessionError::Backend)
     }
 

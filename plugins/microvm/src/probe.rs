@@ -185,6 +185,7 @@ pub fn report(findings: &Findings) -> ProbeReport {
             kernel_boundary: !tcg,
             capabilities: vec![
                 capability::STDIN.into(),
+                capability::PTY.into(),
                 capability::EXEC_TIMEOUT.into(),
                 capability::FS_ISOLATION.into(),
                 capability::SUSPEND.into(),

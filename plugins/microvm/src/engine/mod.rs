@@ -28,7 +28,8 @@ use std::time::{Duration, Instant};
 use sandbox_microvm_proto::{self as proto, Frame, Hello, Kind};
 use sandbox_plugin_api::sdk::{EventSender, SandboxImpl};
 use sandbox_plugin_api::{
-    ErrorCode, ExecRequest, KillReason, PluginError, SandboxInfo, SandboxSpec, SandboxState, proxy,
+    ErrorCode, ExecRequest, KillReason, PluginError, ResizeRequest, SandboxInfo, SandboxSpec,
+    SandboxState, calls, proxy,
 };
 
 use self::argv::{Launch, Share};
@@ -534,8 +535,8 @@ impl SandboxImpl for Vm {
 
     fn exec(&self, request: ExecRequest) -> Result<u64, PluginError> {
         self.check_live()?;
-        if request.pty.is_some() {
-            return Err(PluginError::unsupported("a pseudo-terminal"));
+        if let Some(size) = request.pty {
+            check_size(size.cols, size.rows)?;
         }
         let id = self.stream_id();
         let cwd = request.cwd.clone().or_else(|| self.workdir.clone());
@@ -550,6 +551,10 @@ impl SandboxImpl for Vm {
             env,
             cwd: cwd.map(|c| c.display().to_string()),
             stdin: request.stdin,
+            pty: request.pty.map(|size| proto::PtySize {
+                cols: size.cols,
+                rows: size.rows,
+            }),
         };
         self.link.open_stream(id);
         let answer = self
@@ -631,6 +636,32 @@ impl SandboxImpl for Vm {
         self.pause(true)
     }
 
+    fn call(&self, method: &str, json: &str) -> Result<String, PluginError> {
+        if method != calls::RESIZE {
+            return Err(PluginError::unsupported(&format!(
+                "sandbox call `{method}`"
+            )));
+        }
+        let resize: ResizeRequest = serde_json::from_str(json)
+            .map_err(|e| PluginError::invalid(format!("the resize request: {e}")))?;
+        check_size(resize.cols, resize.rows)?;
+        let id = u32::try_from(resize.exec_id).map_err(|_| PluginError::invalid("no such exec"))?;
+        if !self.link.open_streams().contains(&id) {
+            return Err(PluginError::invalid(format!(
+                "exec {} is not running",
+                resize.exec_id
+            )));
+        }
+        let size = proto::PtySize {
+            cols: resize.cols,
+            rows: resize.rows,
+        };
+        self.link
+            .send(&Frame::json(id, Kind::Resize, &size))
+            .map_err(|e| other("resizing the command's terminal", e))?;
+        Ok(String::new())
+    }
+
     fn resume(&self) -> Result<(), PluginError> {
         self.pause(false)
     }
@@ -686,6 +717,16 @@ impl SandboxImpl for Vm {
         }
         result
     }
+}
+
+/// A terminal needs at least one column and one row.
+fn check_size(cols: u16, rows: u16) -> Result<(), PluginError> {
+    if cols == 0 || rows == 0 {
+        return Err(PluginError::invalid(format!(
+            "a terminal of {cols} columns and {rows} rows: both must be at least 1"
+        )));
+    }
+    Ok(())
 }
 
 impl Drop for Vm {
