@@ -737,3 +737,64 @@ fn a_terminal_in_the_guest_has_its_size_and_follows_resize() {
     assert_eq!(destroyed.status, 200, "{}", text(&destroyed.body));
     assert!(qemus().is_empty(), "QEMU left running: {:?}", qemus());
 }
+
+/// B8 (per-stream flow control) over the API: a client that stops reading
+/// one exec's stream stops that command only — its output waits in the
+/// guest (the agent sends at most a window ahead of what the host handed
+/// on), while another exec in the same VM runs to its end and can see the
+/// first command still there. Dropping the unread stream ends the command.
+#[test]
+fn an_unread_exec_stream_stalls_only_its_own_command() {
+    let _vm = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let plugins = Plugins::with_microvm();
+    let server = Server::start_with(tcg(&plugins));
+    let work = tempfile::tempdir().unwrap();
+    create_vm(&server, "flow", work.path());
+    // 200 MB of text: far more than every buffer on the way together.
+    let exec =
+        serde_json::json!({"argv": ["sh", "-c", "yes flowing | head -c 200000000"]}).to_string();
+    let mut unread = http_open(
+        server.addr,
+        "POST",
+        "/v1/sandboxes/flow/exec",
+        Some(&exec),
+        Some(&server.token),
+    );
+    let events = read_until(&mut unread, "flowing");
+    assert_eq!(events[0]["type"], "started", "{events:?}");
+    let other = server.call(
+        "POST",
+        "/v1/sandboxes/flow/exec",
+        Some(&serde_json::json!({"argv": ["echo", "meanwhile"]}).to_string()),
+    );
+    assert_eq!(other.status, 200, "{}", text(&other.body));
+    let lines = other.lines();
+    assert_eq!(joined(&lines, "stdout"), "meanwhile\n");
+    assert_eq!(exit_code(&lines), 0);
+    // The first command has not got through its output: it waits.
+    let still = server.call(
+        "POST",
+        "/v1/sandboxes/flow/exec",
+        Some(
+            &serde_json::json!({"argv": ["sh", "-c", "ps | grep -c '[h]ead -c 200000000'"]})
+                .to_string(),
+        ),
+    );
+    // (busybox runs the pipeline's applets in forks of the shell, so more
+    // than one process may show the command line.)
+    let waiting: u32 = joined(&still.lines(), "stdout").trim().parse().unwrap_or(0);
+    assert!(waiting > 0, "{}", text(&still.body));
+    drop(unread);
+    let gone = serde_json::json!({
+        "argv": ["sh", "-c", "for i in $(seq 100); do ps | grep -q '[h]ead -c 200000000' || exit 0; sleep 0.1; done; exit 1"],
+    });
+    let gone = server.call("POST", "/v1/sandboxes/flow/exec", Some(&gone.to_string()));
+    assert_eq!(
+        exit_code(&gone.lines()),
+        0,
+        "the unread command was not ended"
+    );
+    let destroyed = server.call("DELETE", "/v1/sandboxes/flow", None);
+    assert_eq!(destroyed.status, 200, "{}", text(&destroyed.body));
+    assert!(qemus().is_empty(), "QEMU left running: {:?}", qemus());
+}

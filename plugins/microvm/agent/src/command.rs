@@ -3,16 +3,21 @@
 //! of file and the process is reaped, reports `Exit`, the stream's last
 //! frame. A command reading stdin has a second thread feeding it, so a
 //! command that does not read cannot stall the frame reader.
+//!
+//! Output is flow-controlled per stream: the pump sends at most
+//! [`WINDOW`] bytes the host has not acknowledged (`Credit`), then stops
+//! reading the command's pipes — the command blocks on its next write,
+//! and no other stream waits for it.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 
-use sandbox_microvm_proto::{CHUNK, Exec, Exit, Failed, Frame, Kind, PtySize, Started};
+use sandbox_microvm_proto::{CHUNK, Exec, Exit, Failed, Frame, Kind, PtySize, Started, WINDOW};
 
 use crate::outbox::Outbox;
 use crate::spawn::{self, Child};
@@ -25,6 +30,8 @@ pub struct Streams {
 
 struct Running {
     pid: i32,
+    /// What the host still lets the pump send.
+    credit: Arc<Credit>,
     /// To the stdin feeder; `None` once the host closed stdin.
     stdin: Option<Sender<Vec<u8>>>,
     /// The terminal's master side, for a command started on one.
@@ -49,11 +56,13 @@ impl Streams {
         let mut child = spawn::spawn(exec)?;
         let pid = child.pid;
         let terminal = child.terminal.take();
+        let credit = Arc::new(Credit::new(u64::from(WINDOW)));
         let started = child.stdin.take().map(feed).transpose().and_then(|stdin| {
             let (streams, outbox) = (Arc::clone(self), Arc::clone(outbox));
+            let credit = Arc::clone(&credit);
             thread::Builder::new()
                 .name(format!("stream {stream}"))
-                .spawn(move || streams.supervise(stream, child, &outbox))?;
+                .spawn(move || streams.supervise(stream, child, &outbox, &credit))?;
             Ok(stdin)
         });
         match started {
@@ -62,6 +71,7 @@ impl Streams {
                     stream,
                     Running {
                         pid,
+                        credit,
                         stdin,
                         terminal,
                     },
@@ -99,6 +109,14 @@ impl Streams {
         }
     }
 
+    /// The host handed on `bytes` more output of `stream`.
+    pub fn credit(&self, stream: u32, bytes: u32) {
+        // A stream that ended meanwhile: nothing waits for it.
+        if let Some(command) = lock(&self.running).get(&stream) {
+            command.credit.grant(u64::from(bytes));
+        }
+    }
+
     /// Gives the terminal of the command on `stream` a new size.
     pub fn resize(&self, stream: u32, size: PtySize) {
         let running = lock(&self.running);
@@ -123,7 +141,13 @@ impl Streams {
     }
 
     /// The life of one command after its fork.
-    fn supervise<W: Write>(&self, stream: u32, mut child: Child, outbox: &Outbox<W>) {
+    fn supervise<W: Write>(
+        &self,
+        stream: u32,
+        mut child: Child,
+        outbox: &Outbox<W>,
+        credit: &Credit,
+    ) {
         if let Err(failed) = child.wait_exec() {
             lock(&self.running).remove(&stream);
             return outbox.send(&Frame::json(stream, Kind::Failed, &failed));
@@ -135,7 +159,7 @@ impl Streams {
         ));
         let mut outputs = vec![(child.stdout, Kind::Stdout)];
         outputs.extend(child.stderr.map(|stderr| (stderr, Kind::Stderr)));
-        pump(stream, &outputs, outbox);
+        pump(stream, &outputs, outbox, credit);
         let exit = match child.status.recv() {
             Ok(status) if libc::WIFSIGNALED(status) => Exit {
                 code: None,
@@ -161,7 +185,7 @@ impl Streams {
 /// file (the command and everything it left holding them are done). A
 /// terminal's master side ends in EIO instead, once the slave side is
 /// closed everywhere.
-fn pump<W: Write>(stream: u32, pipes: &[(File, Kind)], outbox: &Outbox<W>) {
+fn pump<W: Write>(stream: u32, pipes: &[(File, Kind)], outbox: &Outbox<W>, credit: &Credit) {
     let mut polled: Vec<libc::pollfd> = pipes
         .iter()
         .map(|(file, _)| libc::pollfd {
@@ -185,10 +209,14 @@ fn pump<W: Write>(stream: u32, pipes: &[(File, Kind)], outbox: &Outbox<W>) {
             if p.fd < 0 || p.revents == 0 {
                 continue;
             }
+            let allowed = credit.wait_for_some().min(buf.len());
             let mut reader: &File = file;
-            match reader.read(&mut buf) {
+            match reader.read(&mut buf[..allowed]) {
                 Ok(0) => p.fd = -1,
-                Ok(n) => outbox.send(&Frame::new(stream, *kind, buf[..n].to_vec())),
+                Ok(n) => {
+                    credit.spend(n as u64);
+                    outbox.send(&Frame::new(stream, *kind, buf[..n].to_vec()));
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.raw_os_error() == Some(libc::EIO) => p.fd = -1,
                 Err(e) => {
@@ -197,6 +225,43 @@ fn pump<W: Write>(stream: u32, pipes: &[(File, Kind)], outbox: &Outbox<W>) {
                 }
             }
         }
+    }
+}
+
+/// Output bytes the host still lets a stream send.
+struct Credit {
+    left: Mutex<u64>,
+    granted: Condvar,
+}
+
+impl Credit {
+    fn new(window: u64) -> Self {
+        Self {
+            left: Mutex::new(window),
+            granted: Condvar::new(),
+        }
+    }
+
+    /// Blocks until some credit is left; returns how much.
+    fn wait_for_some(&self) -> usize {
+        let mut left = lock(&self.left);
+        while *left == 0 {
+            left = self
+                .granted
+                .wait(left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        usize::try_from(*left).unwrap_or(usize::MAX)
+    }
+
+    fn spend(&self, bytes: u64) {
+        let mut left = lock(&self.left);
+        *left = left.saturating_sub(bytes);
+    }
+
+    fn grant(&self, bytes: u64) {
+        *lock(&self.left) += bytes;
+        self.granted.notify_all();
     }
 }
 

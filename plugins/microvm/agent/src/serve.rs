@@ -74,6 +74,10 @@ pub fn serve<R: Read, W: Write + Send + 'static>(input: R, output: W, role: Role
                 }
             }
             Kind::Stdin => streams.stdin(stream, frame.payload),
+            Kind::Credit => match <[u8; 4]>::try_from(frame.payload.as_slice()) {
+                Ok(bytes) => streams.credit(stream, u32::from_le_bytes(bytes)),
+                Err(_) => log!("a Credit frame of {} bytes", frame.payload.len()),
+            },
             Kind::Resize => match frame.body::<PtySize>() {
                 Ok(size) => streams.resize(stream, size),
                 Err(e) => log!("{e}"),

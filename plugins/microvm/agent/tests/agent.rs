@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use sandbox_microvm_proto::{
-    CHUNK, Exec, Exit, Failed, Frame, Hello, Kind, PtySize, Signal, Started, VERSION,
+    CHUNK, Exec, Exit, Failed, Frame, Hello, Kind, PtySize, Signal, Started, VERSION, WINDOW,
 };
 
 /// Long enough for a loaded CI machine, short enough to fail a hang.
@@ -31,6 +31,8 @@ struct Agent {
     /// Streams whose last frame (`Exit` or `Failed`) arrived.
     ended: Vec<u32>,
     hello: Hello,
+    /// Acknowledge output as it is read, as the host does (`Credit`).
+    auto_credit: bool,
 }
 
 /// What one command did.
@@ -76,6 +78,7 @@ impl Agent {
             pending: HashMap::new(),
             started: Vec::new(),
             ended: Vec::new(),
+            auto_credit: true,
             hello: Hello {
                 version: 0,
                 boot_id: String::new(),
@@ -113,6 +116,14 @@ impl Agent {
         self.send(Frame::new(stream, Kind::Stdin, data.to_vec()));
     }
 
+    fn credit(&mut self, stream: u32, bytes: u32) {
+        self.send(Frame::new(
+            stream,
+            Kind::Credit,
+            bytes.to_le_bytes().to_vec(),
+        ));
+    }
+
     fn signal(&mut self, stream: u32, signal: i32) {
         self.send(Frame::json(stream, Kind::Signal, &Signal { signal }));
     }
@@ -140,7 +151,10 @@ impl Agent {
                     started,
                     "{:?} before Started on stream {}",
                     frame.kind, frame.stream
-                )
+                );
+                if frame.kind != Kind::Exit && self.auto_credit {
+                    self.credit(frame.stream, frame.payload.len() as u32);
+                }
             }
             Kind::Failed => assert!(!started, "Failed after Started on stream {}", frame.stream),
             _ => {}
@@ -546,6 +560,40 @@ fn a_terminal_has_its_size_and_follows_resizes() {
     let outcome = agent.outcome(2);
     assert_eq!(outcome.exit, exited(0));
     assert!(String::from_utf8_lossy(&outcome.stdout).contains("line"));
+    agent.shutdown();
+}
+
+/// Flow control per stream: output nobody acknowledges stops at the
+/// window — exactly `WINDOW` bytes arrive and the command waits — while
+/// another stream runs to its end and the control stream answers; credit
+/// lets the rest through.
+#[test]
+fn unacknowledged_output_stops_at_the_window_and_stalls_nothing_else() {
+    let mut agent = Agent::start();
+    agent.auto_credit = false;
+    let total = 3 * WINDOW as usize;
+    agent.exec(1, &["head", "-c", &total.to_string(), "/dev/zero"], false);
+    assert_eq!(agent.next(1).kind, Kind::Started);
+    let mut received = 0usize;
+    while received < WINDOW as usize {
+        let frame = agent.next(1);
+        assert_eq!(frame.kind, Kind::Stdout, "{frame:?}");
+        received += frame.payload.len();
+    }
+    assert_eq!(received, WINDOW as usize, "more than the window was sent");
+    agent.auto_credit = true;
+    let other = agent.run(2, &["echo", "meanwhile"]);
+    assert_eq!(other.stdout, b"meanwhile\n");
+    agent.send(Frame::new(0, Kind::Ping, b"still there".to_vec()));
+    assert_eq!(agent.next(0).payload, b"still there");
+    assert!(
+        agent.pending.get(&1).is_none_or(|q| q.is_empty()),
+        "stream 1 sent past its window"
+    );
+    agent.credit(1, WINDOW);
+    let rest = agent.outcome(1);
+    assert_eq!(rest.exit, exited(0));
+    assert_eq!(received + rest.stdout.len(), total);
     agent.shutdown();
 }
 

@@ -13,7 +13,7 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Serialize};
 
 /// Bumped on any incompatible change; the agent says its own in `Hello`.
-/// 2: `Exec.pty` and `Resize`.
+/// 2: `Exec.pty`, `Resize`, and `Credit` (per-stream flow control).
 pub const VERSION: u32 = 2;
 
 /// The largest payload a frame may carry; bigger ones are a protocol error
@@ -26,6 +26,11 @@ pub const TUNNEL_STREAMS: u32 = 1 << 31;
 
 /// Output is sent in chunks of at most this many bytes.
 pub const CHUNK: usize = 64 << 10;
+
+/// Flow control: an exec stream may have this many bytes of output sent
+/// that the host has not yet handed on (`Credit`). A command whose output
+/// nobody takes stops at its next write; other streams go on.
+pub const WINDOW: u32 = 1 << 20;
 
 /// What a frame is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +50,10 @@ pub enum Kind {
     /// Host → agent, JSON [`PtySize`]: the terminal of the command on this
     /// stream (started with `Exec.pty`) has a new size.
     Resize = 18,
+    /// Host → agent, a little-endian `u32`: the host handed on this many
+    /// more output bytes of the stream; the agent may send that many more
+    /// (see [`WINDOW`]).
+    Credit = 19,
     /// Host → agent, JSON [`Mount`]: mount a 9p export; answered on the
     /// same stream by `Mounted`.
     Mount = 13,
@@ -92,6 +101,7 @@ impl Kind {
             16 => Kind::TunnelData,
             17 => Kind::TunnelClose,
             18 => Kind::Resize,
+            19 => Kind::Credit,
             20 => Kind::Started,
             21 => Kind::Stdout,
             22 => Kind::Stderr,

@@ -11,9 +11,16 @@
 //! the reader.
 //!
 //! An exec's terminal event (`exit`, or `killed` when a timeout, a `kill`
-//! or `destroy` asked for its end) is emitted exactly once: when its
+//! or `destroy` asked for its end) is decided exactly once: when its
 //! `Exit` frame arrives, or by [`Link::end_all`] for the streams still open
 //! when the VM goes away.
+//!
+//! Flow control: each exec stream has a queue and a thread of its own that
+//! hands its output to the event sink and then acknowledges it (`Credit`),
+//! so the agent sends at most [`sandbox_microvm_proto::WINDOW`] bytes ahead of what was handed
+//! on. A consumer that stops taking one exec's events stops only that
+//! command (at its next write); the reader never waits for a sink, and the
+//! queue never holds more than the window.
 
 use std::collections::HashMap;
 use std::io::{self, BufReader};
@@ -49,10 +56,24 @@ pub struct Proxies {
 }
 
 /// One exec stream the agent may still send on.
-#[derive(Default)]
 struct Stream {
     /// Why the host asked it to end, if it did; decides `killed` vs `exit`.
     kill_reason: Option<KillReason>,
+    /// To the stream's delivery thread, in arrival order.
+    deliveries: Sender<Delivery>,
+}
+
+/// What a stream's delivery thread hands on.
+enum Delivery {
+    Stdout(Vec<u8>),
+    Stderr(Vec<u8>),
+    /// The last one: the terminal event, decided when the stream ended.
+    End(End),
+}
+
+enum End {
+    Exit { code: i32, signal: Option<i32> },
+    Killed(KillReason, Option<i32>),
 }
 
 /// The shared state of a link.
@@ -65,6 +86,9 @@ pub struct Link {
     tunnels: Mutex<HashMap<u32, Sender<Option<Vec<u8>>>>>,
     proxies: Option<Proxies>,
     events: EventSender,
+    /// The exec streams' delivery threads, joined by [`Link::end_all`]: no
+    /// event may follow the end of the sandbox.
+    deliverers: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl Link {
@@ -76,6 +100,7 @@ impl Link {
             tunnels: Mutex::default(),
             proxies,
             events,
+            deliverers: Mutex::default(),
         })
     }
 
@@ -136,11 +161,69 @@ impl Link {
     }
 
     /// Registers an exec stream before its `Exec` goes out, so no frame of
-    /// it can arrive unrecognised.
-    pub fn open_stream(&self, stream: u32) {
-        if let Ok(mut s) = self.streams.lock() {
-            s.insert(stream, Stream::default());
+    /// it can arrive unrecognised, and starts its delivery thread.
+    pub fn open_stream(self: &Arc<Self>, stream: u32) -> io::Result<()> {
+        let (deliveries, queue) = channel();
+        let link = Arc::clone(self);
+        let handle = std::thread::Builder::new()
+            .name(format!("microvm-exec-{stream}"))
+            .spawn(move || link.deliver(stream, &queue))?;
+        if let Ok(mut d) = self.deliverers.lock() {
+            d.retain(|h| !h.is_finished());
+            d.push(handle);
         }
+        if let Ok(mut s) = self.streams.lock() {
+            s.insert(
+                stream,
+                Stream {
+                    kill_reason: None,
+                    deliveries,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// A stream's delivery thread: events in order, each output chunk
+    /// acknowledged once the sink took it; ends with the terminal event,
+    /// or when the stream is forgotten (it never started).
+    fn deliver(&self, stream: u32, queue: &Receiver<Delivery>) {
+        let id = u64::from(stream);
+        for delivery in queue {
+            let taken = match delivery {
+                Delivery::Stdout(data) => {
+                    let n = data.len();
+                    self.events.stdout(id, data);
+                    n
+                }
+                Delivery::Stderr(data) => {
+                    let n = data.len();
+                    self.events.stderr(id, data);
+                    n
+                }
+                Delivery::End(End::Exit { code, signal }) => {
+                    self.events.exit(id, code, signal);
+                    return;
+                }
+                Delivery::End(End::Killed(reason, signal)) => {
+                    self.events.killed(id, reason, signal);
+                    return;
+                }
+            };
+            let credit = (taken as u32).to_le_bytes().to_vec();
+            // A VM that is gone needs no credit.
+            let _ = self.send(&Frame::new(stream, Kind::Credit, credit));
+        }
+    }
+
+    /// Queues `delivery` for an open stream; `false` if it is not open.
+    fn queue(&self, stream: u32, delivery: Delivery) -> bool {
+        let tx = self
+            .streams
+            .lock()
+            .ok()
+            .and_then(|s| s.get(&stream).map(|st| st.deliveries.clone()));
+        tx.is_some_and(|tx| tx.send(delivery).is_ok())
     }
 
     /// Forgets a stream that never started.
@@ -176,17 +259,27 @@ impl Link {
     }
 
     /// Ends every open exec stream with `killed` (`reason`, SIGKILL): the
-    /// VM is gone, and so is everything that ran in it.
+    /// VM is gone, and so is everything that ran in it. Returns once every
+    /// stream's events are handed on.
     pub fn end_all(&self, reason: KillReason) {
         let open: Vec<(u32, Stream)> = self
             .streams
             .lock()
             .map(|mut s| s.drain().collect())
             .unwrap_or_default();
-        for (id, stream) in open {
+        for (_, stream) in open {
             let reason = stream.kill_reason.unwrap_or(reason);
-            self.events
-                .killed(u64::from(id), reason, Some(libc::SIGKILL));
+            let _ = stream
+                .deliveries
+                .send(Delivery::End(End::Killed(reason, Some(libc::SIGKILL))));
+        }
+        let deliverers: Vec<_> = self
+            .deliverers
+            .lock()
+            .map(|mut d| d.drain(..).collect())
+            .unwrap_or_default();
+        for handle in deliverers {
+            let _ = handle.join();
         }
     }
 
@@ -201,13 +294,13 @@ impl Link {
     }
 
     fn dispatch(self: &Arc<Self>, frame: Frame) -> io::Result<()> {
-        let id = u64::from(frame.stream);
         match frame.kind {
-            Kind::Stdout if self.is_open(frame.stream) => {
-                self.events.stdout(id, frame.payload);
+            // Output of a stream that ended already is dropped.
+            Kind::Stdout => {
+                self.queue(frame.stream, Delivery::Stdout(frame.payload));
             }
-            Kind::Stderr if self.is_open(frame.stream) => {
-                self.events.stderr(id, frame.payload);
+            Kind::Stderr => {
+                self.queue(frame.stream, Delivery::Stderr(frame.payload));
             }
             Kind::Started => self.answer(frame.stream, Answer::Started(frame.body()?)),
             Kind::Failed => {
@@ -248,17 +341,18 @@ impl Link {
                 let Some(stream) = ended else {
                     return Ok(()); // already ended by `end_all`
                 };
-                match (stream.kill_reason, exit.signal) {
-                    (Some(reason), signal) => {
-                        self.events.killed(id, reason, signal);
-                    }
-                    (None, Some(signal)) => {
-                        self.events.exit(id, 128 + signal, Some(signal));
-                    }
-                    (None, None) => {
-                        self.events.exit(id, exit.code.unwrap_or(0), None);
-                    }
-                }
+                let end = match (stream.kill_reason, exit.signal) {
+                    (Some(reason), signal) => End::Killed(reason, signal),
+                    (None, Some(signal)) => End::Exit {
+                        code: 128 + signal,
+                        signal: Some(signal),
+                    },
+                    (None, None) => End::Exit {
+                        code: exit.code.unwrap_or(0),
+                        signal: None,
+                    },
+                };
+                let _ = stream.deliveries.send(Delivery::End(end));
             }
             Kind::Ping => self.send(&Frame::new(frame.stream, Kind::Pong, frame.payload))?,
             // Output of a stream that already ended, or a frame only the

@@ -556,7 +556,9 @@ impl SandboxImpl for Vm {
                 rows: size.rows,
             }),
         };
-        self.link.open_stream(id);
+        self.link
+            .open_stream(id)
+            .map_err(|e| other("starting the exec's delivery thread", e))?;
         let answer = self
             .link
             .request(&Frame::json(id, Kind::Exec, &body), ANSWER_PATIENCE);
