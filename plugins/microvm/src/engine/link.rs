@@ -38,6 +38,9 @@ use sandbox_plugin_api::KillReason;
 use sandbox_plugin_api::proxy;
 use sandbox_plugin_api::sdk::EventSender;
 
+/// Output handed on is acknowledged in steps of this many bytes.
+const GRANT_STEP: u32 = sandbox_microvm_proto::WINDOW / 4;
+
 /// An answer to a request that waits for one.
 #[derive(Debug)]
 pub enum Answer {
@@ -189,6 +192,7 @@ impl Link {
     /// or when the stream is forgotten (it never started).
     fn deliver(&self, stream: u32, queue: &Receiver<Delivery>) {
         let id = u64::from(stream);
+        let mut owed = 0u32;
         for delivery in queue {
             let taken = match delivery {
                 Delivery::Stdout(data) => {
@@ -210,9 +214,19 @@ impl Link {
                     return;
                 }
             };
-            let credit = (taken as u32).to_le_bytes().to_vec();
-            // A VM that is gone needs no credit.
-            let _ = self.send(&Frame::new(stream, Kind::Credit, credit));
+            // Acknowledged a quarter window at a time: one small frame per
+            // 256 KiB instead of per chunk (each costs the guest a wake-up),
+            // and the agent, which still has three quarters, never waits.
+            owed += taken as u32;
+            if owed >= GRANT_STEP {
+                // A VM that is gone needs no credit.
+                let _ = self.send(&Frame::new(
+                    stream,
+                    Kind::Credit,
+                    owed.to_le_bytes().to_vec(),
+                ));
+                owed = 0;
+            }
         }
     }
 
