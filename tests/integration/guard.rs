@@ -181,7 +181,9 @@ fn host_repo(dir: &Path) {
 }
 
 /// The start of every C program here: `only_in_a_sandbox()` exits 99 unless
-/// PID 1 is `sandbox-init`, so a program run by mistake on the host does nothing.
+/// PID 1 is `sandbox-init`, so a program run by mistake on the host does
+/// nothing; `try_create(label, path)` prints `LABEL=0` or `LABEL=errno` for
+/// an `open(O_CREAT | O_WRONLY)`.
 const C_PRELUDE: &str = r#"#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -199,6 +201,12 @@ static void only_in_a_sandbox(void) {
         exit(99);
     }
     close(fd);
+}
+
+__attribute__((unused)) static void try_create(const char *label, const char *path) {
+    int fd = open(path, O_CREAT | O_WRONLY, 0644);
+    printf("%s=%d\n", label, fd < 0 ? errno : 0);
+    if (fd >= 0) close(fd);
 }
 "#;
 
@@ -897,18 +905,12 @@ fn a_non_dumpable_process_is_guarded_like_any_other() {
         r#"
 #include <sys/prctl.h>
 
-static void try(const char *path) {
-    int fd = open(path, O_CREAT | O_WRONLY, 0644);
-    printf("%s=%d\n", path, fd < 0 ? errno : 0);
-    if (fd >= 0) close(fd);
-}
-
 int main(void) {
     only_in_a_sandbox();
     printf("prctl=%d\n", prctl(PR_SET_DUMPABLE, 0, 0, 0, 0));
     printf("dumpable=%d\n", prctl(PR_GET_DUMPABLE, 0, 0, 0, 0));
-    try("x.pem");
-    try("x.txt");
+    try_create("x.pem", "x.pem");
+    try_create("x.txt", "x.txt");
     return 0;
 }
 "#,
@@ -933,8 +935,9 @@ int main(void) {
 /// supervisor's, so no pid they can name is the supervisor. Their pid 1 is
 /// a reaper: SIGKILL and SIGSTOP aimed at it, and a pidfd on it, reach
 /// nothing of the guard's; the supervisor's `/proc` entry (it is pid 1 of
-/// the `/proc` they see) gives neither its cwd nor its memory. Host: afterwards `after.pem` is still refused
-/// (absent) and `after.txt` created — the supervisor kept serving.
+/// the `/proc` they see) gives neither its cwd nor its memory. Host:
+/// afterwards `after.pem` is still refused (absent) and `after.txt`
+/// created — the supervisor kept serving.
 #[test]
 fn commands_cannot_name_the_supervisor() {
     require_bwrap!();
@@ -946,12 +949,6 @@ fn commands_cannot_name_the_supervisor() {
         r#"
 #include <signal.h>
 #include <sys/syscall.h>
-
-static void try(const char *path) {
-    int fd = open(path, O_CREAT | O_WRONLY, 0644);
-    printf("%s=%d\n", path, fd < 0 ? errno : 0);
-    if (fd >= 0) close(fd);
-}
 
 int main(void) {
     only_in_a_sandbox();
@@ -969,8 +966,8 @@ int main(void) {
     printf("cwd1=%d\n", readlink("/proc/1/cwd", link, sizeof link) < 0 ? errno : 0);
     int mem = open("/proc/1/mem", O_RDONLY);
     printf("mem1=%d\n", mem < 0 ? errno : 0);
-    try("after.pem");
-    try("after.txt");
+    try_create("after.pem", "after.pem");
+    try_create("after.txt", "after.txt");
     return 0;
 }
 "#,
@@ -1037,23 +1034,17 @@ fn the_supervisor_writes_only_where_the_sandbox_may() {
         r#"
 #include <sys/syscall.h>
 
-static void try(const char *label, const char *path) {
-    int fd = open(path, O_CREAT | O_WRONLY, 0644);
-    printf("%s=%d\n", label, fd < 0 ? errno : 0);
-    if (fd >= 0) close(fd);
-}
-
 int main(int argc, char **argv) {
     only_in_a_sandbox();
     if (argc < 2) return 2;
-    try("scratch", argv[1]);
+    try_create("scratch", argv[1]);
     printf("scratch_after=%d\n", access(argv[1], F_OK) == 0 ? 1 : 0);
     long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, 1);
     printf("landlock=%ld\n", abi < 0 ? (long)errno : 0L);
-    try("work", "a/moved.txt");
+    try_create("work", "a/moved.txt");
     printf("refer=%d\n", rename("a/moved.txt", "b/moved.txt") < 0 ? errno : 0);
-    try("tmp", "/tmp/domain.txt");
-    try("devnull", "/dev/null");
+    try_create("tmp", "/tmp/domain.txt");
+    try_create("devnull", "/dev/null");
     return 0;
 }
 "#,
