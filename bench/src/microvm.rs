@@ -54,12 +54,17 @@ impl Counter {
 
 const STDOUT_MIB: u64 = 64;
 
-/// Boot p50, exec-of-`true` p50, stdout MiB/s.
+/// Boot p50, exec-of-`true` p50, stdout MiB/s, suspend and resume p50.
 struct Figures {
     boot: Duration,
     exec: Duration,
     mib_s: f64,
+    suspend: Duration,
+    resume: Duration,
 }
+
+/// Suspend/resume rounds (each followed by an exec that must work).
+const SUSPENDS: usize = 5;
 
 fn measure(backend: &BackendObject, execs: usize, launches: usize) -> Figures {
     let dir = tempfile::tempdir().unwrap();
@@ -84,17 +89,34 @@ fn measure(backend: &BackendObject, execs: usize, launches: usize) -> Figures {
         STDOUT_MIB << 20,
         "stdout bytes"
     );
+    let (mut suspends, mut resumes) = (Vec::new(), Vec::new());
+    for _ in 0..SUSPENDS {
+        let start = Instant::now();
+        sandbox.suspend().unwrap();
+        suspends.push(start.elapsed());
+        let start = Instant::now();
+        sandbox.resume().unwrap();
+        resumes.push(start.elapsed());
+        counter.run(&sandbox, &["true"]);
+    }
     sandbox.destroy().unwrap();
     Figures {
         boot: stats(boots).p50,
         exec: exec.p50,
         mib_s: STDOUT_MIB as f64 / took.as_secs_f64(),
+        suspend: stats(suspends).p50,
+        resume: stats(resumes).p50,
     }
 }
 
 pub fn run(execs: usize) {
     let microvm = load("microvm");
-    let report = microvm.probe(&ProbeContext::default()).unwrap();
+    // Suspend as a checkpoint: the state to a file, QEMU ended.
+    let checkpoint = ProbeContext {
+        options: serde_json::json!({"suspend": "checkpoint"}),
+        ..ProbeContext::default()
+    };
+    let report = microvm.probe(&checkpoint).unwrap();
     if !report.available {
         println!("microvm is unavailable here: {}", report.hint);
         return;
@@ -123,6 +145,20 @@ pub fn run(execs: usize) {
     println!(
         "{:<34} {:>12} {:>12}",
         "template restore → ready", "—", "not built"
+    );
+    println!(
+        "{:<34} {:>9.1} ms {:>9.1} ms {:>8.1}×",
+        "suspend (bwrap: stop; vm: checkpoint)",
+        ms(base.suspend),
+        ms(vm.suspend),
+        ms(vm.suspend) / ms(base.suspend)
+    );
+    println!(
+        "{:<34} {:>9.1} ms {:>9.1} ms {:>8.1}×",
+        "resume (vm: restore → ready)",
+        ms(base.resume),
+        ms(vm.resume),
+        ms(vm.resume) / ms(base.resume)
     );
     println!(
         "{:<34} {:>9.2} ms {:>9.2} ms {:>8.1}×",

@@ -798,3 +798,116 @@ fn an_unread_exec_stream_stalls_only_its_own_command() {
     assert_eq!(destroyed.status, 200, "{}", text(&destroyed.body));
     assert!(qemus().is_empty(), "QEMU left running: {:?}", qemus());
 }
+
+/// F9 (checkpoint: suspend with RAM freed) over the API, with
+/// `[backends.microvm] suspend = "checkpoint"`: a checkpoint is refused,
+/// naming the share, while a command has its working directory on a share;
+/// otherwise the machine is written to a file and QEMU ends (no QEMU left,
+/// the handle says `checkpointed` with the file's size), execs are refused
+/// meanwhile, and resume starts it again from the file — a shell that was
+/// waiting goes on with its variables and the guest's /tmp intact, the
+/// shares are mounted again, and a file made on the host meanwhile shows.
+#[test]
+fn a_checkpoint_frees_the_vm_and_restore_continues_a_waiting_shell() {
+    let _vm = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let plugins = Plugins::with_microvm();
+    let server = Server::start_with(
+        CcServer::new(&plugins)
+            .env("CC_SERVER_MICROVM_ACCEL", "tcg")
+            .env("CC_SERVER_MICROVM_IMAGES", guest_image())
+            .config(
+                "[dispatch_policy]\nwrite_deny_globs = []\n[backends.microvm]\nsuspend = \"checkpoint\"\n",
+            ),
+    );
+    let work = tempfile::tempdir().unwrap();
+    create_vm(&server, "ck", work.path());
+    let open_exec = |body: Value| {
+        http_open(
+            server.addr,
+            "POST",
+            "/v1/sandboxes/ck/exec",
+            Some(&body.to_string()),
+            Some(&server.token),
+        )
+    };
+    // A command holding the share: the checkpoint must be refused.
+    let mut busy =
+        open_exec(serde_json::json!({"argv": ["sh", "-c", "echo holding; exec sleep 300"]}));
+    let events = read_until(&mut busy, r#"holding\n""#);
+    let busy_id = events[0]["execId"].as_u64().unwrap();
+    let refused = server.call("POST", "/v1/sandboxes/ck/suspend", None);
+    assert!(
+        !(200..300).contains(&refused.status)
+            && text(&refused.body).contains("is busy in the guest"),
+        "{} {}",
+        refused.status,
+        text(&refused.body)
+    );
+    assert!(!qemus().is_empty(), "the refused checkpoint ended QEMU");
+    let killed = server.call(
+        "POST",
+        &format!("/v1/sandboxes/ck/execs/{busy_id}/kill"),
+        Some(r#"{"signal":9}"#),
+    );
+    assert_eq!(killed.status, 204, "{}", text(&killed.body));
+    read_until(&mut busy, r#""type":"killed""#);
+
+    // A shell waiting in the guest's /tmp, with state of its own.
+    let script = "x=kept-$$; echo state > /tmp/mark; printf 'w\\141iting\\n'; \
+                  while [ ! -e /tmp/go ]; do sleep 0.1; done; echo \"$x $(cat /tmp/mark) resumed\"";
+    let mut shell = open_exec(serde_json::json!({"argv": ["sh", "-c", script], "cwd": "/tmp"}));
+    let mut events = read_until(&mut shell, "waiting");
+    let suspended = server.call("POST", "/v1/sandboxes/ck/suspend", None);
+    assert_eq!(suspended.status, 200, "{}", text(&suspended.body));
+    let handle = suspended.json();
+    assert_eq!(handle["state"], "suspended", "{handle}");
+    assert_eq!(handle["details"]["suspendMode"], "checkpointed", "{handle}");
+    assert!(
+        handle["details"]["checkpointBytes"].as_u64().unwrap_or(0) > 1 << 20,
+        "{handle}"
+    );
+    assert!(
+        qemus().is_empty(),
+        "QEMU still runs while checkpointed: {:?}",
+        qemus()
+    );
+    let refused = server.call(
+        "POST",
+        "/v1/sandboxes/ck/exec",
+        Some(&serde_json::json!({"argv": ["true"]}).to_string()),
+    );
+    assert!(
+        !(200..300).contains(&refused.status),
+        "an exec ran in a checkpointed VM"
+    );
+    std::fs::write(work.path().join("from-host"), "meanwhile\n").unwrap();
+
+    let resumed = server.call("POST", "/v1/sandboxes/ck/resume", None);
+    assert_eq!(resumed.status, 200, "{}", text(&resumed.body));
+    assert_ne!(resumed.json()["state"], "suspended");
+    let seen = server.call(
+        "POST",
+        "/v1/sandboxes/ck/exec",
+        Some(
+            &serde_json::json!({"argv": ["sh", "-c", "cat from-host && touch /tmp/go"]})
+                .to_string(),
+        ),
+    );
+    assert_eq!(
+        joined(&seen.lines(), "stdout"),
+        "meanwhile\n",
+        "{}",
+        text(&seen.body)
+    );
+    events.extend(read_until(&mut shell, r#""type":"exit""#));
+    let output = joined(&events, "stdout");
+    let last = output.lines().last().unwrap_or_default().to_owned();
+    assert!(
+        last.starts_with("kept-") && last.ends_with(" state resumed"),
+        "{output}"
+    );
+    assert_eq!(exit_code(&events), 0);
+    let destroyed = server.call("DELETE", "/v1/sandboxes/ck", None);
+    assert_eq!(destroyed.status, 200, "{}", text(&destroyed.body));
+    assert!(qemus().is_empty(), "QEMU left running: {:?}", qemus());
+}

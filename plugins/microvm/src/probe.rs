@@ -280,6 +280,7 @@ pub fn probe(ctx: &ProbeContext) -> (ProbeReport, Option<Engine>) {
             },
             accel: *accel,
             tsc_khz: entry.tsc_khz,
+            suspend: crate::engine::suspend_choice(&ctx.options),
         }),
         _ => None,
     };

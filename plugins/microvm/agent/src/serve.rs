@@ -93,6 +93,13 @@ pub fn serve<R: Read, W: Write + Send + 'static>(input: R, output: W, role: Role
                 };
                 outbox.send(&Frame::json(stream, Kind::Mounted, &Mounted { error }));
             }
+            Kind::Unmount => {
+                let error = match frame.body::<Mount>() {
+                    Ok(share) => crate::share::unmount(&share).err(),
+                    Err(e) => Some(e.to_string()),
+                };
+                outbox.send(&Frame::json(stream, Kind::Mounted, &Mounted { error }));
+            }
             Kind::Egress => {
                 let error = match frame.body::<Egress>() {
                     Ok(egress) => tunnels.listen(&egress.ports, &outbox).err(),

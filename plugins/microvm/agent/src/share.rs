@@ -27,3 +27,21 @@ pub fn mount(share: &Mount) -> Result<(), String> {
     )
     .map_err(|e| format!("mount -t 9p {} {}: {e}", share.tag, share.path))
 }
+
+/// Unmounts an export (before a checkpoint); fails while anything in the
+/// guest uses it — a working directory, an open file — which the error
+/// says.
+pub fn unmount(share: &Mount) -> Result<(), String> {
+    let path =
+        CString::new(share.path.as_str()).map_err(|_| format!("a NUL byte in {:?}", share.path))?;
+    // SAFETY: a NUL-terminated path that outlives the call.
+    if unsafe { libc::umount2(path.as_ptr(), 0) } == 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "umount {}: {}",
+            share.path,
+            std::io::Error::last_os_error()
+        ))
+    }
+}

@@ -13,7 +13,7 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Serialize};
 
 /// Bumped on any incompatible change; the agent says its own in `Hello`.
-/// 2: `Exec.pty`, `Resize`, and `Credit` (per-stream flow control).
+/// 2: `Exec.pty`, `Resize`, `Credit` (per-stream flow control), `Unmount`.
 pub const VERSION: u32 = 2;
 
 /// The largest payload a frame may carry; bigger ones are a protocol error
@@ -50,6 +50,10 @@ pub enum Kind {
     /// Host → agent, JSON [`PtySize`]: the terminal of the command on this
     /// stream (started with `Exec.pty`) has a new size.
     Resize = 18,
+    /// Host → agent, JSON [`Mount`] (only `path` counts): unmount that
+    /// export, before a checkpoint (QEMU cannot migrate a mounted 9p
+    /// device); answered on the same stream by `Mounted`.
+    Unmount = 29,
     /// Host → agent, a little-endian `u32`: the host handed on this many
     /// more output bytes of the stream; the agent may send that many more
     /// (see [`WINDOW`]).
@@ -102,6 +106,7 @@ impl Kind {
             17 => Kind::TunnelClose,
             18 => Kind::Resize,
             19 => Kind::Credit,
+            29 => Kind::Unmount,
             20 => Kind::Started,
             21 => Kind::Stdout,
             22 => Kind::Stderr,

@@ -112,6 +112,19 @@ impl Link {
         &self.events
     }
 
+    /// Writes to the agent over `stream` from now on (a restored VM's
+    /// port); the caller starts a reader on it.
+    pub fn replace_transport(&self, stream: UnixStream) {
+        if let Ok(mut writer) = self.writer.lock() {
+            *writer = stream;
+        }
+    }
+
+    /// How many egress tunnels are open.
+    pub fn open_tunnels(&self) -> usize {
+        self.tunnels.lock().map(|t| t.len()).unwrap_or(0)
+    }
+
     /// Sends one frame.
     pub fn send(&self, frame: &Frame) -> io::Result<()> {
         let mut writer = self

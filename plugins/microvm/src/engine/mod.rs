@@ -8,8 +8,13 @@
 //! QEMU if it must, ends every open exec as `killed`, and removes the
 //! directory: nothing is left behind. The serial console and QEMU's own
 //! messages are kept in a bounded tail for error reports.
+//!
+//! `suspend` pauses every vCPU (RAM kept), or — with `[backends.microvm]
+//! suspend = "checkpoint"` — writes the machine to a file and ends QEMU
+//! (RAM freed; see `checkpoint`).
 
 pub mod argv;
+mod checkpoint;
 pub mod link;
 pub mod qmp;
 pub mod refuse;
@@ -66,6 +71,41 @@ pub struct Engine {
     pub image: Image,
     pub accel: Accel,
     pub tsc_khz: Option<u64>,
+    /// `[backends.microvm] suspend`, or why it is not understood.
+    pub suspend: Result<SuspendMode, String>,
+}
+
+/// What `suspend` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SuspendMode {
+    /// QMP `stop`: vCPUs halted, RAM kept; always possible.
+    Pause,
+    /// The machine's state to a file, QEMU ended, RAM freed; refused while
+    /// a share is busy in the guest or an egress connection is open.
+    Checkpoint,
+}
+
+/// Reads `[backends.microvm] suspend` (default `pause`).
+pub fn suspend_choice(options: &serde_json::Value) -> Result<SuspendMode, String> {
+    match options.get("suspend") {
+        None | Some(serde_json::Value::Null) => Ok(SuspendMode::Pause),
+        Some(serde_json::Value::String(s)) if s == "pause" => Ok(SuspendMode::Pause),
+        Some(serde_json::Value::String(s)) if s == "checkpoint" => Ok(SuspendMode::Checkpoint),
+        Some(other) => Err(format!(
+            "[backends.microvm] suspend = {other} is not understood: use \"pause\" (vCPUs \
+             stopped, RAM kept) or \"checkpoint\" (the machine written to a file, QEMU \
+             ended, RAM freed)"
+        )),
+    }
+}
+
+/// How to start QEMU again for a restore: the very same machine.
+struct Relaunch {
+    qemu: PathBuf,
+    args: Vec<std::ffi::OsString>,
+    agent_socket: PathBuf,
+    qmp_socket: PathBuf,
+    patience: Duration,
 }
 
 /// The last bytes of a stream, bounded.
@@ -141,8 +181,15 @@ pub struct Vm {
     qemu: Mutex<Option<Child>>,
     /// Pause and resume.
     qmp: Mutex<qmp::Qmp>,
-    /// Paused in RAM (QMP `stop`): vCPUs halted, memory kept.
+    /// Suspended: paused in RAM, or checkpointed (`checkpoint` is set).
     suspended: AtomicBool,
+    mode: SuspendMode,
+    /// While checkpointed: the state file and its size.
+    checkpoint: Mutex<Option<(PathBuf, u64)>>,
+    /// Set while QEMU is ended on purpose, so its port's end is no loss.
+    swapping: Arc<AtomicBool>,
+    relaunch: Relaunch,
+    shares: Vec<Share>,
     reader: Mutex<Option<JoinHandle<()>>>,
     console: Mutex<Vec<JoinHandle<()>>>,
     tail: Arc<Tail>,
@@ -154,7 +201,7 @@ pub struct Vm {
     workdir: Option<PathBuf>,
     /// Commands get the proxy variables: the agent listens on the ports.
     egress: bool,
-    details: serde_json::Map<String, serde_json::Value>,
+    details: Mutex<serde_json::Map<String, serde_json::Value>>,
 }
 
 fn other(what: &str, e: impl std::fmt::Display) -> PluginError {
@@ -196,6 +243,7 @@ impl Engine {
         if let Some(why) = refuse::refusal(spec, &resolved, home.as_deref(), &exists) {
             return Err(PluginError::new(ErrorCode::INVALID_SPEC, why));
         }
+        let mode = self.suspend.clone().map_err(PluginError::invalid)?;
         events.starting();
         let dir = RuntimeDir::create(&spec.session_id)
             .map_err(|e| other("creating the VM's runtime directory", e))?;
@@ -278,22 +326,10 @@ impl Engine {
         });
         let link = Link::new(stream, events.clone(), proxies);
         let lost = Arc::new(AtomicBool::new(false));
-        let reader = {
-            let link = Arc::clone(&link);
-            let lost = Arc::clone(&lost);
-            std::thread::Builder::new()
-                .name("microvm-agent".into())
-                .spawn(move || {
-                    if let Err(e) = link.read_until_closed(reader_end) {
-                        tracing::warn!("microvm: the guest agent's port broke: {e}");
-                    }
-                    lost.store(true, Ordering::SeqCst);
-                })
-                .map_err(|e| other("starting the agent reader", e))
-        };
-        let reader = match reader {
+        let swapping = Arc::new(AtomicBool::new(false));
+        let reader = match spawn_reader(&link, reader_end, &lost, &swapping) {
             Ok(r) => r,
-            Err(e) => return Err(fail(&mut child, e.message)),
+            Err(e) => return Err(fail(&mut child, format!("starting the agent reader: {e}"))),
         };
         let mut details = serde_json::Map::new();
         details.insert(
@@ -312,6 +348,17 @@ impl Engine {
             qemu: Mutex::new(Some(child)),
             qmp: Mutex::new(qmp),
             suspended: AtomicBool::new(false),
+            mode,
+            checkpoint: Mutex::new(None),
+            swapping,
+            relaunch: Relaunch {
+                qemu: self.qemu.clone(),
+                args,
+                agent_socket,
+                qmp_socket,
+                patience,
+            },
+            shares: shares.clone(),
             reader: Mutex::new(Some(reader)),
             console: Mutex::new(console),
             tail,
@@ -321,9 +368,9 @@ impl Engine {
             lost,
             workdir: spec.guest_workdir.clone(),
             egress: spec.egress.is_some(),
-            details,
+            details: Mutex::new(details),
         };
-        for share in &shares {
+        for share in &vm.shares {
             if let Err(e) = vm.mount(share) {
                 let _ = vm.destroy();
                 return Err(e);
@@ -338,6 +385,29 @@ impl Engine {
         events.ready();
         Ok(vm)
     }
+}
+
+/// Starts the thread reading the agent's port into events. Its end is a
+/// loss (the VM is gone) unless `swapping` says QEMU was ended on purpose.
+fn spawn_reader(
+    link: &Arc<Link>,
+    stream: UnixStream,
+    lost: &Arc<AtomicBool>,
+    swapping: &Arc<AtomicBool>,
+) -> std::io::Result<JoinHandle<()>> {
+    let (link, lost, swapping) = (Arc::clone(link), Arc::clone(lost), Arc::clone(swapping));
+    std::thread::Builder::new()
+        .name("microvm-agent".into())
+        .spawn(move || {
+            if let Err(e) = link.read_until_closed(stream)
+                && !swapping.load(Ordering::SeqCst)
+            {
+                tracing::warn!("microvm: the guest agent's port broke: {e}");
+            }
+            if !swapping.load(Ordering::SeqCst) {
+                lost.store(true, Ordering::SeqCst);
+            }
+        })
 }
 
 /// Accepts the agent's connection (QEMU connects as soon as it starts),
@@ -506,9 +576,17 @@ impl Vm {
 
 impl SandboxImpl for Vm {
     fn info(&self) -> SandboxInfo {
-        let mut details = self.details.clone();
+        let mut details = self.details.lock().map(|d| d.clone()).unwrap_or_default();
+        let checkpoint = self.checkpoint.lock().ok().and_then(|c| c.clone());
         let (state, error) = if self.destroyed.load(Ordering::SeqCst) {
             (SandboxState::Destroyed, None)
+        } else if let Some((file, bytes)) = checkpoint {
+            // Said only once the state is written and QEMU is gone.
+            details.insert("suspendMode".into(), "checkpointed".into());
+            details.insert("checkpointFile".into(), file.display().to_string().into());
+            details.insert("checkpointBytes".into(), bytes.into());
+            details.remove("qemuPid");
+            (SandboxState::Suspended, None)
         } else if self.suspended.load(Ordering::SeqCst) {
             // Never claim a checkpoint: this is a pause in RAM.
             details.insert("suspendMode".into(), "paused".into());
@@ -635,7 +713,10 @@ impl SandboxImpl for Vm {
     }
 
     fn suspend(&self) -> Result<(), PluginError> {
-        self.pause(true)
+        match self.mode {
+            SuspendMode::Pause => self.pause(true),
+            SuspendMode::Checkpoint => self.checkpoint(),
+        }
     }
 
     fn call(&self, method: &str, json: &str) -> Result<String, PluginError> {
@@ -665,12 +746,17 @@ impl SandboxImpl for Vm {
     }
 
     fn resume(&self) -> Result<(), PluginError> {
-        self.pause(false)
+        if self.is_checkpointed() {
+            self.restore()
+        } else {
+            self.pause(false)
+        }
     }
 
     fn destroy(&self) -> Result<(), PluginError> {
-        // A paused guest cannot power off: let it run for that.
-        if self.suspended.load(Ordering::SeqCst) {
+        // A paused guest cannot power off: let it run for that. A
+        // checkpointed one has no QEMU: there is only the file to remove.
+        if self.suspended.load(Ordering::SeqCst) && !self.is_checkpointed() {
             let _ = self.pause(false);
         }
         if self.destroyed.swap(true, Ordering::SeqCst) {
@@ -735,5 +821,27 @@ impl Drop for Vm {
     fn drop(&mut self) {
         // The host always destroys; this is the backstop for a panic.
         let _ = self.destroy();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suspend_is_pause_unless_checkpoint_is_asked_for() {
+        let choice = |v: serde_json::Value| suspend_choice(&serde_json::json!({ "suspend": v }));
+        assert_eq!(
+            suspend_choice(&serde_json::json!({})),
+            Ok(SuspendMode::Pause)
+        );
+        assert_eq!(choice("pause".into()), Ok(SuspendMode::Pause));
+        assert_eq!(choice("checkpoint".into()), Ok(SuspendMode::Checkpoint));
+        let wrong = choice("hibernate".into()).unwrap_err();
+        assert!(
+            wrong.contains("\"hibernate\"") && wrong.contains("checkpoint"),
+            "{wrong}"
+        );
+        assert!(choice(1.into()).is_err());
     }
 }

@@ -1,9 +1,13 @@
 //! QEMU's machine protocol, for what the agent cannot do from inside:
-//! pausing every vCPU (`stop`) and letting them go on (`cont`). One
-//! connection per VM, opened after boot; commands are answered in order,
-//! with asynchronous events in between that are skipped.
+//! pausing every vCPU (`stop`) and letting them go on (`cont`), and a
+//! checkpoint — the machine's state written to a descriptor we pass
+//! (`getfd`, `migrate fd:`; QEMU's own `exec:` would need a fork, which its
+//! sandbox denies) and read back by a new QEMU (`migrate-incoming`). One
+//! connection per QEMU; commands are answered in order, with asynchronous
+//! events in between that are skipped.
 
 use std::io::{self, BufRead, BufReader, Write};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
@@ -42,7 +46,56 @@ impl Qmp {
     /// Runs a command without arguments; `Ok` on its `return`, the error's
     /// description otherwise.
     pub fn execute(&mut self, command: &str) -> io::Result<()> {
-        writeln!(self.writer, "{{\"execute\":\"{command}\"}}")?;
+        self.call(command, serde_json::Value::Null).map(drop)
+    }
+
+    /// Runs a command (`arguments` null for none); returns its `return`.
+    pub fn call(
+        &mut self,
+        command: &str,
+        arguments: serde_json::Value,
+    ) -> io::Result<serde_json::Value> {
+        let request = request(command, arguments);
+        writeln!(self.writer, "{request}")?;
+        self.answer(command)
+    }
+
+    /// `getfd`: hands QEMU a copy of `fd` under `name` (SCM_RIGHTS on the
+    /// QMP socket), for a later `fd:NAME`.
+    pub fn pass_fd(&mut self, name: &str, fd: RawFd) -> io::Result<()> {
+        let request = format!(
+            "{}\n",
+            request("getfd", serde_json::json!({"fdname": name}))
+        );
+        send_with_fd(self.writer.as_raw_fd(), request.as_bytes(), fd)?;
+        self.answer("getfd").map(drop)
+    }
+
+    /// `query-migrate` until the migration completed, failed or `deadline`.
+    pub fn wait_for_migration(&mut self, deadline: std::time::Instant) -> io::Result<()> {
+        loop {
+            let info = self.call("query-migrate", serde_json::Value::Null)?;
+            match info.get("status").and_then(|s| s.as_str()) {
+                Some("completed") => return Ok(()),
+                Some(status @ ("failed" | "cancelled")) => {
+                    let why = info
+                        .get("error-desc")
+                        .and_then(|e| e.as_str())
+                        .unwrap_or("no reason given");
+                    return Err(io::Error::other(format!("migration {status}: {why}")));
+                }
+                _ if std::time::Instant::now() > deadline => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("migration not done in time: {info}"),
+                    ));
+                }
+                _ => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    }
+
+    fn answer(&mut self, command: &str) -> io::Result<serde_json::Value> {
         loop {
             let mut line = String::new();
             if self.reader.read_line(&mut line)? == 0 {
@@ -52,7 +105,7 @@ impl Qmp {
                 ));
             }
             match answer(&line) {
-                Answer::Return => return Ok(()),
+                Answer::Return(value) => return Ok(value),
                 Answer::Error(why) => {
                     return Err(io::Error::other(format!("QMP {command}: {why}")));
                 }
@@ -62,20 +115,60 @@ impl Qmp {
     }
 }
 
+/// A QMP command line.
+fn request(command: &str, arguments: serde_json::Value) -> serde_json::Value {
+    if arguments.is_null() {
+        serde_json::json!({ "execute": command })
+    } else {
+        serde_json::json!({ "execute": command, "arguments": arguments })
+    }
+}
+
+/// Writes `bytes` with one descriptor attached.
+fn send_with_fd(socket: RawFd, bytes: &[u8], fd: RawFd) -> io::Result<()> {
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_ptr() as *mut libc::c_void,
+        iov_len: bytes.len(),
+    };
+    let mut space = [0u64; 4];
+    // SAFETY: stack buffers only; the CMSG macros stay inside `space`, which
+    // has room for one descriptor; `iov` points at `bytes`, alive here.
+    let sent = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = space.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize;
+        let header = libc::CMSG_FIRSTHDR(&msg);
+        (*header).cmsg_level = libc::SOL_SOCKET;
+        (*header).cmsg_type = libc::SCM_RIGHTS;
+        (*header).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<RawFd>(), fd);
+        libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL)
+    };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if sent as usize != bytes.len() {
+        return Err(io::Error::other("a short write on the QMP socket"));
+    }
+    Ok(())
+}
+
 /// One line from QEMU.
 #[derive(Debug, PartialEq, Eq)]
 enum Answer {
-    Return,
+    Return(serde_json::Value),
     Error(String),
     Event,
 }
 
 fn answer(line: &str) -> Answer {
-    let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
+    let Ok(mut value) = serde_json::from_str::<serde_json::Value>(line) else {
         return Answer::Error(format!("unreadable: {}", line.trim()));
     };
-    if value.get("return").is_some() {
-        Answer::Return
+    if let Some(returned) = value.get_mut("return") {
+        Answer::Return(returned.take())
     } else if let Some(error) = value.get("error") {
         Answer::Error(
             error
@@ -95,7 +188,14 @@ mod tests {
 
     #[test]
     fn answers_events_and_errors_are_told_apart() {
-        assert_eq!(answer("{\"return\": {}}\n"), Answer::Return);
+        assert_eq!(
+            answer("{\"return\": {}}\n"),
+            Answer::Return(serde_json::json!({}))
+        );
+        assert_eq!(
+            answer("{\"return\": {\"status\": \"completed\"}}"),
+            Answer::Return(serde_json::json!({"status": "completed"}))
+        );
         assert_eq!(
             answer("{\"timestamp\": {\"seconds\": 1}, \"event\": \"STOP\"}"),
             Answer::Event
