@@ -54,9 +54,11 @@ impl Counter {
 
 const STDOUT_MIB: u64 = 64;
 
-/// Boot p50, exec-of-`true` p50, stdout MiB/s, suspend and resume p50.
+/// Boot p50, template restore p50 (if any), exec-of-`true` p50, stdout
+/// MiB/s, suspend and resume p50.
 struct Figures {
     boot: Duration,
+    restore: Option<Duration>,
     exec: Duration,
     mib_s: f64,
     suspend: Duration,
@@ -101,6 +103,7 @@ fn measure(backend: &BackendObject, execs: usize, launches: usize) -> Figures {
     }
     sandbox.destroy().unwrap();
     Figures {
+        restore: None,
         boot: stats(boots).p50,
         exec: exec.p50,
         mib_s: STDOUT_MIB as f64 / took.as_secs_f64(),
@@ -109,14 +112,38 @@ fn measure(backend: &BackendObject, execs: usize, launches: usize) -> Figures {
     }
 }
 
+/// Launch → ready p50 of the launches that loaded a template.
+fn template_starts(backend: &BackendObject, launches: usize) -> Option<Duration> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut restores = Vec::new();
+    for _ in 0..=launches {
+        let counter = Arc::new(Counter::default());
+        let start = Instant::now();
+        let sandbox = backend.launch(&spec(dir.path()), counter).unwrap();
+        let took = start.elapsed();
+        if sandbox
+            .info()
+            .details
+            .get("startedFrom")
+            .and_then(|v| v.as_str())
+            == Some("template")
+        {
+            restores.push(took);
+        }
+        sandbox.destroy().unwrap();
+    }
+    (!restores.is_empty()).then(|| stats(restores).p50)
+}
+
 pub fn run(execs: usize) {
     let microvm = load("microvm");
-    // Suspend as a checkpoint: the state to a file, QEMU ended.
-    let checkpoint = ProbeContext {
-        options: serde_json::json!({"suspend": "checkpoint"}),
+    // Suspend as a checkpoint (the state to a file, QEMU ended); every
+    // launch a cold boot here — template starts are measured below.
+    let options = |templates: bool| ProbeContext {
+        options: serde_json::json!({"suspend": "checkpoint", "templates": templates}),
         ..ProbeContext::default()
     };
-    let report = microvm.probe(&checkpoint).unwrap();
+    let report = microvm.probe(&options(false)).unwrap();
     if !report.available {
         println!("microvm is unavailable here: {}", report.hint);
         return;
@@ -129,7 +156,10 @@ pub fn run(execs: usize) {
         return;
     }
     let base = measure(&bwrap, execs, 10);
-    let vm = measure(&microvm, execs, 5);
+    let mut vm = measure(&microvm, execs, 5);
+    // Template starts: the first launch may make the template (a boot).
+    microvm.probe(&options(true)).unwrap();
+    vm.restore = template_starts(&microvm, 5);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
         "{:<34} {:>12} {:>12} {:>9}",
@@ -142,10 +172,19 @@ pub fn run(execs: usize) {
         ms(vm.boot),
         ms(vm.boot) / ms(base.boot)
     );
-    println!(
-        "{:<34} {:>12} {:>12}",
-        "template restore → ready", "—", "not built"
-    );
+    match vm.restore {
+        Some(restore) => println!(
+            "{:<34} {:>9.1} ms {:>9.1} ms {:>8.1}×",
+            "template restore → ready",
+            ms(base.boot),
+            ms(restore),
+            ms(restore) / ms(base.boot)
+        ),
+        None => println!(
+            "{:<34} {:>12} {:>12}",
+            "template restore → ready", "—", "no template"
+        ),
+    }
     println!(
         "{:<34} {:>9.1} ms {:>9.1} ms {:>8.1}×",
         "suspend (bwrap: stop; vm: checkpoint)",

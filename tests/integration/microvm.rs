@@ -911,3 +911,54 @@ fn a_checkpoint_frees_the_vm_and_restore_continues_a_waiting_shell() {
     assert_eq!(destroyed.status, 200, "{}", text(&destroyed.body));
     assert!(qemus().is_empty(), "QEMU left running: {:?}", qemus());
 }
+
+/// F9, C5 (fast start from a template): once a machine with a device set
+/// has been booted and saved, launches with the same set load it instead of
+/// booting (`startedFrom: template`, with `restoreMs`). Two machines loaded
+/// from the one template do not share their randomness (the launch reseeds
+/// the guest's RNG) and both have the host's time, not the template's.
+#[test]
+fn launches_load_a_template_with_fresh_randomness_and_the_hosts_time() {
+    let _vm = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let plugins = Plugins::with_microvm();
+    let server = Server::start_with(tcg(&plugins));
+    let work = tempfile::tempdir().unwrap();
+    // The first may boot (and make the template); the next two load it.
+    create_vm(&server, "t0", work.path());
+    let mut draws = Vec::new();
+    for id in ["t1", "t2"] {
+        let handle = create_vm(&server, id, work.path());
+        assert_eq!(handle["details"]["startedFrom"], "template", "{handle}");
+        assert!(handle["details"]["restoreMs"].is_u64(), "{handle}");
+        let out = server.call(
+            "POST",
+            &format!("/v1/sandboxes/{id}/exec"),
+            Some(
+                &serde_json::json!({"argv": ["sh", "-c", "date +%s; head -c 16 /dev/urandom | od -An -tx1"]})
+                    .to_string(),
+            ),
+        );
+        let stdout = joined(&out.lines(), "stdout");
+        let mut lines = stdout.lines();
+        let guest_time: u64 = lines.next().unwrap_or_default().trim().parse().unwrap_or(0);
+        let host_time = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        assert!(
+            guest_time.abs_diff(host_time) < 120,
+            "the guest's clock says {guest_time}, the host's {host_time}"
+        );
+        draws.push(lines.collect::<Vec<_>>().join(" "));
+    }
+    assert!(!draws[0].trim().is_empty(), "{draws:?}");
+    assert_ne!(
+        draws[0], draws[1],
+        "two machines from one template drew the same bytes"
+    );
+    for id in ["t0", "t1", "t2"] {
+        let destroyed = server.call("DELETE", &format!("/v1/sandboxes/{id}"), None);
+        assert_eq!(destroyed.status, 200, "{}", text(&destroyed.body));
+    }
+    assert!(qemus().is_empty(), "QEMU left running: {:?}", qemus());
+}

@@ -281,6 +281,7 @@ pub fn probe(ctx: &ProbeContext) -> (ProbeReport, Option<Engine>) {
             accel: *accel,
             tsc_khz: entry.tsc_khz,
             suspend: crate::engine::suspend_choice(&ctx.options),
+            templates: crate::engine::templates_choice(&ctx.options),
         }),
         _ => None,
     };

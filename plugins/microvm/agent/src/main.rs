@@ -17,6 +17,7 @@ mod outbox;
 mod port;
 mod power;
 mod reaper;
+mod restored;
 mod serve;
 mod share;
 mod spawn;

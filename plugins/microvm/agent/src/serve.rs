@@ -7,7 +7,7 @@ use std::io::{self, BufReader, Read, Write};
 use std::sync::Arc;
 
 use sandbox_microvm_proto::{
-    Egress, Exec, Failed, Frame, Hello, Kind, Mount, Mounted, PtySize, Signal, VERSION,
+    Egress, Exec, Failed, Frame, Hello, Kind, Mount, Mounted, PtySize, Restored, Signal, VERSION,
 };
 
 use crate::command::Streams;
@@ -89,6 +89,13 @@ pub fn serve<R: Read, W: Write + Send + 'static>(input: R, output: W, role: Role
             Kind::Mount => {
                 let error = match frame.body::<Mount>() {
                     Ok(share) => crate::share::mount(&share).err(),
+                    Err(e) => Some(e.to_string()),
+                };
+                outbox.send(&Frame::json(stream, Kind::Mounted, &Mounted { error }));
+            }
+            Kind::Restored => {
+                let error = match frame.body::<Restored>() {
+                    Ok(restored) => crate::restored::apply(&restored).err(),
                     Err(e) => Some(e.to_string()),
                 };
                 outbox.send(&Frame::json(stream, Kind::Mounted, &Mounted { error }));

@@ -13,7 +13,8 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Serialize};
 
 /// Bumped on any incompatible change; the agent says its own in `Hello`.
-/// 2: `Exec.pty`, `Resize`, `Credit` (per-stream flow control), `Unmount`.
+/// 2: `Exec.pty`, `Resize`, `Credit` (per-stream flow control), `Unmount`,
+/// `Restored`.
 pub const VERSION: u32 = 2;
 
 /// The largest payload a frame may carry; bigger ones are a protocol error
@@ -50,6 +51,10 @@ pub enum Kind {
     /// Host → agent, JSON [`PtySize`]: the terminal of the command on this
     /// stream (started with `Exec.pty`) has a new size.
     Resize = 18,
+    /// Host → agent, JSON [`Restored`]: this machine was started from a
+    /// saved state (a checkpoint or a template): reseed the kernel's RNG
+    /// and set the clock; answered on the same stream by `Mounted`.
+    Restored = 28,
     /// Host → agent, JSON [`Mount`] (only `path` counts): unmount that
     /// export, before a checkpoint (QEMU cannot migrate a mounted 9p
     /// device); answered on the same stream by `Mounted`.
@@ -106,6 +111,7 @@ impl Kind {
             17 => Kind::TunnelClose,
             18 => Kind::Resize,
             19 => Kind::Credit,
+            28 => Kind::Restored,
             29 => Kind::Unmount,
             20 => Kind::Started,
             21 => Kind::Stdout,
@@ -232,6 +238,18 @@ pub struct Exec {
     /// its slave side, the command leads its session with it as the
     /// controlling terminal, and all output comes as `Stdout`.
     pub pty: Option<PtySize>,
+}
+
+/// What a restored machine needs first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Restored {
+    /// Fresh randomness from the host, mixed into the guest kernel's pool:
+    /// every machine started from one template had the same pool.
+    pub seed: Vec<u8>,
+    /// The host's time (nanoseconds since the epoch): the saved clock is
+    /// as old as the state.
+    pub unix_nanos: u64,
 }
 
 /// A terminal size.

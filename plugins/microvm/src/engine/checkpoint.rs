@@ -14,11 +14,7 @@
 //! before the file is written and QEMU has ended.
 
 use std::fs::OpenOptions;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::net::UnixListener;
-use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -26,10 +22,7 @@ use sandbox_microvm_proto::{self as proto, Frame, Kind};
 use sandbox_plugin_api::{ErrorCode, PluginError, SandboxState};
 
 use super::link::Answer;
-use super::{ANSWER_PATIENCE, Vm, accept_until, keep_tail, other, qmp, spawn_reader};
-
-/// How long writing or loading the machine may take.
-const MIGRATION_PATIENCE: Duration = Duration::from_secs(60);
+use super::{ANSWER_PATIENCE, Vm, other, spawn_reader, start};
 
 /// How long QEMU may take to end after `quit`.
 const QUIT_PATIENCE: Duration = Duration::from_secs(10);
@@ -119,30 +112,8 @@ impl Vm {
                 .qmp
                 .lock()
                 .map_err(|_| PluginError::other("the QMP lock is poisoned"))?;
-            let step = |what: &str, r: std::io::Result<serde_json::Value>| {
-                r.map(drop)
-                    .map_err(|e| other(&format!("checkpoint: {what}"), e))
-            };
-            step("stop", qmp.call("stop", serde_json::Value::Null))?;
-            // QEMU's default cap is 128 MiB/s: a local file needs none.
-            step(
-                "migrate-set-parameters",
-                qmp.call(
-                    "migrate-set-parameters",
-                    serde_json::json!({"max-bandwidth": 1u64 << 40}),
-                ),
-            )?;
-            qmp.pass_fd("checkpoint", state.as_raw_fd())
-                .map_err(|e| other("checkpoint: getfd", e))?;
-            step(
-                "migrate",
-                qmp.call("migrate", serde_json::json!({"uri": "fd:checkpoint"})),
-            )?;
-            qmp.wait_for_migration(Instant::now() + MIGRATION_PATIENCE)
+            start::save(&mut qmp, &state, Instant::now() + start::LOAD_PATIENCE)
                 .map_err(|e| other("checkpoint", e))?;
-            state
-                .sync_all()
-                .map_err(|e| other("checkpoint: syncing the file", e))?;
             // From here QEMU ends on purpose: its port closing is no loss.
             self.swapping.store(true, Ordering::SeqCst);
             // The answer may or may not come before the socket closes.
@@ -194,31 +165,16 @@ impl Vm {
             return Ok(());
         };
         let r = &self.relaunch;
-        let _ = std::fs::remove_file(&r.agent_socket);
-        let _ = std::fs::remove_file(&r.qmp_socket);
-        let listener = UnixListener::bind(&r.agent_socket)
-            .and_then(|l| l.set_nonblocking(true).map(|()| l))
-            .map_err(|e| other("listening for the restored guest agent", e))?;
-        let started = Instant::now();
-        let mut child = Command::new(&r.qemu)
-            .args(&r.args)
-            .args(["-incoming", "defer"])
-            .current_dir(file.parent().unwrap_or(std::path::Path::new("/")))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| other(&format!("starting {}", r.qemu.display()), e))?;
-        let mut console = Vec::new();
-        if let Some(out) = child.stdout.take() {
-            console.extend(keep_tail(out, Arc::clone(&self.tail)));
-        }
-        if let Some(err) = child.stderr.take() {
-            console.extend(keep_tail(err, Arc::clone(&self.tail)));
-        }
-        let fail = |child: &mut std::process::Child, why: String| {
-            let _ = child.kill();
-            let _ = child.wait();
+        let dir = file.parent().unwrap_or(std::path::Path::new("/"));
+        let setup = start::Setup {
+            qemu: &r.qemu,
+            args: &r.args,
+            dir,
+            agent_socket: &r.agent_socket,
+            qmp_socket: &r.qmp_socket,
+            patience: r.patience,
+        };
+        let lost = |why: String| {
             // The machine is lost; the file stays until destroy.
             self.lost.store(true, Ordering::SeqCst);
             PluginError::new(
@@ -229,36 +185,20 @@ impl Vm {
                 ),
             )
         };
-        let stream = match accept_until(&listener, &mut child, started + r.patience) {
-            Ok(s) => s,
-            Err(why) => return Err(fail(&mut child, why)),
-        };
-        let deadline = started + r.patience;
-        let loaded = (|| -> std::io::Result<qmp::Qmp> {
-            // QEMU may open its QMP socket just after the agent's.
-            let mut qmp = loop {
-                match qmp::Qmp::connect(&r.qmp_socket) {
-                    Ok(qmp) => break qmp,
-                    Err(_) if Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(5));
-                    }
-                    Err(e) => return Err(e),
-                }
-            };
-            let state = std::fs::File::open(&file)?;
-            qmp.pass_fd("checkpoint", state.as_raw_fd())?;
-            qmp.call(
-                "migrate-incoming",
-                serde_json::json!({"uri": "fd:checkpoint"}),
-            )?;
-            qmp.wait_for_migration(Instant::now() + MIGRATION_PATIENCE)?;
-            // The stream carried the stopped run state: go on.
-            qmp.execute("cont")?;
-            Ok(qmp)
-        })();
-        let qmp = match loaded {
-            Ok(qmp) => qmp,
-            Err(e) => return Err(fail(&mut child, format!("loading the checkpoint: {e}"))),
+        let running =
+            start::start(&setup, start::Origin::Saved(&file), &self.tail).map_err(lost)?;
+        let start::Running {
+            mut child,
+            stream,
+            qmp,
+            console,
+            took,
+            ..
+        } = running;
+        let fail = |child: &mut std::process::Child, why: String| {
+            let _ = child.kill();
+            let _ = child.wait();
+            lost(why)
         };
         let reader_end = match stream.try_clone() {
             Ok(s) => s,
@@ -285,16 +225,12 @@ impl Vm {
         }
         if let Ok(mut d) = self.details.lock() {
             d.insert("qemuPid".into(), pid.into());
-            d.insert(
-                "restoreMs".into(),
-                (started.elapsed().as_millis() as u64).into(),
-            );
+            d.insert("restoreMs".into(), (took.as_millis() as u64).into());
         }
         // The agent answers on the same streams, in the same boot.
-        let ping = Frame::new(0, Kind::Ping, b"restored".to_vec());
-        if let Err(e) = self.link.request(&ping, ANSWER_PATIENCE) {
+        if let Err(e) = self.tell_restored() {
             self.lost.store(true, Ordering::SeqCst);
-            return Err(other("the restored guest agent does not answer", e));
+            return Err(e);
         }
         if let Ok(mut c) = self.checkpoint.lock() {
             *c = None;
@@ -306,6 +242,41 @@ impl Vm {
         }
         self.link.events().state(SandboxState::Warm);
         Ok(())
+    }
+
+    /// Tells the agent its machine was started from a saved state: a fresh
+    /// seed for its RNG and the host's time (see the agent's `restored`).
+    pub(super) fn tell_restored(&self) -> Result<(), PluginError> {
+        let mut seed = vec![0u8; 64];
+        // SAFETY: getrandom into a live buffer of that length.
+        let got = unsafe { libc::getrandom(seed.as_mut_ptr().cast(), seed.len(), 0) };
+        if got != seed.len() as isize {
+            return Err(other(
+                "drawing a seed for the restored guest",
+                std::io::Error::last_os_error(),
+            ));
+        }
+        let unix_nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        let id = self.stream_id();
+        let body = proto::Restored { seed, unix_nanos };
+        match self
+            .link
+            .request(&Frame::json(id, Kind::Restored, &body), ANSWER_PATIENCE)
+        {
+            Ok(Answer::Mounted(m)) => match m.error {
+                None => Ok(()),
+                Some(why) => Err(PluginError::other(format!(
+                    "the restored guest could not be reseeded: {why}"
+                ))),
+            },
+            Ok(other_answer) => Err(PluginError::other(format!(
+                "the restored guest answered {other_answer:?}"
+            ))),
+            Err(e) => Err(other("the restored guest agent does not answer", e)),
+        }
     }
 
     fn qmp_execute(&self, command: &str) -> Result<(), PluginError> {

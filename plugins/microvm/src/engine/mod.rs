@@ -12,19 +12,24 @@
 //! `suspend` pauses every vCPU (RAM kept), or — with `[backends.microvm]
 //! suspend = "checkpoint"` — writes the machine to a file and ends QEMU
 //! (RAM freed; see `checkpoint`).
+//!
+//! A launch loads a saved, booted machine with the same devices instead of
+//! booting when it can (`template`; `templates = false` turns it off).
 
 pub mod argv;
 mod checkpoint;
 pub mod link;
 pub mod qmp;
 pub mod refuse;
+mod start;
+mod template;
 
 use std::collections::VecDeque;
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -73,6 +78,42 @@ pub struct Engine {
     pub tsc_khz: Option<u64>,
     /// `[backends.microvm] suspend`, or why it is not understood.
     pub suspend: Result<SuspendMode, String>,
+    /// `[backends.microvm] templates` (default true: start from a saved,
+    /// booted machine; false: boot every time), or why it is not understood.
+    pub templates: Result<bool, String>,
+}
+
+/// Reads `[backends.microvm] templates`.
+pub fn templates_choice(options: &serde_json::Value) -> Result<bool, String> {
+    match options.get("templates") {
+        None | Some(serde_json::Value::Null) => Ok(true),
+        Some(serde_json::Value::Bool(on)) => Ok(*on),
+        Some(other) => Err(format!(
+            "[backends.microvm] templates = {other} is not understood: use true (start from \
+             a saved, booted machine) or false (boot every sandbox)"
+        )),
+    }
+}
+
+impl Engine {
+    /// QEMU's arguments for a machine with these sockets and shares.
+    fn args(
+        &self,
+        agent_socket: &std::path::Path,
+        qmp_socket: &std::path::Path,
+        shares: &[Share],
+    ) -> Vec<std::ffi::OsString> {
+        argv::qemu_args(&Launch {
+            vmlinux: &self.image.vmlinux,
+            initrd: &self.image.initrd,
+            cmdline: &self.image.cmdline,
+            accel: self.accel,
+            tsc_khz: self.tsc_khz,
+            agent_socket,
+            qmp_socket,
+            shares,
+        })
+    }
 }
 
 /// What `suspend` does.
@@ -244,43 +285,51 @@ impl Engine {
             return Err(PluginError::new(ErrorCode::INVALID_SPEC, why));
         }
         let mode = self.suspend.clone().map_err(PluginError::invalid)?;
+        let templates = self.templates.clone().map_err(PluginError::invalid)?;
         events.starting();
         let dir = RuntimeDir::create(&spec.session_id)
             .map_err(|e| other("creating the VM's runtime directory", e))?;
         let agent_socket = dir.0.join("agent.sock");
         let qmp_socket = dir.0.join("qmp.sock");
-        let listener = UnixListener::bind(&agent_socket)
-            .map_err(|e| other("listening for the guest agent", e))?;
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| other("listening for the guest agent", e))?;
-        let args = argv::qemu_args(&Launch {
-            vmlinux: &self.image.vmlinux,
-            initrd: &self.image.initrd,
-            cmdline: &self.image.cmdline,
-            accel: self.accel,
-            tsc_khz: self.tsc_khz,
+        let args = self.args(&agent_socket, &qmp_socket, &shares);
+        let patience = match self.accel {
+            Accel::Tcg => BOOT_PATIENCE_TCG,
+            Accel::Kvm => BOOT_PATIENCE_KVM,
+        };
+        let setup = start::Setup {
+            qemu: &self.qemu,
+            args: &args,
+            dir: &dir.0,
             agent_socket: &agent_socket,
             qmp_socket: &qmp_socket,
-            shares: &shares,
-        });
-        let started = Instant::now();
-        let mut child = Command::new(&self.qemu)
-            .args(&args)
-            .current_dir(&dir.0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| other(&format!("starting {}", self.qemu.display()), e))?;
+            patience,
+        };
         let tail = Arc::new(Tail::default());
-        let mut console = Vec::new();
-        if let Some(out) = child.stdout.take() {
-            console.extend(keep_tail(out, Arc::clone(&tail)));
-        }
-        if let Some(err) = child.stderr.take() {
-            console.extend(keep_tail(err, Arc::clone(&tail)));
-        }
+        // A saved, booted machine with the same devices starts in a tenth of
+        // a boot; without one (or if it cannot be made), a boot.
+        let template = if templates {
+            template::ensure(self, &shares)
+        } else {
+            None
+        };
+        let origin = match &template {
+            Some(file) => start::Origin::Saved(file),
+            None => start::Origin::Boot,
+        };
+        let running = start::start(&setup, origin, &tail).map_err(|why| {
+            PluginError::new(
+                ErrorCode::UNAVAILABLE,
+                format!("the microVM did not start: {why}; console: {}", tail.text()),
+            )
+        })?;
+        let start::Running {
+            mut child,
+            stream,
+            qmp,
+            console,
+            hello,
+            took,
+        } = running;
         let fail = |child: &mut Child, why: String| {
             let _ = child.kill();
             let _ = child.wait();
@@ -289,36 +338,9 @@ impl Engine {
                 format!("the microVM did not start: {why}; console: {}", tail.text()),
             )
         };
-        let patience = match self.accel {
-            Accel::Tcg => BOOT_PATIENCE_TCG,
-            Accel::Kvm => BOOT_PATIENCE_KVM,
-        };
-        let stream = match accept_until(&listener, &mut child, started + patience) {
-            Ok(stream) => stream,
-            Err(why) => return Err(fail(&mut child, why)),
-        };
         let reader_end = match stream.try_clone() {
             Ok(s) => s,
             Err(e) => return Err(fail(&mut child, format!("the agent socket: {e}"))),
-        };
-        let hello = match read_hello(&reader_end, started + patience) {
-            Ok(hello) => hello,
-            Err(why) => return Err(fail(&mut child, why)),
-        };
-        if hello.version != proto::VERSION {
-            return Err(fail(
-                &mut child,
-                format!(
-                    "the guest agent speaks protocol {}, this backend {}: rebuild the image",
-                    hello.version,
-                    proto::VERSION
-                ),
-            ));
-        }
-        let booted = started.elapsed();
-        let qmp = match qmp::Qmp::connect(&qmp_socket) {
-            Ok(qmp) => qmp,
-            Err(e) => return Err(fail(&mut child, format!("QMP: {e}"))),
         };
         let proxies = spec.egress.as_ref().map(|e| link::Proxies {
             http: e.http_socket.clone(),
@@ -340,9 +362,18 @@ impl Engine {
             },
         );
         details.insert("qemuPid".into(), child.id().into());
-        details.insert("bootMs".into(), (booted.as_millis() as u64).into());
         details.insert("image".into(), self.image.dir.display().to_string().into());
-        details.insert("bootId".into(), hello.boot_id.into());
+        match &hello {
+            Some(hello) => {
+                details.insert("startedFrom".into(), "boot".into());
+                details.insert("bootMs".into(), (took.as_millis() as u64).into());
+                details.insert("bootId".into(), hello.boot_id.clone().into());
+            }
+            None => {
+                details.insert("startedFrom".into(), "template".into());
+                details.insert("restoreMs".into(), (took.as_millis() as u64).into());
+            }
+        }
         let vm = Vm {
             link,
             qemu: Mutex::new(Some(child)),
@@ -370,6 +401,12 @@ impl Engine {
             egress: spec.egress.is_some(),
             details: Mutex::new(details),
         };
+        if hello.is_none()
+            && let Err(e) = vm.tell_restored()
+        {
+            let _ = vm.destroy();
+            return Err(e);
+        }
         for share in &vm.shares {
             if let Err(e) = vm.mount(share) {
                 let _ = vm.destroy();
@@ -843,5 +880,15 @@ mod tests {
             "{wrong}"
         );
         assert!(choice(1.into()).is_err());
+    }
+
+    #[test]
+    fn templates_are_on_unless_turned_off() {
+        assert_eq!(templates_choice(&serde_json::json!({})), Ok(true));
+        let choice =
+            |v: serde_json::Value| templates_choice(&serde_json::json!({ "templates": v }));
+        assert_eq!(choice(false.into()), Ok(false));
+        assert_eq!(choice(true.into()), Ok(true));
+        assert!(choice("no".into()).unwrap_err().contains("true"));
     }
 }
