@@ -141,16 +141,7 @@ impl Vm {
             let _ = child.kill();
             let _ = child.wait();
         }
-        if let Ok(mut reader) = self.reader.lock()
-            && let Some(handle) = reader.take()
-        {
-            let _ = handle.join();
-        }
-        if let Ok(mut console) = self.console.lock() {
-            for handle in console.drain(..) {
-                let _ = handle.join();
-            }
-        }
+        self.join_port_threads();
     }
 
     /// Starts the same machine again from the file (see the module doc).

@@ -498,6 +498,21 @@ fn read_hello(stream: &UnixStream, deadline: Instant) -> Result<Hello, String> {
 }
 
 impl Vm {
+    /// Joins the agent port's reader and the console threads, once QEMU is
+    /// gone (its port and output closed, so they end).
+    fn join_port_threads(&self) {
+        if let Ok(mut reader) = self.reader.lock()
+            && let Some(handle) = reader.take()
+        {
+            let _ = handle.join();
+        }
+        if let Ok(mut console) = self.console.lock() {
+            for handle in console.drain(..) {
+                let _ = handle.join();
+            }
+        }
+    }
+
     fn stream_id(&self) -> u32 {
         self.next_stream.fetch_add(1, Ordering::SeqCst)
     }
@@ -825,17 +840,7 @@ impl SandboxImpl for Vm {
                 }
             }
         }
-        // QEMU is gone, so the port is closed: the reader ends.
-        if let Ok(mut reader) = self.reader.lock()
-            && let Some(handle) = reader.take()
-        {
-            let _ = handle.join();
-        }
-        if let Ok(mut console) = self.console.lock() {
-            for handle in console.drain(..) {
-                let _ = handle.join();
-            }
-        }
+        self.join_port_threads();
         self.link.end_all(KillReason::Destroyed);
         if let Ok(mut dir) = self.dir.lock() {
             dir.take();
