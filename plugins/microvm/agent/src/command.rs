@@ -5,7 +5,7 @@
 //! command that does not read cannot stall the frame reader.
 //!
 //! Output is flow-controlled per stream: the pump sends at most
-//! [`WINDOW`] bytes the host has not acknowledged (`Credit`), then stops
+//! `WINDOW` bytes the host has not acknowledged (`Credit`), then stops
 //! reading the command's pipes — the command blocks on its next write,
 //! and no other stream waits for it.
 
@@ -14,10 +14,11 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::sync::mpsc::{self, Sender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread;
 
-use sandbox_microvm_proto::{CHUNK, Exec, Exit, Failed, Frame, Kind, PtySize, Started, WINDOW};
+use sandbox_microvm_proto::window::Window;
+use sandbox_microvm_proto::{CHUNK, Exec, Exit, Failed, Frame, Kind, PtySize, Started};
 
 use crate::outbox::Outbox;
 use crate::spawn::{self, Child};
@@ -31,7 +32,7 @@ pub struct Streams {
 struct Running {
     pid: i32,
     /// What the host still lets the pump send.
-    credit: Arc<Credit>,
+    credit: Arc<Window>,
     /// To the stdin feeder; `None` once the host closed stdin.
     stdin: Option<Sender<Vec<u8>>>,
     /// The terminal's master side, for a command started on one.
@@ -56,7 +57,7 @@ impl Streams {
         let mut child = spawn::spawn(exec)?;
         let pid = child.pid;
         let terminal = child.terminal.take();
-        let credit = Arc::new(Credit::new(u64::from(WINDOW)));
+        let credit = Arc::new(Window::default());
         let started = child.stdin.take().map(feed).transpose().and_then(|stdin| {
             let (streams, outbox) = (Arc::clone(self), Arc::clone(outbox));
             let credit = Arc::clone(&credit);
@@ -113,7 +114,7 @@ impl Streams {
     pub fn credit(&self, stream: u32, bytes: u32) {
         // A stream that ended meanwhile: nothing waits for it.
         if let Some(command) = lock(&self.running).get(&stream) {
-            command.credit.grant(u64::from(bytes));
+            command.credit.grant(bytes);
         }
     }
 
@@ -146,7 +147,7 @@ impl Streams {
         stream: u32,
         mut child: Child,
         outbox: &Outbox<W>,
-        credit: &Credit,
+        credit: &Window,
     ) {
         if let Err(failed) = child.wait_exec() {
             lock(&self.running).remove(&stream);
@@ -185,7 +186,7 @@ impl Streams {
 /// file (the command and everything it left holding them are done). A
 /// terminal's master side ends in EIO instead, once the slave side is
 /// closed everywhere.
-fn pump<W: Write>(stream: u32, pipes: &[(File, Kind)], outbox: &Outbox<W>, credit: &Credit) {
+fn pump<W: Write>(stream: u32, pipes: &[(File, Kind)], outbox: &Outbox<W>, credit: &Window) {
     let mut polled: Vec<libc::pollfd> = pipes
         .iter()
         .map(|(file, _)| libc::pollfd {
@@ -209,12 +210,12 @@ fn pump<W: Write>(stream: u32, pipes: &[(File, Kind)], outbox: &Outbox<W>, credi
             if p.fd < 0 || p.revents == 0 {
                 continue;
             }
-            let allowed = credit.wait_for_some().min(buf.len());
+            let allowed = credit.wait_for_some(buf.len());
             let mut reader: &File = file;
             match reader.read(&mut buf[..allowed]) {
                 Ok(0) => p.fd = -1,
                 Ok(n) => {
-                    credit.spend(n as u64);
+                    credit.spend(n);
                     outbox.send(&Frame::new(stream, *kind, buf[..n].to_vec()));
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -225,43 +226,6 @@ fn pump<W: Write>(stream: u32, pipes: &[(File, Kind)], outbox: &Outbox<W>, credi
                 }
             }
         }
-    }
-}
-
-/// Output bytes the host still lets a stream send.
-struct Credit {
-    left: Mutex<u64>,
-    granted: Condvar,
-}
-
-impl Credit {
-    fn new(window: u64) -> Self {
-        Self {
-            left: Mutex::new(window),
-            granted: Condvar::new(),
-        }
-    }
-
-    /// Blocks until some credit is left; returns how much.
-    fn wait_for_some(&self) -> usize {
-        let mut left = lock(&self.left);
-        while *left == 0 {
-            left = self
-                .granted
-                .wait(left)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-        }
-        usize::try_from(*left).unwrap_or(usize::MAX)
-    }
-
-    fn spend(&self, bytes: u64) {
-        let mut left = lock(&self.left);
-        *left = left.saturating_sub(bytes);
-    }
-
-    fn grant(&self, bytes: u64) {
-        *lock(&self.left) += bytes;
-        self.granted.notify_all();
     }
 }
 

@@ -7,7 +7,8 @@ use std::io::{self, BufReader, Read, Write};
 use std::sync::Arc;
 
 use sandbox_microvm_proto::{
-    Egress, Exec, Failed, Frame, Hello, Kind, Mount, Mounted, PtySize, Restored, Signal, VERSION,
+    Egress, Exec, Failed, Frame, Hello, Kind, Mount, Mounted, PtySize, Restored, Signal,
+    TUNNEL_STREAMS, VERSION,
 };
 
 use crate::command::Streams;
@@ -75,6 +76,9 @@ pub fn serve<R: Read, W: Write + Send + 'static>(input: R, output: W, role: Role
             }
             Kind::Stdin => streams.stdin(stream, frame.payload),
             Kind::Credit => match <[u8; 4]>::try_from(frame.payload.as_slice()) {
+                Ok(bytes) if stream & TUNNEL_STREAMS != 0 => {
+                    tunnels.credit(stream, u32::from_le_bytes(bytes));
+                }
                 Ok(bytes) => streams.credit(stream, u32::from_le_bytes(bytes)),
                 Err(_) => log!("a Credit frame of {} bytes", frame.payload.len()),
             },

@@ -8,6 +8,11 @@
 //! (end of file: `TunnelClose`), and one writes the host's data into it
 //! from a queue, so a slow guest reader never stalls the frame loop. The
 //! tunnel is forgotten when both directions are closed.
+//!
+//! Both directions are flow-controlled (`window`): the reader sends at
+//! most a window the host has not written on to the proxy, and the writer
+//! acknowledges what it wrote into the guest socket, so a guest program
+//! that stops reading stops the proxy side, not the agent's memory.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -16,6 +21,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex};
 
+use sandbox_microvm_proto::window::{Owed, Window};
 use sandbox_microvm_proto::{CHUNK, Frame, Kind, TUNNEL_STREAMS, TunnelOpen};
 
 use crate::outbox::Outbox;
@@ -27,10 +33,20 @@ enum ToGuest {
     Close,
 }
 
+/// One live tunnel.
+struct Tunnel {
+    /// To the writer into the guest socket, while it runs.
+    writer: Option<Sender<ToGuest>>,
+    /// What the host still lets the reader send.
+    window: Arc<Window>,
+    /// How many of its two threads have ended.
+    ended: u8,
+}
+
 /// The live tunnels, by stream.
 #[derive(Default)]
 pub struct Tunnels {
-    writers: Mutex<HashMap<u32, Sender<ToGuest>>>,
+    tunnels: Mutex<HashMap<u32, Tunnel>>,
     next: AtomicU32,
 }
 
@@ -74,62 +90,128 @@ impl Tunnels {
             return;
         };
         let (to_guest, queue) = channel::<ToGuest>();
-        lock(&self.writers).insert(stream, to_guest);
+        let window = Arc::new(Window::default());
+        lock(&self.tunnels).insert(
+            stream,
+            Tunnel {
+                writer: Some(to_guest),
+                window: Arc::clone(&window),
+                ended: 0,
+            },
+        );
         outbox.send(&Frame::json(stream, Kind::TunnelOpen, &TunnelOpen { port }));
         // Guest → host.
         let out = Arc::clone(outbox);
+        let tunnels = Arc::clone(self);
         let spawned = std::thread::Builder::new()
             .name("tunnel-read".into())
             .spawn(move || {
-                pump_to_host(stream, reader, &out);
+                pump_to_host(stream, reader, &out, &window);
+                tunnels.ended(stream, false);
             });
         if spawned.is_err() {
             outbox.send(&Frame::new(stream, Kind::TunnelClose, Vec::new()));
+            self.ended(stream, false);
         }
         // Host → guest.
         let tunnels = Arc::clone(self);
-        let _ = std::thread::Builder::new()
+        let out = Arc::clone(outbox);
+        let ended = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
             .name("tunnel-write".into())
             .spawn(move || {
                 let mut socket = socket;
+                let mut owed = Owed::default();
                 for message in queue {
                     match message {
                         ToGuest::Data(bytes) => {
                             if socket.write_all(&bytes).is_err() {
+                                // The guest program is gone: let the
+                                // host send what it has (it is dropped).
+                                out.send(&credit(stream, u32::MAX));
                                 break;
+                            }
+                            if let Some(ack) = owed.handed_on(bytes.len()) {
+                                out.send(&credit(stream, ack));
                             }
                         }
                         ToGuest::Close => break,
                     }
                 }
                 let _ = socket.shutdown(Shutdown::Write);
-                lock(&tunnels.writers).remove(&stream);
+                tunnels.ended(stream, true);
             });
+        if spawned.is_err() {
+            ended.ended(stream, true);
+        }
     }
 
     /// Bytes from the host for a tunnel (dropped if it is gone).
     pub fn data(&self, stream: u32, bytes: Vec<u8>) {
-        if let Some(tx) = lock(&self.writers).get(&stream) {
-            let _ = tx.send(ToGuest::Data(bytes));
+        if let Some(writer) = lock(&self.tunnels)
+            .get(&stream)
+            .and_then(|t| t.writer.as_ref())
+        {
+            let _ = writer.send(ToGuest::Data(bytes));
         }
     }
 
     /// The host sends no more on this tunnel.
     pub fn close(&self, stream: u32) {
-        if let Some(tx) = lock(&self.writers).remove(&stream) {
-            let _ = tx.send(ToGuest::Close);
+        if let Some(writer) = lock(&self.tunnels)
+            .get(&stream)
+            .and_then(|t| t.writer.as_ref())
+        {
+            let _ = writer.send(ToGuest::Close);
+        }
+    }
+
+    /// The host wrote `bytes` more of the tunnel to its proxy.
+    pub fn credit(&self, stream: u32, bytes: u32) {
+        if let Some(tunnel) = lock(&self.tunnels).get(&stream) {
+            tunnel.window.grant(bytes);
+        }
+    }
+
+    /// One of a tunnel's threads ended (`writer`: the one into the guest
+    /// socket); after both, the tunnel is forgotten.
+    fn ended(&self, stream: u32, writer: bool) {
+        let mut tunnels = lock(&self.tunnels);
+        let Some(tunnel) = tunnels.get_mut(&stream) else {
+            return;
+        };
+        if writer {
+            tunnel.writer = None;
+        }
+        tunnel.ended += 1;
+        if tunnel.ended >= 2 {
+            tunnels.remove(&stream);
         }
     }
 }
 
-/// Reads the guest socket into frames until end of file or an error, then
-/// says `TunnelClose`.
-fn pump_to_host<W: Write + Send + 'static>(stream: u32, mut socket: TcpStream, out: &Outbox<W>) {
+/// A `Credit` frame.
+fn credit(stream: u32, bytes: u32) -> Frame {
+    Frame::new(stream, Kind::Credit, bytes.to_le_bytes().to_vec())
+}
+
+/// Reads the guest socket into frames, within the window, until end of
+/// file or an error, then says `TunnelClose`.
+fn pump_to_host<W: Write + Send + 'static>(
+    stream: u32,
+    mut socket: TcpStream,
+    out: &Outbox<W>,
+    window: &Window,
+) {
     let mut buf = vec![0u8; CHUNK];
     loop {
-        match socket.read(&mut buf) {
+        let allowed = window.wait_for_some(buf.len());
+        match socket.read(&mut buf[..allowed]) {
             Ok(0) | Err(_) => break,
-            Ok(n) => out.send(&Frame::new(stream, Kind::TunnelData, buf[..n].to_vec())),
+            Ok(n) => {
+                window.spend(n);
+                out.send(&Frame::new(stream, Kind::TunnelData, buf[..n].to_vec()));
+            }
         }
     }
     out.send(&Frame::new(stream, Kind::TunnelClose, Vec::new()));

@@ -11,8 +11,10 @@ use std::sync::mpsc::{self, Receiver};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use sandbox_microvm_proto::window::GRANT_STEP;
 use sandbox_microvm_proto::{
-    CHUNK, Exec, Exit, Failed, Frame, Hello, Kind, PtySize, Signal, Started, VERSION, WINDOW,
+    CHUNK, Egress, Exec, Exit, Failed, Frame, Hello, Kind, Mounted, PtySize, Signal, Started,
+    TunnelOpen, VERSION, WINDOW,
 };
 
 /// Long enough for a loaded CI machine, short enough to fail a hang.
@@ -594,6 +596,70 @@ fn unacknowledged_output_stops_at_the_window_and_stalls_nothing_else() {
     let rest = agent.outcome(1);
     assert_eq!(rest.exit, exited(0));
     assert_eq!(received + rest.stdout.len(), total);
+    agent.shutdown();
+}
+
+/// Flow control on a tunnel, both ways: what a guest program sends reaches
+/// the host at most a window ahead of the host's credit; what the host
+/// sends is acknowledged a step at a time as the agent writes it into the
+/// guest socket. (Hosted, the agent listens on the host's loopback.)
+#[test]
+fn tunnels_send_within_the_window_and_acknowledge_what_they_wrote() {
+    let mut agent = Agent::start();
+    let port = {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        free.local_addr().unwrap().port()
+    };
+    agent.send(Frame::json(5, Kind::Egress, &Egress { ports: vec![port] }));
+    let listening: Mounted = agent.next(5).body().unwrap();
+    assert_eq!(listening.error, None);
+    let mut program = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let total = 3 * WINDOW as usize;
+    let writer = {
+        let mut program = program.try_clone().unwrap();
+        thread::spawn(move || program.write_all(&vec![7u8; total]))
+    };
+    let open = agent.next_any().unwrap();
+    assert_eq!(open.kind, Kind::TunnelOpen, "{open:?}");
+    let _: TunnelOpen = open.body().unwrap();
+    let tunnel = open.stream;
+    let mut received = 0usize;
+    while received < WINDOW as usize {
+        let frame = agent.next(tunnel);
+        assert_eq!(frame.kind, Kind::TunnelData, "{frame:?}");
+        received += frame.payload.len();
+    }
+    assert_eq!(received, WINDOW as usize, "more than the window was sent");
+    agent.send(Frame::new(0, Kind::Ping, b"still there".to_vec()));
+    assert_eq!(agent.next(0).payload, b"still there");
+    assert!(
+        agent.pending.get(&tunnel).is_none_or(|q| q.is_empty()),
+        "the tunnel sent past its window"
+    );
+    while received < total {
+        agent.send(Frame::new(
+            tunnel,
+            Kind::Credit,
+            (GRANT_STEP).to_le_bytes().to_vec(),
+        ));
+        let frame = agent.next(tunnel);
+        assert_eq!(frame.kind, Kind::TunnelData, "{frame:?}");
+        received += frame.payload.len();
+    }
+    writer.join().unwrap().unwrap();
+
+    // Host → guest: acknowledged as written into the socket.
+    let chunk = vec![9u8; CHUNK];
+    let chunks = (GRANT_STEP as usize).div_ceil(CHUNK);
+    for _ in 0..chunks {
+        agent.send(Frame::new(tunnel, Kind::TunnelData, chunk.clone()));
+    }
+    let mut got = vec![0u8; chunks * CHUNK];
+    std::io::Read::read_exact(&mut program, &mut got).unwrap();
+    let ack = agent.next(tunnel);
+    assert_eq!(ack.kind, Kind::Credit, "{ack:?}");
+    let acked = u32::from_le_bytes(ack.payload.try_into().unwrap());
+    assert!(acked >= GRANT_STEP, "{acked}");
     agent.shutdown();
 }
 

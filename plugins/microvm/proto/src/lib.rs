@@ -12,6 +12,8 @@ use std::io::{self, Read, Write};
 
 use serde::{Deserialize, Serialize};
 
+pub mod window;
+
 /// Bumped on any incompatible change; the agent says its own in `Hello`.
 /// 2: `Exec.pty`, `Resize`, `Credit` (per-stream flow control), `Unmount`,
 /// `Restored`.
@@ -29,8 +31,10 @@ pub const TUNNEL_STREAMS: u32 = 1 << 31;
 pub const CHUNK: usize = 64 << 10;
 
 /// Flow control: an exec stream may have this many bytes of output sent
-/// that the host has not yet handed on (`Credit`). A command whose output
-/// nobody takes stops at its next write; other streams go on.
+/// that the host has not yet handed on (`Credit`), and each direction of a
+/// tunnel this many bytes its receiver has not written on. A command whose
+/// output nobody takes stops at its next write, a tunnel whose reader
+/// stopped stops; other streams go on. See [`window`].
 pub const WINDOW: u32 = 1 << 20;
 
 /// What a frame is.
@@ -59,9 +63,9 @@ pub enum Kind {
     /// export, before a checkpoint (QEMU cannot migrate a mounted 9p
     /// device); answered on the same stream by `Mounted`.
     Unmount = 29,
-    /// Host → agent, a little-endian `u32`: the host handed on this many
-    /// more output bytes of the stream; the agent may send that many more
-    /// (see [`WINDOW`]).
+    /// Either way, a little-endian `u32`: the receiver handed on this many
+    /// more bytes of the stream (exec output: host; a tunnel: either); the
+    /// sender may send that many more (see [`WINDOW`]).
     Credit = 19,
     /// Host → agent, JSON [`Mount`]: mount a 9p export; answered on the
     /// same stream by `Mounted`.

@@ -8,7 +8,8 @@
 //! egress port) are connected to the session's proxy of that port's role;
 //! each gets a thread reading the proxy into frames and one writing the
 //! agent's data into the proxy from a queue, so a slow proxy never stalls
-//! the reader.
+//! the reader; both directions within a window (the writer acknowledges
+//! what it wrote, the reader waits for the agent's acknowledgements).
 //!
 //! An exec's terminal event (`exit`, or `killed` when a timeout, a `kill`
 //! or `destroy` asked for its end) is decided exactly once: when its
@@ -33,13 +34,20 @@ use std::io::{Read, Write};
 use std::net::Shutdown;
 use std::path::PathBuf;
 
+use sandbox_microvm_proto::window::{Owed, Window};
 use sandbox_microvm_proto::{CHUNK, Exit, Failed, Frame, Kind, Mounted, Started, TunnelOpen};
 use sandbox_plugin_api::KillReason;
 use sandbox_plugin_api::proxy;
 use sandbox_plugin_api::sdk::EventSender;
 
-/// Output handed on is acknowledged in steps of this many bytes.
-const GRANT_STEP: u32 = sandbox_microvm_proto::WINDOW / 4;
+/// An open tunnel's queue to its proxy writer (`None`: the agent sends no
+/// more) and what the agent still lets us send into it.
+type TunnelEnds = (Sender<Option<Vec<u8>>>, Arc<Window>);
+
+/// A `Credit` frame.
+fn credit(stream: u32, bytes: u32) -> Frame {
+    Frame::new(stream, Kind::Credit, bytes.to_le_bytes().to_vec())
+}
 
 /// An answer to a request that waits for one.
 #[derive(Debug)]
@@ -85,8 +93,8 @@ pub struct Link {
     streams: Mutex<HashMap<u32, Stream>>,
     waiters: Mutex<HashMap<u32, Sender<Answer>>>,
     /// Per open tunnel, the queue to its proxy writer (`None`: the agent
-    /// sends no more).
-    tunnels: Mutex<HashMap<u32, Sender<Option<Vec<u8>>>>>,
+    /// sends no more) and what the agent still lets us send into it.
+    tunnels: Mutex<HashMap<u32, TunnelEnds>>,
     proxies: Option<Proxies>,
     events: EventSender,
     /// The exec streams' delivery threads, joined by [`Link::end_all`]: no
@@ -205,7 +213,7 @@ impl Link {
     /// or when the stream is forgotten (it never started).
     fn deliver(&self, stream: u32, queue: &Receiver<Delivery>) {
         let id = u64::from(stream);
-        let mut owed = 0u32;
+        let mut owed = Owed::default();
         for delivery in queue {
             let taken = match delivery {
                 Delivery::Stdout(data) => {
@@ -228,17 +236,10 @@ impl Link {
                 }
             };
             // Acknowledged a quarter window at a time: one small frame per
-            // 256 KiB instead of per chunk (each costs the guest a wake-up),
-            // and the agent, which still has three quarters, never waits.
-            owed += taken as u32;
-            if owed >= GRANT_STEP {
+            // 256 KiB instead of per chunk (each costs the guest a wake-up).
+            if let Some(ack) = owed.handed_on(taken) {
                 // A VM that is gone needs no credit.
-                let _ = self.send(&Frame::new(
-                    stream,
-                    Kind::Credit,
-                    owed.to_le_bytes().to_vec(),
-                ));
-                owed = 0;
+                let _ = self.send(&credit(stream, ack));
             }
         }
     }
@@ -342,7 +343,7 @@ impl Link {
                     .tunnels
                     .lock()
                     .ok()
-                    .and_then(|t| t.get(&frame.stream).cloned());
+                    .and_then(|t| t.get(&frame.stream).map(|(tx, _)| tx.clone()));
                 if let Some(tx) = tx {
                     let _ = tx.send(Some(frame.payload));
                 }
@@ -352,9 +353,21 @@ impl Link {
                     .tunnels
                     .lock()
                     .ok()
-                    .and_then(|mut t| t.remove(&frame.stream));
+                    .and_then(|t| t.get(&frame.stream).map(|(tx, _)| tx.clone()));
                 if let Some(tx) = tx {
                     let _ = tx.send(None);
+                }
+            }
+            Kind::Credit => {
+                let window = self
+                    .tunnels
+                    .lock()
+                    .ok()
+                    .and_then(|t| t.get(&frame.stream).map(|(_, w)| Arc::clone(w)));
+                if let (Some(window), Ok(bytes)) =
+                    (window, <[u8; 4]>::try_from(frame.payload.as_slice()))
+                {
+                    window.grant(u32::from_le_bytes(bytes));
                 }
             }
             Kind::Pong => self.answer(frame.stream, Answer::Pong),
@@ -421,10 +434,11 @@ impl Link {
             return;
         };
         let (tx, rx) = channel::<Option<Vec<u8>>>();
+        let window = Arc::new(Window::default());
         if let Ok(mut t) = self.tunnels.lock() {
-            t.insert(stream, tx);
+            t.insert(stream, (tx, Arc::clone(&window)));
         }
-        // Proxy → guest.
+        // Proxy → guest, within what the agent lets us send.
         let link = Arc::clone(self);
         let _ = std::thread::Builder::new()
             .name("microvm-tunnel-read".into())
@@ -432,9 +446,11 @@ impl Link {
                 let mut reader = reader;
                 let mut buf = vec![0u8; CHUNK];
                 loop {
-                    match reader.read(&mut buf) {
+                    let allowed = window.wait_for_some(buf.len());
+                    match reader.read(&mut buf[..allowed]) {
                         Ok(0) | Err(_) => break,
                         Ok(n) => {
+                            window.spend(n);
                             let frame = Frame::new(stream, Kind::TunnelData, buf[..n].to_vec());
                             if link.send(&frame).is_err() {
                                 break;
@@ -444,17 +460,24 @@ impl Link {
                 }
                 let _ = link.send(&Frame::new(stream, Kind::TunnelClose, Vec::new()));
             });
-        // Guest → proxy.
+        // Guest → proxy, acknowledged as written.
         let link = Arc::clone(self);
         let _ = std::thread::Builder::new()
             .name("microvm-tunnel-write".into())
             .spawn(move || {
                 let mut upstream = upstream;
+                let mut owed = Owed::default();
                 for message in rx {
                     match message {
                         Some(bytes) => {
                             if upstream.write_all(&bytes).is_err() {
+                                // The proxy is gone: let the agent send what
+                                // it has (it is dropped here).
+                                let _ = link.send(&credit(stream, u32::MAX));
                                 break;
+                            }
+                            if let Some(ack) = owed.handed_on(bytes.len()) {
+                                let _ = link.send(&credit(stream, ack));
                             }
                         }
                         None => break,
