@@ -962,3 +962,77 @@ fn launches_load_a_template_with_fresh_randomness_and_the_hosts_time() {
     }
     assert!(qemus().is_empty(), "QEMU left running: {:?}", qemus());
 }
+
+/// F3, B8 (protected paths): a protected path that no bind shows is absent
+/// in the guest — the VM sees only its exports; one inside a read-only bind
+/// is there but cannot be written (QEMU enforces the export's read-only);
+/// a writable bind at or below a protected path is refused at launch,
+/// naming both. Host: the protected file unchanged.
+#[test]
+fn protected_paths_are_absent_or_read_only_in_the_guest() {
+    let _vm = VM.lock().unwrap_or_else(|e| e.into_inner());
+    let plugins = Plugins::with_microvm();
+    let server = Server::start_with(tcg(&plugins));
+    let root = tempfile::tempdir().unwrap();
+    let (work, lib, outside) = (
+        root.path().join("work"),
+        root.path().join("lib"),
+        root.path().join("outside"),
+    );
+    for dir in [&work, &lib.join("keep"), &outside] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let kept = lib.join("keep/file.txt");
+    std::fs::write(&kept, "original\n").unwrap();
+    std::fs::write(outside.join("secret.txt"), "not for the guest\n").unwrap();
+    let body = serde_json::json!({
+        "sessionId": "prot",
+        "bindMounts": [{"hostPath": work}, {"hostPath": lib, "readOnly": true}],
+        "guestWorkdir": work,
+        "protectedPaths": [lib.join("keep"), outside],
+    });
+    let created = server.call(
+        "POST",
+        "/v1/sandboxes?backend=microvm",
+        Some(&body.to_string()),
+    );
+    assert_eq!(created.status, 201, "{}", text(&created.body));
+    let script = format!(
+        "if test -e {o}/secret.txt; then echo outside=visible; else echo outside=absent; fi; \
+         if echo x > {k}; then echo write=ok; else echo write=failed; fi; cat {k}",
+        o = outside.display(),
+        k = kept.display()
+    );
+    let out = server.call(
+        "POST",
+        "/v1/sandboxes/prot/exec",
+        Some(&serde_json::json!({"argv": ["sh", "-c", script]}).to_string()),
+    );
+    let stdout = joined(&out.lines(), "stdout");
+    assert!(stdout.contains("outside=absent"), "{stdout}");
+    assert!(stdout.contains("write=failed"), "{stdout}");
+    assert!(stdout.ends_with("original\n"), "{stdout}");
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "original\n");
+    let destroyed = server.call("DELETE", "/v1/sandboxes/prot", None);
+    assert_eq!(destroyed.status, 200, "{}", text(&destroyed.body));
+
+    // A writable bind of a directory below the protected one.
+    std::fs::create_dir(lib.join("keep/sub")).unwrap();
+    let inside = serde_json::json!({
+        "sessionId": "prot2",
+        "bindMounts": [{"hostPath": lib.join("keep/sub")}],
+        "protectedPaths": [lib.join("keep")],
+    });
+    let refused = server.call(
+        "POST",
+        "/v1/sandboxes?backend=microvm",
+        Some(&inside.to_string()),
+    );
+    assert!(
+        !(200..300).contains(&refused.status) && text(&refused.body).contains("never writable"),
+        "{} {}",
+        refused.status,
+        text(&refused.body)
+    );
+    assert!(qemus().is_empty(), "QEMU left running: {:?}", qemus());
+}

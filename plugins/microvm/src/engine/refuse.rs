@@ -3,7 +3,8 @@
 //! own kernel: nothing inside an export can be masked or kept read-only.
 //! So a spec is refused when it
 //! - asks for filename-glob write denies (no create-time guard here);
-//! - has a protected path inside a writable bind;
+//! - has a protected path inside a writable bind, or a writable bind at or
+//!   inside a protected path;
 //! - would show a home secret (`~/.ssh`, `~/.aws`, …) through a bind;
 //! - would make a mandatory-deny name writable (a shell rc file, a git hook
 //!   or config, an agent's config) that exists in a writable bind or in
@@ -41,6 +42,17 @@ pub fn refusal(
                 "protected path {} is inside the writable bind {}, and a 9p export cannot keep part of itself read-only; bind it read-only",
                 p.display(),
                 share.host.display()
+            ));
+        }
+        if let Some(p) = spec
+            .protected_paths
+            .iter()
+            .find(|p| share.host.starts_with(p))
+        {
+            return Some(format!(
+                "the writable bind {} is inside the protected path {}, which is never writable (SPEC F3); bind it read-only",
+                share.host.display(),
+                p.display()
             ));
         }
     }
@@ -136,6 +148,15 @@ mod tests {
             refusal(&spec, &[share("/work", true)], None, &only(&[])),
             None
         );
+        // A writable bind at or below a protected path: refused too.
+        for inside in ["/work/proj/original", "/work/proj/original/src"] {
+            let why = refusal(&spec, &[share(inside, false)], None, &only(&[])).unwrap();
+            assert!(why.contains("bind it read-only"), "{why}");
+            assert_eq!(
+                refusal(&spec, &[share(inside, true)], None, &only(&[])),
+                None
+            );
+        }
     }
 
     #[test]
