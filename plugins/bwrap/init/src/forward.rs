@@ -795,11 +795,16 @@ mod tests {
         let mut got = Vec::new();
         client.read_to_end(&mut got).unwrap();
         assert_eq!(got, b"banner");
+        // Read while writing: 5 MiB is more than every buffer on the way,
+        // so a writer that waits for the reader to start would wait forever.
+        let reader = thread::spawn(move || {
+            let mut up = Vec::new();
+            proxy.read_to_end(&mut up).map(|_| up)
+        });
         let late = pattern(5 << 20, 7);
         client.write_all(&late).unwrap();
         client.shutdown(Shutdown::Write).unwrap();
-        let mut up = Vec::new();
-        proxy.read_to_end(&mut up).unwrap();
+        let up = reader.join().unwrap().unwrap();
         assert!(up == late);
         relay.join().unwrap().unwrap();
     }
