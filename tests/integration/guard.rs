@@ -15,6 +15,7 @@
 //!
 //! Without `/usr/bin/bwrap` the tests say so and pass, except on CI.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -1092,7 +1093,13 @@ fn an_unprivileged_account_gets_the_whole_layout() {
     };
     std::os::unix::fs::chown(w, Some(uid), Some(gid)).unwrap();
     let plugins = Plugins::with_bwrap();
-    let mut server = CcServer::new(&plugins).current_dir(w);
+    // The checkout may sit below a directory `nobody` cannot enter (root's
+    // home): run a copy of the binary from a directory anyone can read.
+    let bin_dir = tempfile::tempdir().unwrap();
+    let program = bin_dir.path().join("cc_server");
+    std::fs::copy(cc_server_bin(), &program).unwrap();
+    std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut server = CcServer::with_program(&plugins, &program).current_dir(w);
     if euid == 0 {
         server = server.run_as(uid, gid);
     }

@@ -261,8 +261,13 @@ pub struct CcServer {
 
 impl CcServer {
     pub fn new(plugins: &Plugins) -> Self {
+        Self::with_program(plugins, &cc_server_bin())
+    }
+
+    /// [`CcServer::new`] running this copy of the binary.
+    pub fn with_program(plugins: &Plugins, program: &Path) -> Self {
         let home = Arc::new(tempfile::tempdir().unwrap());
-        let mut command = Command::new(cc_server_bin());
+        let mut command = Command::new(program);
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("CC_SERVER_") || key == "RUST_BACKTRACE" {
                 command.env_remove(key);
