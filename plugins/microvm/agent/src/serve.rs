@@ -75,12 +75,10 @@ pub fn serve<R: Read, W: Write + Send + 'static>(input: R, output: W, role: Role
                 }
             }
             Kind::Stdin => streams.stdin(stream, frame.payload),
-            Kind::Credit => match <[u8; 4]>::try_from(frame.payload.as_slice()) {
-                Ok(bytes) if stream & TUNNEL_STREAMS != 0 => {
-                    tunnels.credit(stream, u32::from_le_bytes(bytes));
-                }
-                Ok(bytes) => streams.credit(stream, u32::from_le_bytes(bytes)),
-                Err(_) => log!("a Credit frame of {} bytes", frame.payload.len()),
+            Kind::Credit => match frame.credited() {
+                Some(bytes) if stream & TUNNEL_STREAMS != 0 => tunnels.credit(stream, bytes),
+                Some(bytes) => streams.credit(stream, bytes),
+                None => log!("a Credit frame of {} bytes", frame.payload.len()),
             },
             Kind::Resize => match frame.body::<PtySize>() {
                 Ok(size) => streams.resize(stream, size),

@@ -128,11 +128,11 @@ impl Tunnels {
                             if socket.write_all(&bytes).is_err() {
                                 // The guest program is gone: let the
                                 // host send what it has (it is dropped).
-                                out.send(&credit(stream, u32::MAX));
+                                out.send(&Frame::credit(stream, u32::MAX));
                                 break;
                             }
                             if let Some(ack) = owed.handed_on(bytes.len()) {
-                                out.send(&credit(stream, ack));
+                                out.send(&Frame::credit(stream, ack));
                             }
                         }
                         ToGuest::Close => break,
@@ -188,11 +188,6 @@ impl Tunnels {
             tunnels.remove(&stream);
         }
     }
-}
-
-/// A `Credit` frame.
-fn credit(stream: u32, bytes: u32) -> Frame {
-    Frame::new(stream, Kind::Credit, bytes.to_le_bytes().to_vec())
 }
 
 /// Reads the guest socket into frames, within the window, until end of

@@ -153,6 +153,18 @@ impl Frame {
         Self::new(stream, kind, serde_json::to_vec(body).unwrap_or_default())
     }
 
+    /// A `Credit` frame: the receiver handed on `bytes` more of `stream`.
+    pub fn credit(stream: u32, bytes: u32) -> Self {
+        Self::new(stream, Kind::Credit, bytes.to_le_bytes().to_vec())
+    }
+
+    /// The bytes a `Credit` frame grants; `None` for a malformed one.
+    pub fn credited(&self) -> Option<u32> {
+        <[u8; 4]>::try_from(self.payload.as_slice())
+            .ok()
+            .map(u32::from_le_bytes)
+    }
+
     /// The JSON payload, decoded.
     pub fn body<T: for<'de> Deserialize<'de>>(&self) -> io::Result<T> {
         serde_json::from_slice(&self.payload).map_err(|e| {

@@ -155,16 +155,6 @@ impl Vm {
         let Some((file, _)) = self.checkpoint.lock().ok().and_then(|c| c.clone()) else {
             return Ok(());
         };
-        let r = &self.relaunch;
-        let dir = file.parent().unwrap_or(std::path::Path::new("/"));
-        let setup = start::Setup {
-            qemu: &r.qemu,
-            args: &r.args,
-            dir,
-            agent_socket: &r.agent_socket,
-            qmp_socket: &r.qmp_socket,
-            patience: r.patience,
-        };
         let lost = |why: String| {
             // The machine is lost; the file stays until destroy.
             self.lost.store(true, Ordering::SeqCst);
@@ -176,8 +166,12 @@ impl Vm {
                 ),
             )
         };
-        let running =
-            start::start(&setup, start::Origin::Saved(&file), &self.tail).map_err(lost)?;
+        let running = start::start(
+            &self.relaunch.setup(),
+            start::Origin::Saved(&file),
+            &self.tail,
+        )
+        .map_err(lost)?;
         let start::Running {
             mut child,
             stream,

@@ -44,11 +44,6 @@ use sandbox_plugin_api::sdk::EventSender;
 /// more) and what the agent still lets us send into it.
 type TunnelEnds = (Sender<Option<Vec<u8>>>, Arc<Window>);
 
-/// A `Credit` frame.
-fn credit(stream: u32, bytes: u32) -> Frame {
-    Frame::new(stream, Kind::Credit, bytes.to_le_bytes().to_vec())
-}
-
 /// An answer to a request that waits for one.
 #[derive(Debug)]
 pub enum Answer {
@@ -126,6 +121,11 @@ impl Link {
         if let Ok(mut writer) = self.writer.lock() {
             *writer = stream;
         }
+    }
+
+    /// An open tunnel's ends.
+    fn tunnel(&self, stream: u32) -> Option<TunnelEnds> {
+        self.tunnels.lock().ok()?.get(&stream).cloned()
     }
 
     /// How many egress tunnels are open.
@@ -239,7 +239,7 @@ impl Link {
             // 256 KiB instead of per chunk (each costs the guest a wake-up).
             if let Some(ack) = owed.handed_on(taken) {
                 // A VM that is gone needs no credit.
-                let _ = self.send(&credit(stream, ack));
+                let _ = self.send(&Frame::credit(stream, ack));
             }
         }
     }
@@ -339,35 +339,20 @@ impl Link {
             Kind::Listening => self.answer(frame.stream, Answer::Listening(frame.body()?)),
             Kind::TunnelOpen => self.open_tunnel(frame.stream, frame.body()?),
             Kind::TunnelData => {
-                let tx = self
-                    .tunnels
-                    .lock()
-                    .ok()
-                    .and_then(|t| t.get(&frame.stream).map(|(tx, _)| tx.clone()));
-                if let Some(tx) = tx {
+                if let Some((tx, _)) = self.tunnel(frame.stream) {
                     let _ = tx.send(Some(frame.payload));
                 }
             }
             Kind::TunnelClose => {
-                let tx = self
-                    .tunnels
-                    .lock()
-                    .ok()
-                    .and_then(|t| t.get(&frame.stream).map(|(tx, _)| tx.clone()));
-                if let Some(tx) = tx {
+                if let Some((tx, _)) = self.tunnel(frame.stream) {
                     let _ = tx.send(None);
                 }
             }
             Kind::Credit => {
-                let window = self
-                    .tunnels
-                    .lock()
-                    .ok()
-                    .and_then(|t| t.get(&frame.stream).map(|(_, w)| Arc::clone(w)));
-                if let (Some(window), Ok(bytes)) =
-                    (window, <[u8; 4]>::try_from(frame.payload.as_slice()))
+                if let (Some((_, window)), Some(bytes)) =
+                    (self.tunnel(frame.stream), frame.credited())
                 {
-                    window.grant(u32::from_le_bytes(bytes));
+                    window.grant(bytes);
                 }
             }
             Kind::Pong => self.answer(frame.stream, Answer::Pong),
@@ -473,11 +458,11 @@ impl Link {
                             if upstream.write_all(&bytes).is_err() {
                                 // The proxy is gone: let the agent send what
                                 // it has (it is dropped here).
-                                let _ = link.send(&credit(stream, u32::MAX));
+                                let _ = link.send(&Frame::credit(stream, u32::MAX));
                                 break;
                             }
                             if let Some(ack) = owed.handed_on(bytes.len()) {
-                                let _ = link.send(&credit(stream, ack));
+                                let _ = link.send(&Frame::credit(stream, ack));
                             }
                         }
                         None => break,

@@ -140,13 +140,29 @@ pub fn suspend_choice(options: &serde_json::Value) -> Result<SuspendMode, String
     }
 }
 
-/// How to start QEMU again for a restore: the very same machine.
+/// How a VM's QEMU is started — at launch, and again for a restore: the
+/// very same machine.
 struct Relaunch {
     qemu: PathBuf,
     args: Vec<std::ffi::OsString>,
+    /// The runtime directory.
+    dir: PathBuf,
     agent_socket: PathBuf,
     qmp_socket: PathBuf,
     patience: Duration,
+}
+
+impl Relaunch {
+    fn setup(&self) -> start::Setup<'_> {
+        start::Setup {
+            qemu: &self.qemu,
+            args: &self.args,
+            dir: &self.dir,
+            agent_socket: &self.agent_socket,
+            qmp_socket: &self.qmp_socket,
+            patience: self.patience,
+        }
+    }
 }
 
 /// The last bytes of a stream, bounded.
@@ -296,12 +312,12 @@ impl Engine {
             Accel::Tcg => BOOT_PATIENCE_TCG,
             Accel::Kvm => BOOT_PATIENCE_KVM,
         };
-        let setup = start::Setup {
-            qemu: &self.qemu,
-            args: &args,
-            dir: &dir.0,
-            agent_socket: &agent_socket,
-            qmp_socket: &qmp_socket,
+        let relaunch = Relaunch {
+            qemu: self.qemu.clone(),
+            args,
+            dir: dir.0.clone(),
+            agent_socket,
+            qmp_socket,
             patience,
         };
         let tail = Arc::new(Tail::default());
@@ -316,7 +332,7 @@ impl Engine {
             Some(file) => start::Origin::Saved(file),
             None => start::Origin::Boot,
         };
-        let running = start::start(&setup, origin, &tail).map_err(|why| {
+        let running = start::start(&relaunch.setup(), origin, &tail).map_err(|why| {
             PluginError::new(
                 ErrorCode::UNAVAILABLE,
                 format!("the microVM did not start: {why}; console: {}", tail.text()),
@@ -382,13 +398,7 @@ impl Engine {
             mode,
             checkpoint: Mutex::new(None),
             swapping,
-            relaunch: Relaunch {
-                qemu: self.qemu.clone(),
-                args,
-                agent_socket,
-                qmp_socket,
-                patience,
-            },
+            relaunch,
             shares: shares.clone(),
             reader: Mutex::new(Some(reader)),
             console: Mutex::new(console),
