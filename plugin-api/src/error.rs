@@ -40,6 +40,26 @@ impl PluginError {
     pub fn other(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::OTHER, message)
     }
+
+    /// An error with a code, its message the Rust error and every
+    /// `source()` below it (the boundary carries text, not types).
+    pub fn from_error(code: ErrorCode, error: &(dyn std::error::Error + 'static)) -> Self {
+        Self::new(code, chain(error))
+    }
+}
+
+/// An error and its `source()` chain as one line, `outer: inner: innermost`
+/// — what a user is shown where a typed error becomes text (a plugin error,
+/// a log line, a JSON body). Types keep the parts apart; this joins them once.
+pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(source) = next {
+        text.push_str(": ");
+        text.push_str(&source.to_string());
+        next = source.source();
+    }
+    text
 }
 
 impl fmt::Display for PluginError {
@@ -49,3 +69,29 @@ impl fmt::Display for PluginError {
 }
 
 impl std::error::Error for PluginError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Outer(std::io::Error);
+    impl fmt::Display for Outer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("reading the image")
+        }
+    }
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn chain_joins_every_source_once() {
+        let e = Outer(std::io::Error::other("disk on fire"));
+        assert_eq!(chain(&e), "reading the image: disk on fire");
+        let p = PluginError::from_error(ErrorCode::OTHER, &e);
+        assert_eq!(p.message, "reading the image: disk on fire");
+    }
+}

@@ -129,7 +129,7 @@ pub mod testkit;
 mod types;
 pub mod write_deny;
 
-pub use error::{ErrorCode, PluginError};
+pub use error::{ErrorCode, PluginError, chain as error_chain};
 pub use types::{
     EgressEndpoints, Event, EventBody, ExecRequest, KillReason, ProbeContext, ProbeReport, PtySize,
     ResizeRequest, SandboxBackend, SandboxBindMount, SandboxHandle, SandboxInfo, SandboxMode,
