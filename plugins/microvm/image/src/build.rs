@@ -7,14 +7,113 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::debian::{self, Candidate};
-use crate::initramfs::{self, Contents};
-use crate::kernel;
+use crate::debian::{self, Candidate, DebianError};
+use crate::initramfs::{self, Contents, InitramfsError};
+use crate::kernel::{self, KernelError};
 use crate::manifest::{
-    self, Agent, Artifact, CURRENT, FORMAT, INITRD, MANIFEST, Manifest, Package, VMLINUX,
-    sha256_hex,
+    self, Agent, Artifact, CURRENT, FORMAT, INITRD, MANIFEST, Manifest, ManifestError, Package,
+    VMLINUX, sha256_hex,
 };
-use crate::modules;
+use crate::modules::{self, ModulesError};
+
+/// Why the image could not be built, pruned or made current.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("--agent {}", .path.display())]
+    ReadAgent {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--agent {}", .path.display())]
+    Agent {
+        path: PathBuf,
+        #[source]
+        source: InitramfsError,
+    },
+    #[error("{}", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Debian(#[from] DebianError),
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error(transparent)]
+    Initramfs(#[from] InitramfsError),
+    #[error(transparent)]
+    Modules(#[from] ModulesError),
+    /// The hint reads after the OS error, so that error is part of this
+    /// message rather than a source.
+    #[error("{}: {error} (is this a linux-image package?)", .path.display())]
+    NoKernelModules {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{}: expected one kernel version, found {versions:?}", .path.display())]
+    KernelVersions {
+        path: PathBuf,
+        versions: Vec<String>,
+    },
+    #[error("{}", .path.display())]
+    Vmlinux {
+        path: PathBuf,
+        #[source]
+        source: KernelError,
+    },
+    #[error("{}", .path.display())]
+    ModuleDeps {
+        path: PathBuf,
+        #[source]
+        source: ModulesError,
+    },
+    #[error("module {name} was not read")]
+    ModuleNotRead { name: String },
+    #[error("{}: the busybox-static package has no bin/busybox", .root.display())]
+    NoBusybox { root: PathBuf },
+    #[error("running {} --list", .bin.display())]
+    RunBusybox {
+        bin: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} --list failed: {stderr}", .bin.display())]
+    BusyboxFailed { bin: PathBuf, stderr: String },
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("removing broken {}", .dir.display())]
+    RemoveBroken {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} -> {}", .from.display(), .to.display())]
+    Rename {
+        from: PathBuf,
+        to: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// An I/O error on `path`.
+fn io_at(path: &Path) -> impl Fn(std::io::Error) -> BuildError + '_ {
+    move |source| BuildError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A failed rename of `from` to `to`.
+fn rename_error<'a>(from: &'a Path, to: &'a Path) -> impl Fn(std::io::Error) -> BuildError + 'a {
+    move |source| BuildError::Rename {
+        from: from.to_path_buf(),
+        to: to.to_path_buf(),
+        source,
+    }
+}
 
 /// The kernel metapackage whose dependency is the kernel we ship: the
 /// generic kernel, which has 9p and VMGENID (research/microvm.md §4.3).
@@ -43,9 +142,9 @@ pub struct Options {
 
 /// Removes every image in `out` but `keep` (leftover builds of other
 /// inputs: ~70 MB each); returns how many went. The cache stays.
-pub fn prune(out: &Path, keep: &Path) -> Result<usize, String> {
+pub fn prune(out: &Path, keep: &Path) -> Result<usize, BuildError> {
     let mut removed = 0;
-    let entries = std::fs::read_dir(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let entries = std::fs::read_dir(out).map_err(io_at(out))?;
     for entry in entries.flatten() {
         let path = entry.path();
         let is_image = entry
@@ -53,7 +152,7 @@ pub fn prune(out: &Path, keep: &Path) -> Result<usize, String> {
             .to_str()
             .is_some_and(crate::manifest::is_id);
         if is_image && path != keep && path.is_dir() {
-            std::fs::remove_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            std::fs::remove_dir_all(&path).map_err(io_at(&path))?;
             removed += 1;
         }
     }
@@ -72,10 +171,15 @@ pub struct Built {
 }
 
 /// Builds (or reuses) the image and points `out/current` at it.
-pub fn build(opts: &Options, log: &dyn Fn(&str)) -> Result<Built, String> {
-    let agent =
-        std::fs::read(&opts.agent).map_err(|e| format!("--agent {}: {e}", opts.agent.display()))?;
-    initramfs::check_agent(&agent).map_err(|e| format!("--agent {}: {e}", opts.agent.display()))?;
+pub fn build(opts: &Options, log: &dyn Fn(&str)) -> Result<Built, BuildError> {
+    let agent = std::fs::read(&opts.agent).map_err(|source| BuildError::ReadAgent {
+        path: opts.agent.clone(),
+        source,
+    })?;
+    initramfs::check_agent(&agent).map_err(|source| BuildError::Agent {
+        path: opts.agent.clone(),
+        source,
+    })?;
     let agent_info = Agent {
         sha256: sha256_hex(&agent),
         protocol: opts.protocol,
@@ -83,7 +187,7 @@ pub fn build(opts: &Options, log: &dyn Fn(&str)) -> Result<Built, String> {
     let out = &opts.out;
     let cache = opts.cache.clone().unwrap_or_else(|| out.join(".cache"));
     for d in [out, &cache] {
-        std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        std::fs::create_dir_all(d).map_err(io_at(d))?;
     }
     remove_stale(out, ".tmp-");
     remove_stale(&cache, ".work-");
@@ -212,28 +316,35 @@ fn existing(
 
 /// `lib/modules/<ver>` must hold exactly one version; returns it with the
 /// vmlinux decompressed from `boot/vmlinuz-<ver>`.
-fn extract_vmlinux(root: &Path, log: &dyn Fn(&str)) -> Result<(String, Vec<u8>), String> {
+fn extract_vmlinux(root: &Path, log: &dyn Fn(&str)) -> Result<(String, Vec<u8>), BuildError> {
     let mods = root.join("lib/modules");
-    let versions: Vec<String> = std::fs::read_dir(&mods)
-        .map_err(|e| format!("{}: {e} (is this a linux-image package?)", mods.display()))?
+    let entries = match std::fs::read_dir(&mods) {
+        Ok(entries) => entries,
+        Err(error) => return Err(BuildError::NoKernelModules { path: mods, error }),
+    };
+    let versions: Vec<String> = entries
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .collect();
     let [kver] = versions.as_slice() else {
-        return Err(format!(
-            "{}: expected one kernel version, found {versions:?}",
-            mods.display()
-        ));
+        return Err(BuildError::KernelVersions {
+            path: mods,
+            versions,
+        });
     };
     let vmlinuz = root.join(format!("boot/vmlinuz-{kver}"));
-    let bz = std::fs::read(&vmlinuz).map_err(|e| format!("{}: {e}", vmlinuz.display()))?;
+    let bz = std::fs::read(&vmlinuz).map_err(io_at(&vmlinuz))?;
     log(&format!(
         "decompressing {} ({} bytes)",
         vmlinuz.display(),
         bz.len()
     ));
-    let vmlinux = kernel::vmlinux_from_bzimage(&bz, debian::xz_decompress)
-        .map_err(|e| format!("{}: {e}", vmlinuz.display()))?;
-    Ok((kver.clone(), vmlinux))
+    match kernel::vmlinux_from_bzimage(&bz, |xz| Ok(debian::xz_decompress(xz)?)) {
+        Ok(vmlinux) => Ok((kver.clone(), vmlinux)),
+        Err(source) => Err(BuildError::Vmlinux {
+            path: vmlinuz,
+            source,
+        }),
+    }
 }
 
 /// The closure of `roots` as `(name, in-guest path, bytes)` in load order.
@@ -242,7 +353,7 @@ fn collect_modules(
     kver: &str,
     roots: &[String],
     log: &dyn Fn(&str),
-) -> Result<Vec<(String, String, Vec<u8>)>, String> {
+) -> Result<Vec<(String, String, Vec<u8>)>, BuildError> {
     let rel = format!("lib/modules/{kver}/kernel");
     let kernel_dir = root.join(&rel);
     let index = modules::index(&kernel_dir)?;
@@ -253,9 +364,11 @@ fn collect_modules(
             return Ok(None);
         };
         let full = kernel_dir.join(path);
-        let bytes = std::fs::read(&full).map_err(|e| format!("{}: {e}", full.display()))?;
-        let deps =
-            modules::depends_of_ko(&bytes).map_err(|e| format!("{}: {e}", full.display()))?;
+        let bytes = std::fs::read(&full).map_err(io_at(&full))?;
+        let deps = modules::depends_of_ko(&bytes).map_err(|source| BuildError::ModuleDeps {
+            path: full.clone(),
+            source,
+        })?;
         read.insert(name.to_string(), bytes);
         Ok(Some(deps))
     })?;
@@ -275,7 +388,7 @@ fn collect_modules(
             let path = format!("/{rel}/{}", index[&name].display());
             let bytes = read
                 .remove(&name)
-                .ok_or_else(|| format!("module {name} was not read"))?;
+                .ok_or_else(|| BuildError::ModuleNotRead { name: name.clone() })?;
             Ok((name, path, bytes))
         })
         .collect()
@@ -283,30 +396,26 @@ fn collect_modules(
 
 /// `bin/busybox` (or `usr/bin/busybox` on newer Debian) and its applet list,
 /// from running it: it is static, so it runs on any x86_64 host.
-fn extract_busybox(root: &Path) -> Result<(Vec<u8>, Vec<String>), String> {
+fn extract_busybox(root: &Path) -> Result<(Vec<u8>, Vec<String>), BuildError> {
     let bin = ["bin/busybox", "usr/bin/busybox"]
         .iter()
         .map(|p| root.join(p))
         .find(|p| p.is_file())
-        .ok_or_else(|| {
-            format!(
-                "{}: the busybox-static package has no bin/busybox",
-                root.display()
-            )
+        .ok_or_else(|| BuildError::NoBusybox {
+            root: root.to_path_buf(),
         })?;
-    let out = Command::new(&bin)
-        .arg("--list")
-        .output()
-        .map_err(|e| format!("running {} --list: {e}", bin.display()))?;
+    let out = match Command::new(&bin).arg("--list").output() {
+        Ok(out) => out,
+        Err(source) => return Err(BuildError::RunBusybox { bin, source }),
+    };
     if !out.status.success() {
-        return Err(format!(
-            "{} --list failed: {}",
-            bin.display(),
-            String::from_utf8_lossy(&out.stderr)
-        ));
+        return Err(BuildError::BusyboxFailed {
+            bin,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
     }
     let applets = initramfs::parse_applets(&String::from_utf8_lossy(&out.stdout));
-    let bytes = std::fs::read(&bin).map_err(|e| format!("{}: {e}", bin.display()))?;
+    let bytes = std::fs::read(&bin).map_err(io_at(&bin))?;
     Ok((bytes, applets))
 }
 
@@ -318,7 +427,7 @@ fn write_image(
     m: &Manifest,
     vmlinux: &[u8],
     initrd: &[u8],
-) -> Result<(PathBuf, bool), String> {
+) -> Result<(PathBuf, bool), BuildError> {
     let id = m.id();
     let dir = out.join(&id);
     if manifest::verify(&dir).is_ok() {
@@ -326,28 +435,28 @@ fn write_image(
     }
     let tmp = WorkDir(out.join(format!(".tmp-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&tmp.0);
-    std::fs::create_dir(&tmp.0).map_err(|e| format!("{}: {e}", tmp.0.display()))?;
-    let json = serde_json::to_vec_pretty(m).map_err(|e| e.to_string())?;
+    std::fs::create_dir(&tmp.0).map_err(io_at(&tmp.0))?;
+    let json = serde_json::to_vec_pretty(m)?;
     for (name, data) in [(VMLINUX, vmlinux), (INITRD, initrd), (MANIFEST, &json[..])] {
         write_synced(&tmp.0.join(name), data)?;
     }
     if dir.exists() {
         // Incomplete or corrupt (it failed verification): replace it.
-        std::fs::remove_dir_all(&dir)
-            .map_err(|e| format!("removing broken {}: {e}", dir.display()))?;
+        std::fs::remove_dir_all(&dir).map_err(|source| BuildError::RemoveBroken {
+            dir: dir.clone(),
+            source,
+        })?;
     }
-    std::fs::rename(&tmp.0, &dir)
-        .map_err(|e| format!("{} -> {}: {e}", tmp.0.display(), dir.display()))?;
+    std::fs::rename(&tmp.0, &dir).map_err(rename_error(&tmp.0, &dir))?;
     sync_dir(out);
     Ok((dir, false))
 }
 
-fn write_synced(path: &Path, data: &[u8]) -> Result<(), String> {
+fn write_synced(path: &Path, data: &[u8]) -> Result<(), BuildError> {
     use std::io::Write;
-    let mut f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    f.write_all(data)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    f.sync_all().map_err(|e| format!("{}: {e}", path.display()))
+    let mut f = std::fs::File::create(path).map_err(io_at(path))?;
+    f.write_all(data).map_err(io_at(path))?;
+    f.sync_all().map_err(io_at(path))
 }
 
 /// Best effort: makes the rename durable. Not all platforms can open a dir.
@@ -359,16 +468,15 @@ fn sync_dir(dir: &Path) {
 
 /// Atomically points `out/current` at `id` (a symlink on unix, a file
 /// holding the id elsewhere).
-pub fn set_current(out: &Path, id: &str) -> Result<(), String> {
+pub fn set_current(out: &Path, id: &str) -> Result<(), BuildError> {
     let tmp = out.join(format!(".{CURRENT}-{}", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
     #[cfg(unix)]
-    std::os::unix::fs::symlink(id, &tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::os::unix::fs::symlink(id, &tmp).map_err(io_at(&tmp))?;
     #[cfg(not(unix))]
-    std::fs::write(&tmp, format!("{id}\n")).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::write(&tmp, format!("{id}\n")).map_err(io_at(&tmp))?;
     let link = out.join(CURRENT);
-    std::fs::rename(&tmp, &link)
-        .map_err(|e| format!("{} -> {}: {e}", tmp.display(), link.display()))?;
+    std::fs::rename(&tmp, &link).map_err(rename_error(&tmp, &link))?;
     sync_dir(out);
     Ok(())
 }

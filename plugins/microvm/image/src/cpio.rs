@@ -24,6 +24,23 @@ const S_IFDIR: u32 = 0o040_000;
 const S_IFREG: u32 = 0o100_000;
 const S_IFLNK: u32 = 0o120_000;
 
+/// Why an entry cannot be added.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CpioError {
+    /// Empty, or with a `.`, `..` or empty component.
+    #[error("cpio: bad path {path:?}")]
+    BadPath { path: String },
+    /// A directory over a file or symlink.
+    #[error("cpio: {path} is already a file or symlink")]
+    NotADir { path: String },
+    /// A file or symlink over anything.
+    #[error("cpio: {path} added twice")]
+    Twice { path: String },
+    /// A parent that is a file or symlink.
+    #[error("cpio: {parent} is not a directory")]
+    ParentNotADir { parent: String },
+}
+
 /// An in-memory archive, written out with [`Archive::to_bytes`].
 #[derive(Default, Debug)]
 pub struct Archive {
@@ -37,7 +54,7 @@ impl Archive {
     }
 
     /// Adds a directory (and its parents). Adding one twice is fine.
-    pub fn dir(&mut self, path: &str, mode: u32) -> Result<(), String> {
+    pub fn dir(&mut self, path: &str, mode: u32) -> Result<(), CpioError> {
         let path = normalize(path)?;
         self.parents(&path)?;
         match self.entries.get(&path) {
@@ -46,17 +63,17 @@ impl Archive {
                 Ok(())
             }
             Some(Entry::Dir { .. }) => Ok(()),
-            Some(_) => Err(format!("cpio: {path} is already a file or symlink")),
+            Some(_) => Err(CpioError::NotADir { path }),
         }
     }
 
     /// Adds a regular file; its parent directories are created with 0755.
-    pub fn file(&mut self, path: &str, mode: u32, data: Vec<u8>) -> Result<(), String> {
+    pub fn file(&mut self, path: &str, mode: u32, data: Vec<u8>) -> Result<(), CpioError> {
         self.leaf(path, Entry::File { mode, data })
     }
 
     /// Adds a symlink; its parent directories are created with 0755.
-    pub fn symlink(&mut self, path: &str, target: &str) -> Result<(), String> {
+    pub fn symlink(&mut self, path: &str, target: &str) -> Result<(), CpioError> {
         let target = target.to_string();
         self.leaf(path, Entry::Symlink { target })
     }
@@ -66,17 +83,17 @@ impl Archive {
         self.entries.iter().map(|(p, e)| (p.as_str(), e))
     }
 
-    fn leaf(&mut self, path: &str, entry: Entry) -> Result<(), String> {
+    fn leaf(&mut self, path: &str, entry: Entry) -> Result<(), CpioError> {
         let path = normalize(path)?;
         self.parents(&path)?;
         if self.entries.contains_key(&path) {
-            return Err(format!("cpio: {path} added twice"));
+            return Err(CpioError::Twice { path });
         }
         self.entries.insert(path, entry);
         Ok(())
     }
 
-    fn parents(&mut self, path: &str) -> Result<(), String> {
+    fn parents(&mut self, path: &str) -> Result<(), CpioError> {
         let mut end = 0;
         while let Some(i) = path[end..].find('/') {
             let parent = &path[..end + i];
@@ -86,7 +103,11 @@ impl Archive {
                         .insert(parent.to_string(), Entry::Dir { mode: 0o755 });
                 }
                 Some(Entry::Dir { .. }) => {}
-                Some(_) => return Err(format!("cpio: {parent} is not a directory")),
+                Some(_) => {
+                    return Err(CpioError::ParentNotADir {
+                        parent: parent.to_string(),
+                    });
+                }
             }
             end += i + 1;
         }
@@ -110,10 +131,12 @@ impl Archive {
 }
 
 /// Strips a leading `/` and refuses paths the kernel would mis-unpack.
-fn normalize(path: &str) -> Result<String, String> {
+fn normalize(path: &str) -> Result<String, CpioError> {
     let p = path.trim_start_matches('/');
     if p.is_empty() || p.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
-        return Err(format!("cpio: bad path {path:?}"));
+        return Err(CpioError::BadPath {
+            path: path.to_string(),
+        });
     }
     Ok(p.to_string())
 }

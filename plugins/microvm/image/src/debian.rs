@@ -7,7 +7,69 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::manifest::{sha256_file, sha256_hex};
+use crate::manifest::{ManifestError, sha256_file, sha256_hex};
+
+/// Why a package could not be resolved, fetched or unpacked. The host tools'
+/// failures carry the last lines of their stderr.
+#[derive(Debug, thiserror::Error)]
+pub enum DebianError {
+    /// The tool is not installed (the OS error adds nothing to that).
+    #[error(
+        "{tool} not found: this builder needs a Debian/Ubuntu host with apt, dpkg and xz-utils"
+    )]
+    ToolMissing { tool: String },
+    #[error("running {tool}")]
+    Run {
+        tool: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "apt-cache depends {meta} found no dependency ({stderr}): the package lists are missing or stale; \
+         run `apt-get update`"
+    )]
+    NoDependency { meta: String, stderr: String },
+    #[error(
+        "apt-cache show {package} found no candidate ({stderr}): the package lists are missing or stale; \
+         run `apt-get update`"
+    )]
+    NoCandidate { package: String, stderr: String },
+    #[error(transparent)]
+    Hash(#[from] ManifestError),
+    #[error("{}", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "apt-get download {spec} failed: {stderr}; if the package lists are missing or stale, \
+         run `apt-get update`"
+    )]
+    Download { spec: String, stderr: String },
+    #[error("apt-get download {spec} succeeded but left no .deb")]
+    NoDeb { spec: String },
+    #[error("{}: sha256 differs from apt's index; run `apt-get update` and retry", .deb.display())]
+    Checksum { deb: PathBuf },
+    #[error("dpkg-deb -x {} failed: {stderr}", .deb.display())]
+    Extract { deb: PathBuf, stderr: String },
+    #[error("xz not found: install xz-utils (this builder needs a Debian/Ubuntu host)")]
+    XzMissing,
+    #[error("xz: no stdin")]
+    XzNoStdin,
+    #[error("xz")]
+    XzWait(#[source] std::io::Error),
+    #[error("xz --decompress failed: {stderr}")]
+    Xz { stderr: String },
+}
+
+/// An I/O error on `path`.
+fn io_at(path: &Path) -> impl Fn(std::io::Error) -> DebianError + '_ {
+    move |source| DebianError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
 
 /// A package as apt's index describes its candidate version.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,13 +86,13 @@ pub struct Candidate {
 
 /// Runs a host tool, turning "not installed" into an error that says what
 /// the builder needs.
-fn run(cmd: &mut Command) -> Result<Output, String> {
-    let prog = cmd.get_program().to_string_lossy().into_owned();
-    cmd.output().map_err(|e| {
-        if e.kind() == ErrorKind::NotFound {
-            format!("{prog} not found: this builder needs a Debian/Ubuntu host with apt, dpkg and xz-utils")
+fn run(cmd: &mut Command) -> Result<Output, DebianError> {
+    let tool = cmd.get_program().to_string_lossy().into_owned();
+    cmd.output().map_err(|source| {
+        if source.kind() == ErrorKind::NotFound {
+            DebianError::ToolMissing { tool }
         } else {
-            format!("running {prog}: {e}")
+            DebianError::Run { tool, source }
         }
     })
 }
@@ -44,14 +106,12 @@ fn stderr_tail(out: &Output) -> String {
 
 /// The package a metapackage depends on first, e.g. `linux-image-amd64`
 /// → `linux-image-6.1.0-57-amd64`.
-pub fn resolve_meta(meta: &str) -> Result<String, String> {
+pub fn resolve_meta(meta: &str) -> Result<String, DebianError> {
     let out = run(Command::new("apt-cache").args(["depends", meta]))?;
     let text = String::from_utf8_lossy(&out.stdout);
-    parse_first_depends(&text).ok_or_else(|| {
-        format!(
-            "apt-cache depends {meta} found no dependency ({}): the package lists are missing or stale; run `apt-get update`",
-            stderr_tail(&out)
-        )
+    parse_first_depends(&text).ok_or_else(|| DebianError::NoDependency {
+        meta: meta.to_string(),
+        stderr: stderr_tail(&out),
     })
 }
 
@@ -68,14 +128,12 @@ pub fn parse_first_depends(text: &str) -> Option<String> {
 }
 
 /// The candidate version of `package` from apt's index.
-pub fn candidate(package: &str) -> Result<Candidate, String> {
+pub fn candidate(package: &str) -> Result<Candidate, DebianError> {
     let out = run(Command::new("apt-cache").args(["show", "--no-all-versions", package]))?;
     let text = String::from_utf8_lossy(&out.stdout);
-    parse_show(&text).ok_or_else(|| {
-        format!(
-            "apt-cache show {package} found no candidate ({}): the package lists are missing or stale; run `apt-get update`",
-            stderr_tail(&out)
-        )
+    parse_show(&text).ok_or_else(|| DebianError::NoCandidate {
+        package: package.to_string(),
+        stderr: stderr_tail(&out),
     })
 }
 
@@ -100,7 +158,7 @@ pub fn parse_show(text: &str) -> Option<Candidate> {
 /// `cache/<file>.deb`, downloaded unless already there with the index's
 /// sha256. Downloads into a private temp dir first, so a failed or
 /// concurrent download never leaves a partial `.deb` under the final name.
-pub fn fetch(c: &Candidate, cache: &Path, log: &dyn Fn(&str)) -> Result<PathBuf, String> {
+pub fn fetch(c: &Candidate, cache: &Path, log: &dyn Fn(&str)) -> Result<PathBuf, DebianError> {
     let dest = cache.join(&c.file);
     if dest.is_file() && sha256_file(&dest)?.0 == c.sha256 {
         log(&format!("using cached {}", dest.display()));
@@ -108,7 +166,7 @@ pub fn fetch(c: &Candidate, cache: &Path, log: &dyn Fn(&str)) -> Result<PathBuf,
     }
     let tmp = cache.join(format!(".download-{}-{}", c.package, std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::create_dir_all(&tmp).map_err(io_at(&tmp))?;
     let spec = format!("{}={}", c.package, c.version);
     log(&format!("apt-get download {spec}"));
     let out = run(Command::new("apt-get")
@@ -117,46 +175,42 @@ pub fn fetch(c: &Candidate, cache: &Path, log: &dyn Fn(&str)) -> Result<PathBuf,
         .current_dir(&tmp))?;
     let result = (|| {
         if !out.status.success() {
-            return Err(format!(
-                "apt-get download {spec} failed: {}; if the package lists are missing or stale, run `apt-get update`",
-                stderr_tail(&out)
-            ));
+            return Err(DebianError::Download {
+                spec: spec.clone(),
+                stderr: stderr_tail(&out),
+            });
         }
         let deb = std::fs::read_dir(&tmp)
-            .map_err(|e| format!("{}: {e}", tmp.display()))?
+            .map_err(io_at(&tmp))?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .find(|p| p.extension().is_some_and(|x| x == "deb"))
-            .ok_or_else(|| format!("apt-get download {spec} succeeded but left no .deb"))?;
-        let bytes = std::fs::read(&deb).map_err(|e| format!("{}: {e}", deb.display()))?;
+            .ok_or_else(|| DebianError::NoDeb { spec: spec.clone() })?;
+        let bytes = std::fs::read(&deb).map_err(io_at(&deb))?;
         if sha256_hex(&bytes) != c.sha256 {
-            return Err(format!(
-                "{}: sha256 differs from apt's index; run `apt-get update` and retry",
-                deb.display()
-            ));
+            return Err(DebianError::Checksum { deb });
         }
-        std::fs::rename(&deb, &dest).map_err(|e| format!("{}: {e}", dest.display()))
+        std::fs::rename(&deb, &dest).map_err(io_at(&dest))
     })();
     let _ = std::fs::remove_dir_all(&tmp);
     result.map(|()| dest)
 }
 
 /// `dpkg-deb -x deb dir`.
-pub fn extract(deb: &Path, dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+pub fn extract(deb: &Path, dir: &Path) -> Result<(), DebianError> {
+    std::fs::create_dir_all(dir).map_err(io_at(dir))?;
     let out = run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(dir))?;
     if !out.status.success() {
-        return Err(format!(
-            "dpkg-deb -x {} failed: {}",
-            deb.display(),
-            stderr_tail(&out)
-        ));
+        return Err(DebianError::Extract {
+            deb: deb.to_path_buf(),
+            stderr: stderr_tail(&out),
+        });
     }
     Ok(())
 }
 
 /// Decompresses the first XZ stream of `data` with the `xz` tool; bytes
 /// after the stream (a bzImage's trailer) are ignored.
-pub fn xz_decompress(data: &[u8]) -> Result<Vec<u8>, String> {
+pub fn xz_decompress(data: &[u8]) -> Result<Vec<u8>, DebianError> {
     use std::io::Write;
     use std::process::Stdio;
     let mut child = Command::new("xz")
@@ -165,25 +219,29 @@ pub fn xz_decompress(data: &[u8]) -> Result<Vec<u8>, String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| {
-            if e.kind() == ErrorKind::NotFound {
-                "xz not found: install xz-utils (this builder needs a Debian/Ubuntu host)"
-                    .to_string()
+        .map_err(|source| {
+            if source.kind() == ErrorKind::NotFound {
+                DebianError::XzMissing
             } else {
-                format!("running xz: {e}")
+                DebianError::Run {
+                    tool: "xz".to_string(),
+                    source,
+                }
             }
         })?;
-    let mut stdin = child.stdin.take().ok_or("xz: no stdin")?;
+    let mut stdin = child.stdin.take().ok_or(DebianError::XzNoStdin)?;
     // Feed from a thread: xz writes output while we write input.
     let input = data.to_vec();
     let feeder = std::thread::spawn(move || {
         // xz closing its input early (it stops after the stream) is fine.
         let _ = stdin.write_all(&input);
     });
-    let out = child.wait_with_output().map_err(|e| format!("xz: {e}"))?;
+    let out = child.wait_with_output().map_err(DebianError::XzWait)?;
     let _ = feeder.join();
     if !out.status.success() {
-        return Err(format!("xz --decompress failed: {}", stderr_tail(&out)));
+        return Err(DebianError::Xz {
+            stderr: stderr_tail(&out),
+        });
     }
     Ok(out.stdout)
 }

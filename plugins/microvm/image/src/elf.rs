@@ -6,6 +6,35 @@
 //! Every offset is bounds-checked: a truncated or foreign file gives an
 //! error, never a panic.
 
+/// Why a file cannot be read as ELF64 little-endian: foreign, or cut short.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ElfError {
+    #[error("not an ELF file")]
+    NotElf,
+    #[error("not a 64-bit little-endian ELF file")]
+    NotElf64Le,
+    #[error("bad ELF section header table")]
+    BadSectionTable,
+    #[error("ELF section header offset overflows")]
+    SectionHeaderOverflow,
+    #[error("ELF section header offset too large")]
+    SectionHeaderTooLarge,
+    #[error(transparent)]
+    SectionNameOffset(std::num::TryFromIntError),
+    #[error("ELF section name out of range")]
+    SectionNameOutOfRange,
+    #[error("bad ELF program header size")]
+    BadProgramHeaderSize,
+    #[error("ELF program header offset overflows")]
+    ProgramHeaderOverflow,
+    #[error("ELF range overflows")]
+    RangeOverflow,
+    #[error("ELF file is truncated (a section or segment runs past its end)")]
+    Truncated,
+    #[error("ELF header is truncated")]
+    HeaderTruncated,
+}
+
 /// A parsed ELF64 little-endian file (borrowed).
 pub struct Elf<'a> {
     data: &'a [u8],
@@ -18,18 +47,18 @@ const XEN_ELFNOTE_PHYS32_ENTRY: u32 = 18;
 
 impl<'a> Elf<'a> {
     /// Checks the identification bytes: ELF, 64-bit, little-endian.
-    pub fn parse(data: &'a [u8]) -> Result<Self, String> {
+    pub fn parse(data: &'a [u8]) -> Result<Self, ElfError> {
         if data.len() < 64 || &data[..4] != b"\x7fELF" {
-            return Err("not an ELF file".into());
+            return Err(ElfError::NotElf);
         }
         if data[4] != 2 || data[5] != 1 {
-            return Err("not a 64-bit little-endian ELF file".into());
+            return Err(ElfError::NotElf64Le);
         }
         Ok(Self { data })
     }
 
     /// The contents of the first section called `name`, if any.
-    pub fn section(&self, name: &str) -> Result<Option<&'a [u8]>, String> {
+    pub fn section(&self, name: &str) -> Result<Option<&'a [u8]>, ElfError> {
         let shoff = self.u64(0x28)?;
         let shentsize = u64::from(self.u16(0x3A)?);
         let shnum = u64::from(self.u16(0x3C)?);
@@ -38,23 +67,23 @@ impl<'a> Elf<'a> {
             return Ok(None);
         }
         if shentsize < 64 || shstrndx >= shnum {
-            return Err("bad ELF section header table".into());
+            return Err(ElfError::BadSectionTable);
         }
-        let header = |i: u64| -> Result<usize, String> {
+        let header = |i: u64| -> Result<usize, ElfError> {
             let at = i
                 .checked_mul(shentsize)
                 .and_then(|o| o.checked_add(shoff))
-                .ok_or("ELF section header offset overflows")?;
-            usize::try_from(at).map_err(|_| "ELF section header offset too large".to_string())
+                .ok_or(ElfError::SectionHeaderOverflow)?;
+            usize::try_from(at).map_err(|_| ElfError::SectionHeaderTooLarge)
         };
         let strtab_hdr = header(shstrndx)?;
         let strtab = self.range(self.u64(strtab_hdr + 24)?, self.u64(strtab_hdr + 32)?)?;
         for i in 0..shnum {
             let h = header(i)?;
-            let name_off = usize::try_from(self.u32(h)?).map_err(|e| e.to_string())?;
+            let name_off = usize::try_from(self.u32(h)?).map_err(ElfError::SectionNameOffset)?;
             let sh_name = strtab
                 .get(name_off..)
-                .ok_or("ELF section name out of range")?;
+                .ok_or(ElfError::SectionNameOutOfRange)?;
             let end = sh_name
                 .iter()
                 .position(|&b| b == 0)
@@ -68,13 +97,13 @@ impl<'a> Elf<'a> {
 
     /// Whether the file asks for a program interpreter (dynamic linking),
     /// which cannot run as `/init` in an initramfs that has no libc.
-    pub fn has_interp(&self) -> Result<bool, String> {
+    pub fn has_interp(&self) -> Result<bool, ElfError> {
         Ok(self.segments()?.iter().any(|&(t, _)| t == PT_INTERP))
     }
 
     /// Whether a `PT_NOTE` segment holds the Xen PVH entry note, so QEMU can
     /// boot this vmlinux with `-kernel` without decompressing anything.
-    pub fn has_pvh_note(&self) -> Result<bool, String> {
+    pub fn has_pvh_note(&self) -> Result<bool, ElfError> {
         for (t, body) in self.segments()? {
             if t == PT_NOTE
                 && notes(body).any(|(name, ty)| name == b"Xen" && ty == XEN_ELFNOTE_PHYS32_ENTRY)
@@ -86,50 +115,50 @@ impl<'a> Elf<'a> {
     }
 
     /// `(p_type, file contents)` of every program header.
-    fn segments(&self) -> Result<Vec<(u32, &'a [u8])>, String> {
+    fn segments(&self) -> Result<Vec<(u32, &'a [u8])>, ElfError> {
         let phoff = self.u64(0x20)?;
         let phentsize = u64::from(self.u16(0x36)?);
         let phnum = u64::from(self.u16(0x38)?);
         if phnum > 0 && phentsize < 56 {
-            return Err("bad ELF program header size".into());
+            return Err(ElfError::BadProgramHeaderSize);
         }
         let mut out = Vec::new();
         for i in 0..phnum {
             let at = phoff
                 .checked_add(i * phentsize)
                 .and_then(|a| usize::try_from(a).ok())
-                .ok_or("ELF program header offset overflows")?;
+                .ok_or(ElfError::ProgramHeaderOverflow)?;
             let p_type = self.u32(at)?;
             out.push((p_type, self.range(self.u64(at + 8)?, self.u64(at + 32)?)?));
         }
         Ok(out)
     }
 
-    fn range(&self, off: u64, size: u64) -> Result<&'a [u8], String> {
-        let end = off.checked_add(size).ok_or("ELF range overflows")?;
+    fn range(&self, off: u64, size: u64) -> Result<&'a [u8], ElfError> {
+        let end = off.checked_add(size).ok_or(ElfError::RangeOverflow)?;
         let (off, end) = (usize::try_from(off), usize::try_from(end));
         match (off, end) {
             (Ok(o), Ok(e)) if e <= self.data.len() => Ok(&self.data[o..e]),
-            _ => Err("ELF file is truncated (a section or segment runs past its end)".into()),
+            _ => Err(ElfError::Truncated),
         }
     }
 
-    fn bytes<const N: usize>(&self, at: usize) -> Result<[u8; N], String> {
+    fn bytes<const N: usize>(&self, at: usize) -> Result<[u8; N], ElfError> {
         self.data
             .get(at..at.saturating_add(N))
             .and_then(|s| s.try_into().ok())
-            .ok_or_else(|| "ELF header is truncated".to_string())
+            .ok_or(ElfError::HeaderTruncated)
     }
 
-    fn u16(&self, at: usize) -> Result<u16, String> {
+    fn u16(&self, at: usize) -> Result<u16, ElfError> {
         self.bytes(at).map(u16::from_le_bytes)
     }
 
-    fn u32(&self, at: usize) -> Result<u32, String> {
+    fn u32(&self, at: usize) -> Result<u32, ElfError> {
         self.bytes(at).map(u32::from_le_bytes)
     }
 
-    fn u64(&self, at: usize) -> Result<u64, String> {
+    fn u64(&self, at: usize) -> Result<u64, ElfError> {
         self.bytes(at).map(u64::from_le_bytes)
     }
 }
@@ -276,7 +305,12 @@ pub(crate) mod tests {
         let shoff = u64::from_le_bytes(bad[0x28..0x30].try_into().unwrap()) as usize;
         bad[shoff + 64 + 32..shoff + 64 + 40].copy_from_slice(&1_000_000u64.to_le_bytes());
         let e = Elf::parse(&bad).unwrap();
-        assert!(e.section(".modinfo").unwrap_err().contains("truncated"));
+        assert!(
+            e.section(".modinfo")
+                .unwrap_err()
+                .to_string()
+                .contains("truncated")
+        );
         // Section headers cut off entirely.
         let cut = &bad[..shoff + 10];
         assert!(Elf::parse(cut).unwrap().section(".modinfo").is_err());

@@ -2,8 +2,24 @@
 //! links, the kernel modules at their usual paths plus `/modules.order`
 //! (what the agent loads, in order), and the empty mount points.
 
-use crate::cpio::Archive;
-use crate::elf::Elf;
+use crate::cpio::{Archive, CpioError};
+use crate::elf::{Elf, ElfError};
+
+/// Why the initramfs cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InitramfsError {
+    #[error("the agent is not a static x86_64 binary")]
+    AgentNotElf(#[source] ElfError),
+    #[error(transparent)]
+    AgentElf(#[from] ElfError),
+    #[error(
+        "the agent is dynamically linked (it has a program interpreter) and cannot run as /init; \
+         build it with `--target x86_64-unknown-linux-musl` or `-C target-feature=+crt-static`"
+    )]
+    AgentDynamic,
+    #[error(transparent)]
+    Cpio(#[from] CpioError),
+}
 
 /// Mount points and scratch dirs the agent expects, with their modes.
 pub const EMPTY_DIRS: &[(&str, u32)] = &[
@@ -34,16 +50,13 @@ pub struct Contents {
 
 /// Refuses an `/init` that cannot start in an initramfs without libc: a
 /// dynamically linked ELF, or something that is neither ELF nor a script.
-pub fn check_agent(agent: &[u8]) -> Result<(), String> {
+pub fn check_agent(agent: &[u8]) -> Result<(), InitramfsError> {
     if agent.starts_with(b"#!") {
         return Ok(());
     }
-    let elf =
-        Elf::parse(agent).map_err(|e| format!("the agent is not a static x86_64 binary: {e}"))?;
+    let elf = Elf::parse(agent).map_err(InitramfsError::AgentNotElf)?;
     if elf.has_interp()? {
-        return Err("the agent is dynamically linked (it has a program interpreter) and cannot run as /init; \
-                    build it with `--target x86_64-unknown-linux-musl` or `-C target-feature=+crt-static`"
-            .into());
+        return Err(InitramfsError::AgentDynamic);
     }
     Ok(())
 }
@@ -67,7 +80,7 @@ pub fn modules_order(modules: &[(String, Vec<u8>)]) -> String {
 }
 
 /// Lays out [`Contents`] as a cpio archive.
-pub fn assemble(c: &Contents) -> Result<Archive, String> {
+pub fn assemble(c: &Contents) -> Result<Archive, InitramfsError> {
     let mut a = Archive::new();
     for (dir, mode) in EMPTY_DIRS {
         a.dir(dir, *mode)?;
@@ -147,8 +160,14 @@ mod tests {
         assert!(
             check_agent(&dynamic)
                 .unwrap_err()
+                .to_string()
                 .contains("dynamically linked")
         );
-        assert!(check_agent(b"hello").unwrap_err().contains("not a static"));
+        assert!(
+            check_agent(b"hello")
+                .unwrap_err()
+                .to_string()
+                .contains("not a static")
+        );
     }
 }

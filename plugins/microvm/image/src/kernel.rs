@@ -2,7 +2,36 @@
 //! through its PVH note skips the in-guest decompressor, which costs ~3.2 s
 //! for the generic kernel's XZ payload under TCG (research/microvm.md §2).
 
-use crate::elf::Elf;
+use crate::elf::{Elf, ElfError};
+
+/// What the XZ decoder returns when it fails: its own error, whatever it is.
+pub type DecompressError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why no bootable vmlinux came out of a bzImage.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    #[error("the bzImage has no XZ payload (is this kernel compressed with another method?)")]
+    NoXzPayload,
+    #[error("XZ stream at offset {at}")]
+    Decompress {
+        at: usize,
+        #[source]
+        source: DecompressError,
+    },
+    #[error("XZ stream at offset {at} is not the kernel")]
+    NotKernel {
+        at: usize,
+        #[source]
+        source: ElfError,
+    },
+    #[error(transparent)]
+    Elf(#[from] ElfError),
+    #[error(
+        "the vmlinux (XZ stream at offset {at}) has no Xen PVH note, so QEMU's -kernel cannot boot it; \
+         this kernel was built without CONFIG_PVH"
+    )]
+    NoPvhNote { at: usize },
+}
 
 /// The XZ stream header magic.
 pub const XZ_MAGIC: &[u8] = b"\xFD7zXZ\x00";
@@ -20,31 +49,26 @@ pub fn xz_offsets(data: &[u8]) -> impl Iterator<Item = usize> + '_ {
 /// tool in the build; a fake in tests).
 pub fn vmlinux_from_bzimage(
     bzimage: &[u8],
-    mut decompress: impl FnMut(&[u8]) -> Result<Vec<u8>, String>,
-) -> Result<Vec<u8>, String> {
-    let mut last_err =
-        "the bzImage has no XZ payload (is this kernel compressed with another method?)"
-            .to_string();
+    mut decompress: impl FnMut(&[u8]) -> Result<Vec<u8>, DecompressError>,
+) -> Result<Vec<u8>, KernelError> {
+    let mut last_err = KernelError::NoXzPayload;
     for at in xz_offsets(bzimage) {
         let out = match decompress(&bzimage[at..]) {
             Ok(out) => out,
-            Err(e) => {
-                last_err = format!("XZ stream at offset {at}: {e}");
+            Err(source) => {
+                last_err = KernelError::Decompress { at, source };
                 continue;
             }
         };
         let elf = match Elf::parse(&out) {
             Ok(elf) => elf,
-            Err(e) => {
-                last_err = format!("XZ stream at offset {at} is not the kernel: {e}");
+            Err(source) => {
+                last_err = KernelError::NotKernel { at, source };
                 continue;
             }
         };
         if !elf.has_pvh_note()? {
-            return Err(format!(
-                "the vmlinux (XZ stream at offset {at}) has no Xen PVH note, so QEMU's -kernel cannot boot it; \
-                 this kernel was built without CONFIG_PVH"
-            ));
+            return Err(KernelError::NoPvhNote { at });
         }
         return Ok(out);
     }
@@ -91,12 +115,13 @@ mod tests {
 
     #[test]
     fn explains_failures() {
-        let err = vmlinux_from_bzimage(b"no payload", |_| unreachable!()).unwrap_err();
+        let text = |e: KernelError| crate::error_chain(&e);
+        let err = text(vmlinux_from_bzimage(b"no payload", |_| unreachable!()).unwrap_err());
         assert!(err.contains("no XZ payload"), "{err}");
         let no_pvh = crate::elf::tests::build(&[], &[]);
-        let err = vmlinux_from_bzimage(XZ_MAGIC, |_| Ok(no_pvh.clone())).unwrap_err();
+        let err = text(vmlinux_from_bzimage(XZ_MAGIC, |_| Ok(no_pvh.clone())).unwrap_err());
         assert!(err.contains("PVH"), "{err}");
-        let err = vmlinux_from_bzimage(XZ_MAGIC, |_| Err("corrupt".into())).unwrap_err();
+        let err = text(vmlinux_from_bzimage(XZ_MAGIC, |_| Err("corrupt".into())).unwrap_err());
         assert!(err.contains("corrupt"), "{err}");
     }
 }

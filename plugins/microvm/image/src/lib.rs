@@ -23,3 +23,18 @@ pub mod manifest;
 pub mod modules;
 
 pub use manifest::{Manifest, current, verify};
+
+/// An error and its `source()` chain as one line, `outer: inner: innermost`:
+/// how the binary prints a failure. Each error type here names its step and
+/// leaves the cause to its source, so this is where the parts are joined.
+/// (The plugin API has the same; this crate does not depend on it.)
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(source) = next {
+        text.push_str(": ");
+        text.push_str(&source.to_string());
+        next = source.source();
+    }
+    text
+}

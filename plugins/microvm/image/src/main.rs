@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use sandbox_microvm_image::build::{self, Options};
-use sandbox_microvm_image::{current, modules, verify};
+use sandbox_microvm_image::{current, error_chain, modules, verify};
 
 #[derive(Parser)]
 #[command(
@@ -54,7 +54,7 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let result = match Cli::parse().cmd {
+    let result: Result<(), Box<dyn std::error::Error>> = match Cli::parse().cmd {
         Cmd::Build {
             agent,
             out,
@@ -97,6 +97,7 @@ fn main() -> ExitCode {
                 );
                 println!("{}", b.dir.display());
             })
+            .map_err(Into::into)
         }
         Cmd::Verify { path } => {
             let dir = if path.join("manifest.json").is_file() {
@@ -108,23 +109,26 @@ fn main() -> ExitCode {
                 None => Err(format!(
                     "{}: neither an image directory nor an output dir with a valid `current`; run `cc-microvm-image build`",
                     path.display()
-                )),
-                Some(dir) => verify(&dir).map(|m| {
-                    println!(
-                        "{} ok: kernel {} {}, {} modules",
-                        dir.display(),
-                        m.kernel.package,
-                        m.kernel.version,
-                        m.modules.len()
-                    );
-                }),
+                )
+                .into()),
+                Some(dir) => verify(&dir)
+                    .map(|m| {
+                        println!(
+                            "{} ok: kernel {} {}, {} modules",
+                            dir.display(),
+                            m.kernel.package,
+                            m.kernel.version,
+                            m.modules.len()
+                        );
+                    })
+                    .map_err(Into::into),
             }
         }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("cc-microvm-image: error: {e}");
+            eprintln!("cc-microvm-image: error: {}", error_chain(&*e));
             ExitCode::FAILURE
         }
     }

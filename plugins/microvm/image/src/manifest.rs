@@ -19,6 +19,50 @@ pub const MANIFEST: &str = "manifest.json";
 /// The link (or one-line file) in the output directory naming the newest image.
 pub const CURRENT: &str = "current";
 
+/// Why an image's files cannot be read, or do not match their manifest.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// Reading a file to hash it.
+    #[error("{}", .path.display())]
+    Hash {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}", .path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "{}: manifest format {format} is not the supported {}; rebuild the image",
+        .path.display(),
+        FORMAT
+    )]
+    Format { path: PathBuf, format: u32 },
+    #[error(
+        "{}: sha256 {sha256} ({bytes} bytes) does not match the manifest's {want_sha256} ({want_bytes} bytes); \
+         rebuild the image with `cc-microvm-image build`",
+        .path.display()
+    )]
+    Mismatch {
+        path: PathBuf,
+        sha256: String,
+        bytes: u64,
+        want_sha256: String,
+        want_bytes: u64,
+    },
+    #[error("{}: the directory name does not match the manifest's id {id}", .dir.display())]
+    DirName { dir: PathBuf, id: String },
+}
+
 /// `DIR/<id>/manifest.json`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -81,15 +125,17 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Streams a file through sha256: `(hex, bytes)`.
-pub fn sha256_file(path: &Path) -> Result<(String, u64), String> {
-    let mut f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn sha256_file(path: &Path) -> Result<(String, u64), ManifestError> {
+    let failed = |source| ManifestError::Hash {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut f = std::fs::File::open(path).map_err(failed)?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut total = 0u64;
     loop {
-        let n = f
-            .read(&mut buf)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let n = f.read(&mut buf).map_err(failed)?;
         if n == 0 {
             return Ok((hex(&h.finalize()), total));
         }
@@ -129,42 +175,46 @@ impl Manifest {
 /// Reads `dir/manifest.json` and re-hashes `vmlinux` and `initrd.cpio`
 /// against it. When `dir`'s name looks like an image id it must also match
 /// the manifest's, so a renamed or edited image is caught.
-pub fn verify(dir: &Path) -> Result<Manifest, String> {
+pub fn verify(dir: &Path) -> Result<Manifest, ManifestError> {
     let manifest = read(dir)?;
     for (name, want) in [(VMLINUX, &manifest.vmlinux), (INITRD, &manifest.initrd)] {
         let (sha, bytes) = sha256_file(&dir.join(name))?;
         if bytes != want.bytes || sha != want.sha256 {
-            return Err(format!(
-                "{}: sha256 {sha} ({bytes} bytes) does not match the manifest's {} ({} bytes); rebuild the image with `cc-microvm-image build`",
-                dir.join(name).display(),
-                want.sha256,
-                want.bytes
-            ));
+            return Err(ManifestError::Mismatch {
+                path: dir.join(name),
+                sha256: sha,
+                bytes,
+                want_sha256: want.sha256.clone(),
+                want_bytes: want.bytes,
+            });
         }
     }
     let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("");
     if is_id(name) && name != manifest.id() {
-        return Err(format!(
-            "{}: the directory name does not match the manifest's id {}",
-            dir.display(),
-            manifest.id()
-        ));
+        return Err(ManifestError::DirName {
+            dir: dir.to_path_buf(),
+            id: manifest.id(),
+        });
     }
     Ok(manifest)
 }
 
 /// Reads and parses `dir/manifest.json` without hashing anything.
-pub fn read(dir: &Path) -> Result<Manifest, String> {
+pub fn read(dir: &Path) -> Result<Manifest, ManifestError> {
     let path = dir.join(MANIFEST);
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let manifest: Manifest =
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(source) => return Err(ManifestError::Read { path, source }),
+    };
+    let manifest: Manifest = match serde_json::from_str(&text) {
+        Ok(manifest) => manifest,
+        Err(source) => return Err(ManifestError::Parse { path, source }),
+    };
     if manifest.format != FORMAT {
-        return Err(format!(
-            "{}: manifest format {} is not the supported {FORMAT}; rebuild the image",
-            path.display(),
-            manifest.format
-        ));
+        return Err(ManifestError::Format {
+            path,
+            format: manifest.format,
+        });
     }
     Ok(manifest)
 }
@@ -295,7 +345,7 @@ mod tests {
         assert_eq!(verify(&dir).unwrap(), m);
 
         std::fs::write(dir.join(INITRD), b"INITRD").unwrap();
-        let err = verify(&dir).unwrap_err();
+        let err = verify(&dir).unwrap_err().to_string();
         assert!(
             err.contains("initrd.cpio") && err.contains("does not match"),
             "{err}"
@@ -307,7 +357,12 @@ mod tests {
         std::fs::write(moved.join(VMLINUX), b"vmlinux").unwrap();
         std::fs::write(moved.join(INITRD), b"initrd").unwrap();
         std::fs::write(moved.join(MANIFEST), serde_json::to_vec(&m).unwrap()).unwrap();
-        assert!(verify(&moved).unwrap_err().contains("directory name"));
+        assert!(
+            verify(&moved)
+                .unwrap_err()
+                .to_string()
+                .contains("directory name")
+        );
 
         // Any other name (an installed copy) is accepted.
         let installed = tmp.path().join("guest");
@@ -321,7 +376,12 @@ mod tests {
             serde_json::to_vec(&future).unwrap(),
         )
         .unwrap();
-        assert!(verify(&installed).unwrap_err().contains("format 2"));
+        assert!(
+            verify(&installed)
+                .unwrap_err()
+                .to_string()
+                .contains("format 2")
+        );
         assert!(verify(&tmp.path().join("missing")).is_err());
     }
 

@@ -5,7 +5,40 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::elf::Elf;
+use crate::elf::{Elf, ElfError};
+
+/// What a module lookup given to [`load_order`] returns when it fails.
+pub type LookupError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why the modules or their order could not be worked out.
+#[derive(Debug, thiserror::Error)]
+pub enum ModulesError {
+    #[error(transparent)]
+    Elf(#[from] ElfError),
+    #[error("the module has no .modinfo section")]
+    NoModinfo,
+    #[error("reading {}", .dir.display())]
+    ReadDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}", .path.display())]
+    FileType {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Relative(#[from] std::path::StripPrefixError),
+    /// The caller's lookup failed.
+    #[error(transparent)]
+    Lookup(LookupError),
+    #[error("module dependency cycle: {}", .cycle.join(" -> "))]
+    Cycle { cycle: Vec<String> },
+    #[error("module {module} depends on {dep}, which this kernel does not have as a module")]
+    MissingDependency { module: String, dep: String },
+}
 
 /// The modules the guest needs, as roots of the closure:
 /// - `virtio_mmio`: the transport of QEMU's `microvm` machine. Nothing
@@ -40,10 +73,10 @@ pub fn parse_modinfo(section: &[u8]) -> Vec<(String, String)> {
 }
 
 /// The module names a `.ko` depends on, from its ELF bytes.
-pub fn depends_of_ko(ko: &[u8]) -> Result<Vec<String>, String> {
+pub fn depends_of_ko(ko: &[u8]) -> Result<Vec<String>, ModulesError> {
     let modinfo = Elf::parse(ko)?
         .section(".modinfo")?
-        .ok_or("the module has no .modinfo section")?;
+        .ok_or(ModulesError::NoModinfo)?;
     Ok(parse_modinfo(modinfo)
         .into_iter()
         .filter(|(k, _)| k == "depends")
@@ -58,18 +91,21 @@ pub fn depends_of_ko(ko: &[u8]) -> Result<Vec<String>, String> {
 
 /// Maps canonical module name → path of its `.ko` relative to `kernel_dir`
 /// (`lib/modules/<ver>/kernel`), by walking that tree.
-pub fn index(kernel_dir: &Path) -> Result<BTreeMap<String, PathBuf>, String> {
+pub fn index(kernel_dir: &Path) -> Result<BTreeMap<String, PathBuf>, ModulesError> {
     let mut out = BTreeMap::new();
     let mut stack = vec![kernel_dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let entries =
-            std::fs::read_dir(&dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| format!("reading {}: {e}", dir.display()))?;
+        let read_dir = |source| ModulesError::ReadDir {
+            dir: dir.clone(),
+            source,
+        };
+        for entry in std::fs::read_dir(&dir).map_err(read_dir)? {
+            let entry = entry.map_err(read_dir)?;
             let path = entry.path();
-            let kind = entry
-                .file_type()
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let kind = entry.file_type().map_err(|source| ModulesError::FileType {
+                path: path.clone(),
+                source,
+            })?;
             if kind.is_dir() {
                 stack.push(path);
             } else if let Some(stem) = path
@@ -77,10 +113,7 @@ pub fn index(kernel_dir: &Path) -> Result<BTreeMap<String, PathBuf>, String> {
                 .and_then(|n| n.to_str())
                 .and_then(|n| n.strip_suffix(".ko"))
             {
-                let rel = path
-                    .strip_prefix(kernel_dir)
-                    .map_err(|e| e.to_string())?
-                    .to_path_buf();
+                let rel = path.strip_prefix(kernel_dir)?.to_path_buf();
                 out.insert(canonical(stem), rel);
             }
         }
@@ -106,8 +139,8 @@ pub struct Order {
 /// load). A cycle is an error naming it: the kernel could not load it either.
 pub fn load_order(
     roots: &[&str],
-    mut deps: impl FnMut(&str) -> Result<Option<Vec<String>>, String>,
-) -> Result<Order, String> {
+    mut deps: impl FnMut(&str) -> Result<Option<Vec<String>>, LookupError>,
+) -> Result<Order, ModulesError> {
     #[derive(PartialEq)]
     enum Mark {
         Visiting,
@@ -124,7 +157,7 @@ pub fn load_order(
         if marks.contains_key(&root) {
             continue;
         }
-        let Some(root_deps) = deps(&root)? else {
+        let Some(root_deps) = deps(&root).map_err(ModulesError::Lookup)? else {
             order.missing_roots.push(root);
             continue;
         };
@@ -138,18 +171,18 @@ pub fn load_order(
                 match marks.get(&dep) {
                     Some(Mark::Done) => {}
                     Some(Mark::Visiting) => {
-                        let mut cycle: Vec<&str> = stack.iter().map(|f| f.0.as_str()).collect();
+                        let mut cycle: Vec<String> = stack.iter().map(|f| f.0.clone()).collect();
                         let start = cycle.iter().position(|m| *m == dep).unwrap_or(0);
                         cycle.drain(..start);
-                        cycle.push(&dep);
-                        return Err(format!("module dependency cycle: {}", cycle.join(" -> ")));
+                        cycle.push(dep);
+                        return Err(ModulesError::Cycle { cycle });
                     }
                     None => {
-                        let Some(d) = deps(&dep)? else {
-                            return Err(format!(
-                                "module {} depends on {dep}, which this kernel does not have as a module",
-                                top.0
-                            ));
+                        let Some(d) = deps(&dep).map_err(ModulesError::Lookup)? else {
+                            return Err(ModulesError::MissingDependency {
+                                module: top.0.clone(),
+                                dep,
+                            });
                         };
                         marks.insert(dep.clone(), Mark::Visiting);
                         stack.push((dep, d, 0));
@@ -175,7 +208,7 @@ mod tests {
             .collect()
     }
 
-    fn run(roots: &[&str], g: &BTreeMap<String, Vec<String>>) -> Result<Order, String> {
+    fn run(roots: &[&str], g: &BTreeMap<String, Vec<String>>) -> Result<Order, ModulesError> {
         load_order(roots, |m| Ok(g.get(m).cloned()))
     }
 
@@ -269,18 +302,23 @@ mod tests {
     #[test]
     fn cycles_and_missing_dependencies_are_errors() {
         let g = graph(&[("a", &["b"]), ("b", &["c"]), ("c", &["a"])]);
-        let err = run(&["a"], &g).unwrap_err();
+        let err = run(&["a"], &g).unwrap_err().to_string();
         assert!(err.contains("a -> b -> c -> a"), "{err}");
         let self_loop = graph(&[("a", &["a"])]);
-        assert!(run(&["a"], &self_loop).unwrap_err().contains("cycle"));
+        assert!(
+            run(&["a"], &self_loop)
+                .unwrap_err()
+                .to_string()
+                .contains("cycle")
+        );
         let g = graph(&[("a", &["gone"])]);
-        let err = run(&["a"], &g).unwrap_err();
+        let err = run(&["a"], &g).unwrap_err().to_string();
         assert!(err.contains("a depends on gone"), "{err}");
     }
 
     #[test]
     fn lookup_errors_propagate() {
-        let err = load_order(&["a"], |_| Err("unreadable".to_string())).unwrap_err();
-        assert_eq!(err, "unreadable");
+        let err = load_order(&["a"], |_| Err("unreadable".into())).unwrap_err();
+        assert_eq!(err.to_string(), "unreadable");
     }
 }
