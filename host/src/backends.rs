@@ -10,7 +10,7 @@ use sandbox_registry::{
 use serde_json::{Value, json};
 
 use crate::config::Settings;
-use crate::sessions::Policy;
+use crate::sessions::LaunchSettings;
 
 // `none` is compiled in, so the fallback never depends on a file (SPEC C4).
 inventory::submit! {
@@ -18,6 +18,7 @@ inventory::submit! {
 }
 
 /// Discovers and probes; every skipped file is logged as one warning line.
+/// The settings' own notices are [`Settings::log_notices`]'.
 pub fn discover(settings: &Settings) -> Registry {
     let exe_dir = std::env::current_exe()
         .ok()
@@ -36,25 +37,12 @@ pub fn discover(settings: &Settings) -> Registry {
     for problem in &registry.problems {
         tracing::warn!("skipped plugin {problem}");
     }
-    if let Some(notice) = settings.dispatch.lowered_notice() {
-        tracing::warn!("{notice}");
-    }
-    if !settings.policy.enforce {
-        tracing::warn!("{}", crate::command_policy::OFF_NOTICE);
-    }
-    if let Some(file) = &settings.policy.guardrails_file {
-        tracing::info!(
-            "guardrails: {} rule(s) from {}",
-            settings.policy.guardrails.len(),
-            file.display()
-        );
-    }
     registry
 }
 
-/// How sessions choose their backend, from the settings.
-pub fn policy(settings: &Settings) -> Policy {
-    Policy {
+/// What sessions launch with, from the settings.
+pub fn launch_settings(settings: &Settings) -> LaunchSettings {
+    LaunchSettings {
         switch: settings.switch,
         default_backend: settings.default_backend.clone(),
         platform: Platform::current(),

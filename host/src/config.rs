@@ -10,12 +10,12 @@ use std::time::Duration;
 use sandbox_registry::select::SandboxSwitch;
 use serde::Deserialize;
 
-use crate::cli::Common;
+use crate::cli::{Command, Common};
 use crate::dispatch_policy::DispatchPolicy;
-use crate::egress::EgressSettings;
+use crate::egress::{EgressError, EgressSettings};
 
-/// The default listen address: loopback only.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:7878";
+/// The default listen port, on loopback only.
+pub const DEFAULT_PORT: u16 = 7878;
 
 /// The config file's contents.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -92,7 +92,43 @@ pub struct DispatchPolicySection {
     pub write_deny_globs: Option<Vec<String>>,
 }
 
-/// The settings every command uses, after merging.
+/// The flags of one command that override the config file (the flags every
+/// command takes are in [`Common`]).
+#[derive(Debug, Clone, Default)]
+pub struct CommandFlags {
+    /// `serve --listen`.
+    pub listen: Option<SocketAddr>,
+    /// `serve --token-file`.
+    pub token_file: Option<PathBuf>,
+    /// `run --allow-domain`.
+    pub allow_domains: Vec<String>,
+    /// `run --allow-private`.
+    pub allow_private: Vec<String>,
+    /// `run --resolve`, unparsed.
+    pub resolve: Vec<String>,
+}
+
+impl CommandFlags {
+    pub fn of(command: &Command) -> Self {
+        match command {
+            Command::Serve(args) => Self {
+                listen: args.listen,
+                token_file: args.token_file.clone(),
+                ..Self::default()
+            },
+            Command::Run(args) => Self {
+                allow_domains: args.allow_domains.clone(),
+                allow_private: args.allow_private.clone(),
+                resolve: args.resolve.clone(),
+                ..Self::default()
+            },
+            Command::Probe { .. } | Command::Policy(_) => Self::default(),
+        }
+    }
+}
+
+/// The settings every command uses: flags, environment and file merged, here
+/// and nowhere else.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub switch: SandboxSwitch,
@@ -103,7 +139,10 @@ pub struct Settings {
     pub dispatch: DispatchPolicy,
     pub policy: PolicySettings,
     pub egress: EgressSettings,
-    pub file: FileConfig,
+    /// The API's listen address.
+    pub listen: SocketAddr,
+    /// The bearer token file, when one was given.
+    pub token_file: Option<PathBuf>,
 }
 
 /// A config problem, naming the file and the fix.
@@ -125,6 +164,12 @@ pub enum ConfigError {
     },
     #[error("the guardrails file {path} is not valid: {message}")]
     Guardrails { path: PathBuf, message: String },
+    /// A flag's value (`--resolve`); the text names the flag.
+    #[error("--{0}")]
+    Flag(EgressError),
+    /// An egress pattern given by a flag (`--allow-domain`).
+    #[error(transparent)]
+    Pattern(#[from] sandbox_egress::policy::PatternError),
 }
 
 impl FileConfig {
@@ -141,7 +186,7 @@ impl FileConfig {
 }
 
 impl Settings {
-    pub fn resolve(common: &Common) -> Result<Self, ConfigError> {
+    pub fn resolve(common: &Common, flags: &CommandFlags) -> Result<Self, ConfigError> {
         let file = match &common.config {
             Some(path) => FileConfig::load(path)?,
             None => FileConfig::default(),
@@ -179,11 +224,16 @@ impl Settings {
             None => DispatchPolicy::default(),
         };
         let policy = resolve_policy(file.policy.as_ref(), common.config.as_deref())?;
-        let egress =
+        let mut egress =
             resolve_egress(file.egress.as_ref()).map_err(|message| ConfigError::Parse {
                 path: config_path.clone(),
                 message,
             })?;
+        add_egress_flags(&mut egress, flags)?;
+        let listen = match flags.listen.or(file.listen) {
+            Some(addr) => addr,
+            None => SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)),
+        };
         Ok(Self {
             dispatch,
             policy,
@@ -196,9 +246,47 @@ impl Settings {
                 .or_else(|| file.plugins_dir.clone()),
             probe_timeout: Duration::from_secs_f64(probe_timeout),
             backend_options,
-            file,
+            listen,
+            token_file: flags.token_file.clone().or(file.token_file),
         })
     }
+
+    /// The lines every start that loads backends logs: a lowered dispatch
+    /// policy, the command policy off, the guardrails in force.
+    pub fn log_notices(&self) {
+        if let Some(notice) = self.dispatch.lowered_notice() {
+            tracing::warn!("{notice}");
+        }
+        if !self.policy.enforce {
+            tracing::warn!("{}", crate::command_policy::OFF_NOTICE);
+        }
+        if let Some(file) = &self.policy.guardrails_file {
+            tracing::info!(
+                "guardrails: {} rule(s) from {}",
+                self.policy.guardrails.len(),
+                file.display()
+            );
+        }
+    }
+}
+
+/// `run`'s egress flags on top of the config's, checked (a bad pattern stops
+/// the run before anything starts).
+fn add_egress_flags(egress: &mut EgressSettings, flags: &CommandFlags) -> Result<(), ConfigError> {
+    if flags.allow_domains.is_empty() && flags.allow_private.is_empty() && flags.resolve.is_empty()
+    {
+        return Ok(());
+    }
+    egress.allow.extend(flags.allow_domains.iter().cloned());
+    egress
+        .allow_private
+        .extend(flags.allow_private.iter().cloned());
+    for text in &flags.resolve {
+        let pair = crate::egress::parse_resolve(text).map_err(ConfigError::Flag)?;
+        egress.resolve.push(pair);
+    }
+    egress.check()?;
+    Ok(())
 }
 
 /// `[egress]`, checked now: a bad pattern stops the start.
@@ -214,7 +302,7 @@ fn resolve_egress(section: Option<&EgressSection>) -> Result<EgressSettings, Str
             .iter()
             .map(|r| crate::egress::parse_resolve(r))
             .collect::<Result<_, _>>()
-            .map_err(|e| format!("[egress] {e}"))?,
+            .map_err(|e| format!("[egress] {}", sandbox_plugin_api::error_chain(&e)))?,
         ssh_known_hosts: section.ssh_known_hosts.clone(),
     };
     settings.check().map_err(|e| format!("[egress] {e}"))?;
@@ -288,12 +376,17 @@ mod tests {
             "sandbox = \"off\"\nbackend = \"microvm\"\nplugins_dir = \"/p\"\n[backends.microvm]\naccel = \"tcg\"\n",
         )
         .unwrap();
-        let from_file = Settings::resolve(&common(Some(path.clone()), None)).unwrap();
+        let from_file =
+            Settings::resolve(&common(Some(path.clone()), None), &CommandFlags::default()).unwrap();
         assert_eq!(from_file.switch, SandboxSwitch::Off);
         assert_eq!(from_file.default_backend.as_deref(), Some("microvm"));
         assert_eq!(from_file.plugins_dir, Some(PathBuf::from("/p")));
         assert_eq!(from_file.backend_options["microvm"]["accel"], "tcg");
-        let flagged = Settings::resolve(&common(Some(path), Some(SandboxSwitch::On))).unwrap();
+        let flagged = Settings::resolve(
+            &common(Some(path), Some(SandboxSwitch::On)),
+            &CommandFlags::default(),
+        )
+        .unwrap();
         assert_eq!(flagged.switch, SandboxSwitch::On);
     }
 
@@ -302,7 +395,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.toml");
         std::fs::write(&path, "sandbx = \"off\"\n").unwrap();
-        let err = Settings::resolve(&common(Some(path.clone()), None))
+        let err = Settings::resolve(&common(Some(path.clone()), None), &CommandFlags::default())
             .unwrap_err()
             .to_string();
         assert!(
@@ -310,7 +403,7 @@ mod tests {
             "{err}"
         );
         std::fs::write(&path, "sandbox = \"maybe\"\n").unwrap();
-        let err = Settings::resolve(&common(Some(path), None))
+        let err = Settings::resolve(&common(Some(path), None), &CommandFlags::default())
             .unwrap_err()
             .to_string();
         assert!(err.contains("`on` or `off`"), "{err}");

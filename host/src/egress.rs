@@ -10,11 +10,33 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use sandbox_egress::policy::PatternError;
 use sandbox_egress::server::{Credential, Endpoints, Listen, SessionProxies, ViolationSink};
 use sandbox_egress::{Policy, PolicyConfig};
-use sandbox_plugin_api::{EgressEndpoints, SandboxSpec, SandboxViolation};
+use sandbox_plugin_api::{EgressEndpoints, SandboxSpec};
 
-use crate::sessions::router::Router;
+/// Why a session's proxies could not be set up or started.
+#[derive(Debug, thiserror::Error)]
+pub enum EgressError {
+    #[error("resolve `{text}`: {problem}")]
+    Resolve { text: String, problem: String },
+    #[error(transparent)]
+    Pattern(#[from] PatternError),
+    #[error("creating the egress directory")]
+    Dir(#[source] std::io::Error),
+    #[error("a proxy credential")]
+    Credential(#[source] std::io::Error),
+    #[error("starting the egress proxies")]
+    Start(#[source] std::io::Error),
+    #[error("the proxies did not listen on {0}")]
+    Listen(&'static str),
+    #[error("writing {}", path.display())]
+    KnownHosts {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// The server's egress settings (config `[egress]`, `run` flags); a spec
 /// adds its own `egressAllowlist`.
@@ -33,12 +55,12 @@ pub struct EgressSettings {
 
 impl EgressSettings {
     /// Whether every pattern is valid (at start, before any session).
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), PatternError> {
         self.policy(&SandboxSpec::default()).map(|_| ())
     }
 
     /// The policy for one sandbox.
-    pub fn policy(&self, spec: &SandboxSpec) -> Result<Policy, String> {
+    pub fn policy(&self, spec: &SandboxSpec) -> Result<Policy, PatternError> {
         let mut allow = self.allow.clone();
         allow.extend(spec.egress_allowlist.iter().cloned());
         Policy::new(PolicyConfig {
@@ -47,21 +69,24 @@ impl EgressSettings {
             allow_private: self.allow_private.clone(),
             resolve: self.resolve.clone(),
         })
-        .map_err(|e| e.to_string())
     }
 }
 
 /// `HOST:ADDR` (ADDR may be IPv6), as `--resolve` and the config take it.
-pub fn parse_resolve(text: &str) -> Result<(String, IpAddr), String> {
+pub fn parse_resolve(text: &str) -> Result<(String, IpAddr), EgressError> {
+    let problem = |problem: String| EgressError::Resolve {
+        text: text.to_owned(),
+        problem,
+    };
     let (host, addr) = text
         .split_once(':')
-        .ok_or_else(|| format!("resolve `{text}`: use HOST:ADDR, e.g. mirror.test:127.0.0.1"))?;
+        .ok_or_else(|| problem("use HOST:ADDR, e.g. mirror.test:127.0.0.1".into()))?;
     let addr = addr.trim_start_matches('[').trim_end_matches(']');
     let addr: IpAddr = addr
         .parse()
-        .map_err(|_| format!("resolve `{text}`: `{addr}` is not an IP address"))?;
+        .map_err(|_| problem(format!("`{addr}` is not an IP address")))?;
     if host.is_empty() {
-        return Err(format!("resolve `{text}`: the host name is empty"));
+        return Err(problem("the host name is empty".into()));
     }
     Ok((host.to_ascii_lowercase(), addr))
 }
@@ -81,39 +106,26 @@ pub enum Reach {
     Env(Vec<(String, String)>),
 }
 
-fn violation_sink(router: Arc<Router>) -> ViolationSink {
-    Arc::new(move |v: sandbox_egress::Violation| {
-        router.broadcast(SandboxViolation {
-            action: "network-outbound".into(),
-            target: v.refusal.target.clone(),
-            raw: Some(format!(
-                "{} ({}): {}",
-                v.refusal.tag, v.ingress, v.refusal.rule
-            )),
-        });
-    })
-}
-
 impl SessionEgress {
     /// Starts the proxies on unix sockets in a fresh 0700 directory; the
     /// endpoints go into the spec the backend gets.
     pub async fn start(
         policy: Policy,
         known_hosts: &[String],
-        router: Arc<Router>,
-    ) -> Result<(Self, Reach), String> {
+        on_violation: ViolationSink,
+    ) -> Result<(Self, Reach), EgressError> {
         let dir = tempfile::Builder::new()
             .prefix("cc_server-egress-")
             .tempdir()
-            .map_err(|e| format!("creating the egress directory: {e}"))?;
+            .map_err(EgressError::Dir)?;
         let listen = Listen::Unix {
             dir: dir.path().to_path_buf(),
         };
-        let proxies = SessionProxies::start(Arc::new(policy), listen, violation_sink(router))
+        let proxies = SessionProxies::start(Arc::new(policy), listen, on_violation)
             .await
-            .map_err(|e| format!("starting the egress proxies: {e}"))?;
+            .map_err(EgressError::Start)?;
         let Endpoints::Unix { http, socks } = proxies.endpoints().clone() else {
-            return Err("the proxies did not listen on unix sockets".into());
+            return Err(EgressError::Listen("unix sockets"));
         };
         let endpoints = EgressEndpoints {
             http_socket: http,
@@ -130,23 +142,26 @@ impl SessionEgress {
     /// Starts the proxies on loopback ports that require a fresh
     /// per-session credential (SPEC E1, for backends sharing the host's
     /// loopback); the credential travels in the proxy URLs.
-    pub async fn start_tcp(policy: Policy, router: Arc<Router>) -> Result<(Self, Reach), String> {
-        let password = crate::random::hex(16).map_err(|e| format!("a proxy credential: {e}"))?;
+    pub async fn start_tcp(
+        policy: Policy,
+        on_violation: ViolationSink,
+    ) -> Result<(Self, Reach), EgressError> {
+        let password = crate::random::hex(16).map_err(EgressError::Credential)?;
         let credential = Credential {
             user: "cc".into(),
             password,
         };
         let listen = Listen::Tcp { credential };
-        let proxies = SessionProxies::start(Arc::new(policy), listen, violation_sink(router))
+        let proxies = SessionProxies::start(Arc::new(policy), listen, on_violation)
             .await
-            .map_err(|e| format!("starting the egress proxies: {e}"))?;
+            .map_err(EgressError::Start)?;
         let Endpoints::Tcp {
             http,
             socks,
             credential,
         } = proxies.endpoints().clone()
         else {
-            return Err("the proxies did not listen on loopback ports".into());
+            return Err(EgressError::Listen("loopback ports"));
         };
         let auth = format!("{}:{}", credential.user, credential.password);
         let http = format!("http://{auth}@{http}");
@@ -167,14 +182,20 @@ impl SessionEgress {
     }
 }
 
-fn write_known_hosts(dir: &std::path::Path, lines: &[String]) -> Result<Option<PathBuf>, String> {
+fn write_known_hosts(
+    dir: &std::path::Path,
+    lines: &[String],
+) -> Result<Option<PathBuf>, EgressError> {
     if lines.is_empty() {
         return Ok(None);
     }
     let path = dir.join("known_hosts");
     let mut text = lines.join("\n");
     text.push('\n');
-    std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    std::fs::write(&path, text).map_err(|source| EgressError::KnownHosts {
+        path: path.clone(),
+        source,
+    })?;
     Ok(Some(path))
 }
 

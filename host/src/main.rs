@@ -24,7 +24,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::cli::{Cli, Command};
-use crate::config::Settings;
+use crate::config::{CommandFlags, Settings};
 
 /// The exit status when `cc_server` itself fails (as `env` and `docker` use it).
 pub const EXIT_FAILURE: u8 = 125;
@@ -32,10 +32,13 @@ pub const EXIT_FAILURE: u8 = 125;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     logging::init(matches!(cli.command, Command::Serve(_)));
-    let settings = match Settings::resolve(&cli.common) {
+    let settings = match Settings::resolve(&cli.common, &CommandFlags::of(&cli.command)) {
         Ok(settings) => settings,
         Err(e) => return fail(&anyhow::Error::new(e)),
     };
+    if !matches!(cli.command, Command::Policy(_)) {
+        settings.log_notices();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -46,7 +49,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Probe { json } => commands::probe::run(&settings, json).await,
-            Command::Serve(args) => commands::serve::run(&settings, args).await,
+            Command::Serve(_) => commands::serve::run(&settings).await,
             Command::Run(args) => commands::run::run(&settings, args).await,
             Command::Policy(cli::PolicyCommand::Check(args)) => {
                 Ok(commands::policy::check(&settings, &args))

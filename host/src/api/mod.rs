@@ -138,9 +138,12 @@ impl From<SessionError> for ApiError {
                 ErrorCode::DESTROYED => StatusCode::GONE,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             },
-            SessionError::Launch { .. } | SessionError::Internal(_) => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            SessionError::Launch { .. }
+            | SessionError::NotLoaded(_)
+            | SessionError::Egress(_)
+            | SessionError::Random(_)
+            | SessionError::Join(_)
+            | SessionError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             SessionError::Unsupported { .. }
             | SessionError::Exec(_)
             | SessionError::PolicyUnenforceable(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -161,7 +164,7 @@ impl From<SessionError> for ApiError {
         };
         Self {
             status,
-            message: e.to_string(),
+            message: sandbox_plugin_api::error_chain(&e),
             field,
             extra,
         }

@@ -19,7 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::cli::{OnOff, RunArgs};
 use crate::config::Settings;
 use crate::sessions::{ExecStream, Session, SessionError, Sessions};
-use crate::{EXIT_FAILURE, backends, egress, env, input, wire};
+use crate::{EXIT_FAILURE, backends, env, input, wire};
 
 pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir().context("reading the current directory")?;
@@ -27,23 +27,7 @@ pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode>
     let settings_for_discovery = settings.clone();
     let registry =
         tokio::task::spawn_blocking(move || backends::discover(&settings_for_discovery)).await?;
-    let mut policy = backends::policy(settings);
-    policy
-        .egress
-        .allow
-        .extend(args.allow_domains.iter().cloned());
-    policy
-        .egress
-        .allow_private
-        .extend(args.allow_private.iter().cloned());
-    for text in &args.resolve {
-        policy
-            .egress
-            .resolve
-            .push(egress::parse_resolve(text).map_err(|e| anyhow::anyhow!("--{e}"))?);
-    }
-    policy.egress.check().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let sessions = Sessions::new(Arc::new(registry), policy);
+    let sessions = Sessions::new(Arc::new(registry), backends::launch_settings(settings));
 
     let session = sessions.create(spec, args.backend.as_deref()).await?;
     if let Some(notice) = session.selection.notice() {

@@ -1,7 +1,6 @@
 //! `cc_server serve`: the HTTP API, until SIGINT or SIGTERM; then every
 //! sandbox is destroyed before the process exits.
 
-use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -9,18 +8,12 @@ use anyhow::Context as _;
 
 use crate::api::{self, token};
 use crate::backends;
-use crate::cli::ServeArgs;
-use crate::config::{DEFAULT_LISTEN, Settings};
+use crate::config::Settings;
 use crate::sessions::Sessions;
 
-pub async fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let listen: SocketAddr = match args.listen.or(settings.file.listen) {
-        Some(addr) => addr,
-        None => DEFAULT_LISTEN
-            .parse()
-            .context("the default listen address")?,
-    };
-    let token_file = match args.token_file.or_else(|| settings.file.token_file.clone()) {
+pub async fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
+    let listen = settings.listen;
+    let token_file = match settings.token_file.clone() {
         Some(path) => path,
         None => token::default_path().context("choosing a token file; pass --token-file")?,
     };
@@ -33,7 +26,7 @@ pub async fn run(settings: &Settings, args: ServeArgs) -> anyhow::Result<ExitCod
     tracing::info!("{}", backends::startup(settings, &registry));
     let sessions = Arc::new(Sessions::new(
         Arc::new(registry),
-        backends::policy(settings),
+        backends::launch_settings(settings),
     ));
 
     if !listen.ip().is_loopback() {

@@ -2,34 +2,43 @@
 //! and the HTTP API both go through here, so every dispatch path gets the
 //! same selection, the same checks and the same wrapping (SPEC B10).
 
+mod plan;
 pub(crate) mod router;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use sandbox_egress::server::ViolationSink;
 use sandbox_plugin_api::host::{BackendObject, SandboxObject};
-use sandbox_plugin_api::write_deny::GlobSet;
 use sandbox_plugin_api::{
     ErrorCode, Event, ExecRequest, PluginError, PtySize, ResizeRequest, SandboxBackend,
-    SandboxHandle, SandboxMode, SandboxSpec, SandboxState, calls, capability,
+    SandboxHandle, SandboxMode, SandboxSpec, SandboxState, SandboxViolation, calls, capability,
 };
 use sandbox_registry::Registry;
-use sandbox_registry::select::{Platform, Request, SandboxSwitch, SelectError, Selection, select};
+use sandbox_registry::select::{SelectError, Selection};
 
+pub use self::plan::{EgressPlan, LaunchPlan, LaunchSettings, plan_launch};
 use self::router::Router;
 use crate::command_policy::{CommandPolicy, Refusal};
-use crate::dispatch_policy::DispatchPolicy;
-use crate::egress::{EgressSettings, Reach, SessionEgress};
+use crate::egress::{EgressError, Reach, SessionEgress};
 use crate::env;
 
-/// Why a session operation failed. The API maps each to a status code.
+/// Why a session operation failed. The API maps each to a status code;
+/// the text a user sees is the message with its sources
+/// ([`sandbox_plugin_api::error_chain`]).
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
     #[error(transparent)]
     Select(#[from] SelectError),
-    #[error("backend `{backend}` refused the sandbox: {error}")]
-    Launch { backend: String, error: PluginError },
+    #[error("internal error: selected backend `{0}` is not loaded")]
+    NotLoaded(String),
+    #[error("backend `{backend}` refused the sandbox")]
+    Launch {
+        backend: String,
+        #[source]
+        error: PluginError,
+    },
     #[error("backend `{backend}` cannot {what}; it does not list the `{capability}` capability")]
     Unsupported {
         backend: String,
@@ -54,25 +63,75 @@ pub enum SessionError {
     NotFound(String),
     #[error("session `{0}` was destroyed")]
     Destroyed(String),
-    #[error("the command could not be started: {0}")]
-    Exec(PluginError),
-    #[error("{0}")]
+    #[error("the command could not be started")]
+    Exec(#[source] PluginError),
+    #[error(transparent)]
     Backend(PluginError),
+    #[error("internal error")]
+    Egress(#[source] EgressError),
+    #[error("internal error: cannot read /dev/urandom")]
+    Random(#[source] std::io::Error),
+    #[error("internal error: a backend call did not complete")]
+    Join(#[source] tokio::task::JoinError),
     #[error("internal error: {0}")]
     Internal(String),
 }
 
-/// How sessions choose their backend.
-#[derive(Debug, Clone)]
-pub struct Policy {
-    pub switch: SandboxSwitch,
-    pub default_backend: Option<String>,
-    pub platform: Platform,
-    pub dispatch: DispatchPolicy,
-    /// Command classification, guardrails and owner approvals.
-    pub commands: Arc<CommandPolicy>,
-    /// What sessions' egress proxies allow beyond their specs.
-    pub egress: EgressSettings,
+impl From<EgressError> for SessionError {
+    fn from(e: EgressError) -> Self {
+        Self::Egress(e)
+    }
+}
+
+/// Holds a session id from the plan's run until the session is live; if the
+/// launch fails on the way, dropping it frees the id and stops the proxies
+/// started for it (no failure path undoes by hand).
+struct Reservation<'a> {
+    sessions: &'a Sessions,
+    id: String,
+    egress: Option<SessionEgress>,
+    filled: bool,
+}
+
+impl Reservation<'_> {
+    /// The launch succeeded: the id now names the live session.
+    fn fill(mut self, session: Arc<Session>) {
+        self.filled = true;
+        self.sessions
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(self.id.clone(), Slot::Live(session));
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if self.filled {
+            return;
+        }
+        self.sessions
+            .slots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
+        // Dropping the proxies ends their tasks and removes their sockets.
+        drop(self.egress.take());
+    }
+}
+
+/// Violations the session's proxies report, onto its running execs' streams.
+fn violation_sink(router: Arc<Router>) -> ViolationSink {
+    Arc::new(move |v: sandbox_egress::Violation| {
+        router.broadcast(SandboxViolation {
+            action: "network-outbound".into(),
+            target: v.refusal.target.clone(),
+            raw: Some(format!(
+                "{} ({}): {}",
+                v.refusal.tag, v.ingress, v.refusal.rule
+            )),
+        });
+    })
 }
 
 enum Slot {
@@ -83,15 +142,15 @@ enum Slot {
 /// Every live session of this server.
 pub struct Sessions {
     registry: Arc<Registry>,
-    policy: Policy,
+    settings: LaunchSettings,
     slots: Mutex<HashMap<String, Slot>>,
 }
 
 impl Sessions {
-    pub fn new(registry: Arc<Registry>, policy: Policy) -> Self {
+    pub fn new(registry: Arc<Registry>, settings: LaunchSettings) -> Self {
         Self {
             registry,
-            policy,
+            settings,
             slots: Mutex::new(HashMap::new()),
         }
     }
@@ -102,132 +161,77 @@ impl Sessions {
 
     /// The command policy every exec of these sessions passes.
     pub fn commands(&self) -> &Arc<CommandPolicy> {
-        &self.policy.commands
+        &self.settings.commands
     }
 
     /// The backend a session would get (SPEC B5–B9).
     pub fn select(&self, explicit: Option<&str>) -> Result<Selection, SelectError> {
-        let request = Request {
-            switch: self.policy.switch,
-            explicit,
-            configured_default: self.policy.default_backend.as_deref(),
-        };
-        select(request, self.policy.platform, &self.registry.offers())
+        self.settings.select(explicit, &self.registry.offers())
     }
 
-    /// Selects a backend and launches a sandbox in it.
+    /// Selects a backend and launches a sandbox in it: the plan first
+    /// (every decision, no I/O), then the run, whose [`Reservation`] undoes
+    /// whatever was started if any step fails.
     pub async fn create(
         &self,
-        mut spec: SandboxSpec,
+        spec: SandboxSpec,
         explicit: Option<&str>,
     ) -> Result<Arc<Session>, SessionError> {
-        let selection = self.select(explicit)?;
-        let entry = self.registry.get(&selection.backend).ok_or_else(|| {
-            SessionError::Internal(format!(
-                "selected backend `{}` is not loaded",
-                selection.backend
-            ))
-        })?;
-        if spec.egress.is_some() {
-            return Err(SessionError::InvalidSpec {
-                field: "egress",
-                message: "`egress` is set by the server from its own proxies; leave it out".into(),
-            });
-        }
-        self.policy.dispatch.apply(&mut spec);
-        // SPEC E5: the "Access the network" rule, read once, at launch.
-        let network_rule = self.policy.commands.network_denied(spec.mode);
-        if let Some(rule) = &network_rule {
-            if spec.network_enabled {
-                tracing::info!("network off for this sandbox: {rule}");
-            }
-            spec.network_enabled = false;
-        }
-        if let Err(e) = GlobSet::parse(&spec.write_deny_globs) {
-            return Err(SessionError::InvalidSpec {
-                field: "writeDenyGlobs",
-                message: e.to_string(),
-            });
-        }
-        if let Some(refusal) = DispatchPolicy::refusal(entry.name(), &entry.report, &spec) {
-            return Err(SessionError::PolicyUnenforceable(refusal));
-        }
-        if spec.session_id.is_empty() {
-            spec.session_id = new_session_id()?;
+        let offers = self.registry.offers();
+        let plan = plan_launch(spec, explicit, &self.settings, &offers, new_session_id)?;
+        self.run_plan(plan).await
+    }
+
+    async fn run_plan(&self, plan: LaunchPlan) -> Result<Arc<Session>, SessionError> {
+        let LaunchPlan {
+            selection,
+            mut spec,
+            network_rule,
+            network_turned_off,
+            egress: egress_plan,
+        } = plan;
+        let entry = self
+            .registry
+            .get(&selection.backend)
+            .ok_or_else(|| SessionError::NotLoaded(selection.backend.clone()))?;
+        if let (Some(rule), true) = (&network_rule, network_turned_off) {
+            tracing::info!("network off for this sandbox: {rule}");
         }
         let id = spec.session_id.clone();
         let (mode, network_enabled) = (spec.mode, spec.network_enabled);
-        if !valid_id(&id) {
-            return Err(SessionError::BadId(id));
-        }
-        self.reserve(&id)?;
+        let mut reservation = self.reserve(&id)?;
         let router = Arc::new(Router::default());
         // SPEC E1: this session's own proxies, before the sandbox exists.
-        let mut egress = None;
         let mut proxy_env = Vec::new();
-        let proxy_only = entry
-            .report
-            .capabilities
-            .iter()
-            .any(|c| c == capability::NET_PROXY_ONLY);
-        if proxy_only || entry.report.kind == SandboxBackend::None {
-            let policy = match self.policy.egress.policy(&spec) {
-                Ok(policy) => policy,
-                Err(message) => {
-                    self.release(&id);
-                    return Err(SessionError::InvalidSpec {
-                        field: "egressAllowlist",
-                        message,
-                    });
-                }
+        if let Some(egress_plan) = egress_plan {
+            let (policy, unix) = match egress_plan {
+                EgressPlan::Unix(policy) => (policy, true),
+                EgressPlan::Tcp(policy) => (policy, false),
             };
             for warning in policy.warnings() {
                 tracing::warn!(session = %id, "egress: {warning}");
             }
-            let started = if proxy_only {
-                let known_hosts = &self.policy.egress.ssh_known_hosts;
-                SessionEgress::start(policy, known_hosts, Arc::clone(&router)).await
+            let sink = violation_sink(Arc::clone(&router));
+            let (proxies, reach) = if unix {
+                let known_hosts = &self.settings.egress.ssh_known_hosts;
+                SessionEgress::start(policy, known_hosts, sink).await?
             } else {
-                SessionEgress::start_tcp(policy, Arc::clone(&router)).await
+                SessionEgress::start_tcp(policy, sink).await?
             };
-            match started {
-                Ok((proxies, Reach::Endpoints(endpoints))) => {
-                    spec.egress = Some(endpoints);
-                    egress = Some(proxies);
-                }
-                Ok((proxies, Reach::Env(env))) => {
-                    proxy_env = env;
-                    egress = Some(proxies);
-                }
-                Err(e) => {
-                    self.release(&id);
-                    return Err(SessionError::Internal(e));
-                }
+            match reach {
+                Reach::Endpoints(endpoints) => spec.egress = Some(endpoints),
+                Reach::Env(env) => proxy_env = env,
             }
+            reservation.egress = Some(proxies);
         }
         let backend = entry.backend.clone();
         let launch_router = Arc::clone(&router);
-        let launched = blocking(move || backend.launch(&spec, launch_router)).await;
-        let sandbox = match launched {
-            Ok(Ok(sandbox)) => sandbox,
-            Ok(Err(error)) => {
-                self.release(&id);
-                if let Some(mut egress) = egress {
-                    egress.shutdown().await;
-                }
-                return Err(SessionError::Launch {
-                    backend: selection.backend.clone(),
-                    error,
-                });
-            }
-            Err(e) => {
-                self.release(&id);
-                if let Some(mut egress) = egress {
-                    egress.shutdown().await;
-                }
-                return Err(e);
-            }
-        };
+        let sandbox = blocking(move || backend.launch(&spec, launch_router))
+            .await?
+            .map_err(|error| SessionError::Launch {
+                backend: selection.backend.clone(),
+                error,
+            })?;
         let session = Arc::new(Session {
             id: id.clone(),
             backend: entry.backend.clone(),
@@ -241,34 +245,30 @@ impl Sessions {
             mode,
             network_enabled,
             network_rule,
-            egress: tokio::sync::Mutex::new(egress),
+            egress: tokio::sync::Mutex::new(reservation.egress.take()),
             proxy_env,
-            commands: Arc::clone(&self.policy.commands),
+            commands: Arc::clone(&self.settings.commands),
             running: AtomicUsize::new(0),
             fate: Mutex::new(Fate::Live),
         });
-        self.slots
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, Slot::Live(Arc::clone(&session)));
+        reservation.fill(Arc::clone(&session));
         tracing::info!(session = %session.id, backend = session.backend_name(), "sandbox launched");
         Ok(session)
     }
 
-    fn reserve(&self, id: &str) -> Result<(), SessionError> {
+    /// Holds `id` while the session launches.
+    fn reserve(&self, id: &str) -> Result<Reservation<'_>, SessionError> {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         if slots.contains_key(id) {
             return Err(SessionError::Conflict(id.to_owned()));
         }
         slots.insert(id.to_owned(), Slot::Launching);
-        Ok(())
-    }
-
-    fn release(&self, id: &str) {
-        self.slots
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
+        Ok(Reservation {
+            sessions: self,
+            id: id.to_owned(),
+            egress: None,
+            filled: false,
+        })
     }
 
     pub fn get(&self, id: &str) -> Result<Arc<Session>, SessionError> {
@@ -564,7 +564,7 @@ impl Session {
         let fate = match result {
             Ok(Ok(())) => Fate::Destroyed,
             Ok(Err(e)) => Fate::Failed(format!("destroy failed: {e}")),
-            Err(e) => Fate::Failed(e.to_string()),
+            Err(e) => Fate::Failed(sandbox_plugin_api::error_chain(&e)),
         };
         if let Fate::Failed(e) = &fate {
             tracing::error!(session = %self.id, "{e}");
@@ -667,26 +667,18 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, SessionError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| SessionError::Internal(format!("a backend call did not complete: {e}")))
-}
-
-fn valid_id(id: &str) -> bool {
-    (1..=128).contains(&id.len())
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
-        && id != "."
-        && id != ".."
+        .map_err(SessionError::Join)
 }
 
 fn new_session_id() -> Result<String, SessionError> {
     crate::random::hex(8)
         .map(|hex| format!("s-{hex}"))
-        .map_err(|e| SessionError::Internal(format!("cannot read /dev/urandom: {e}")))
+        .map_err(SessionError::Random)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::plan::valid_id;
     use super::*;
 
     #[test]

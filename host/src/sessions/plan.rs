@@ -1,0 +1,152 @@
+//! The launch as a plan: every decision a new session needs — which backend,
+//! the spec it gets, the network rule, the refusals, the egress policy — made
+//! before anything is started, by one pure function. [`super::Sessions::create`]
+//! only carries the plan out.
+
+use std::sync::Arc;
+
+use sandbox_egress::Policy as EgressPolicy;
+use sandbox_plugin_api::write_deny::GlobSet;
+use sandbox_plugin_api::{SandboxBackend, SandboxSpec, capability};
+use sandbox_registry::select::{Offer, Platform, Request, SandboxSwitch, Selection, select};
+
+use super::SessionError;
+use crate::command_policy::CommandPolicy;
+use crate::dispatch_policy::DispatchPolicy;
+use crate::egress::EgressSettings;
+
+/// What the server decides launches with: the selection rules' inputs, the
+/// dispatch and command policies, and the egress settings.
+#[derive(Debug, Clone)]
+pub struct LaunchSettings {
+    pub switch: SandboxSwitch,
+    pub default_backend: Option<String>,
+    pub platform: Platform,
+    pub dispatch: DispatchPolicy,
+    /// Command classification, guardrails and owner approvals.
+    pub commands: Arc<CommandPolicy>,
+    /// What sessions' egress proxies allow beyond their specs.
+    pub egress: EgressSettings,
+}
+
+impl LaunchSettings {
+    /// The backend a session would get (SPEC B5–B9).
+    pub fn select(
+        &self,
+        explicit: Option<&str>,
+        offers: &[Offer<'_>],
+    ) -> Result<Selection, sandbox_registry::select::SelectError> {
+        let request = Request {
+            switch: self.switch,
+            explicit,
+            configured_default: self.default_backend.as_deref(),
+        };
+        select(request, self.platform, offers)
+    }
+}
+
+/// How a session reaches its egress proxies (SPEC E1).
+#[derive(Debug)]
+pub enum EgressPlan {
+    /// Unix sockets bound into the sandbox (`net.proxy-only`).
+    Unix(EgressPolicy),
+    /// Credentialed loopback ports in the commands' proxy variables (`none`).
+    Tcp(EgressPolicy),
+}
+
+/// Everything decided for one launch.
+#[derive(Debug)]
+pub struct LaunchPlan {
+    pub selection: Selection,
+    /// The spec the backend gets: the dispatch globs added, the network rule
+    /// applied, the session id set.
+    pub spec: SandboxSpec,
+    /// The rule that turned the network off, if one did (SPEC E5).
+    pub network_rule: Option<String>,
+    /// Whether that rule changed the spec's own setting (worth a log line).
+    pub network_turned_off: bool,
+    /// The session's proxies, if the backend has any way to use them.
+    pub egress: Option<EgressPlan>,
+}
+
+/// Decides a launch. `fresh_id` names the session when the spec leaves
+/// `sessionId` empty. Pure: it reads the settings and the probe reports and
+/// starts nothing, so every refusal and selection outcome is a table row.
+pub fn plan_launch(
+    mut spec: SandboxSpec,
+    explicit: Option<&str>,
+    settings: &LaunchSettings,
+    offers: &[Offer<'_>],
+    fresh_id: impl FnOnce() -> Result<String, SessionError>,
+) -> Result<LaunchPlan, SessionError> {
+    let selection = settings.select(explicit, offers)?;
+    let offer = offers
+        .iter()
+        .find(|o| o.name == selection.backend)
+        .ok_or_else(|| SessionError::NotLoaded(selection.backend.clone()))?;
+    if spec.egress.is_some() {
+        return Err(SessionError::InvalidSpec {
+            field: "egress",
+            message: "`egress` is set by the server from its own proxies; leave it out".into(),
+        });
+    }
+    settings.dispatch.apply(&mut spec);
+    // SPEC E5: the "Access the network" rule, read once, at launch.
+    let network_rule = settings.commands.network_denied(spec.mode);
+    let network_turned_off = network_rule.is_some() && spec.network_enabled;
+    if network_rule.is_some() {
+        spec.network_enabled = false;
+    }
+    if let Err(e) = GlobSet::parse(&spec.write_deny_globs) {
+        return Err(SessionError::InvalidSpec {
+            field: "writeDenyGlobs",
+            message: e.to_string(),
+        });
+    }
+    if let Some(refusal) = DispatchPolicy::refusal(offer.name, offer.report, &spec) {
+        return Err(SessionError::PolicyUnenforceable(refusal));
+    }
+    if spec.session_id.is_empty() {
+        spec.session_id = fresh_id()?;
+    }
+    if !valid_id(&spec.session_id) {
+        return Err(SessionError::BadId(spec.session_id));
+    }
+    let proxy_only = offer.report.has(capability::NET_PROXY_ONLY);
+    let egress = if proxy_only || offer.report.kind == SandboxBackend::None {
+        let policy = settings
+            .egress
+            .policy(&spec)
+            .map_err(|e| SessionError::InvalidSpec {
+                field: "egressAllowlist",
+                message: e.to_string(),
+            })?;
+        Some(match proxy_only {
+            true => EgressPlan::Unix(policy),
+            false => EgressPlan::Tcp(policy),
+        })
+    } else {
+        None
+    };
+    Ok(LaunchPlan {
+        selection,
+        spec,
+        network_rule,
+        network_turned_off,
+        egress,
+    })
+}
+
+/// Session ids name directories and URL segments.
+pub fn valid_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        && id != "."
+        && id != ".."
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;
