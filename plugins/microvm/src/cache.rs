@@ -31,7 +31,7 @@ pub struct Entry {
     pub kvm: Option<KvmFinding>,
     pub qemu: Finding,
     /// The guest image, verified (hashing ~70 MB is not for every start).
-    pub image: Result<crate::image::Found, String>,
+    pub image: Result<crate::image::Found, crate::image::NoImage>,
     /// The host TSC in kHz, when TCG needs it.
     pub tsc_khz: Option<u64>,
 }
@@ -121,7 +121,7 @@ mod tests {
                 pvm: true,
             }),
             qemu: Finding::Missing,
-            image: Err("none".into()),
+            image: Err(crate::image::NoImage("none".into())),
             tsc_khz: None,
         }
     }

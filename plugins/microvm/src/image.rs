@@ -6,6 +6,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use sandbox_microvm_image::manifest::ManifestError;
 use serde::{Deserialize, Serialize};
 
 /// Where images are looked for; beats `[backends.microvm] images`.
@@ -13,6 +14,36 @@ pub const IMAGES_ENV: &str = "CC_SERVER_MICROVM_IMAGES";
 
 /// How to make one.
 pub const BUILD_HINT: &str = "build one with `RUSTFLAGS='-C target-feature=+crt-static' cargo build --release -p sandbox-microvm-agent --target x86_64-unknown-linux-gnu && cargo run --release -p sandbox-microvm-image -- build --agent target/x86_64-unknown-linux-gnu/release/cc-microvm-agent --out DIR` and point `[backends.microvm] images` (or CC_SERVER_MICROVM_IMAGES) at DIR";
+
+/// Why there is no image to boot.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("no images directory (HOME is not set); {}", BUILD_HINT)]
+    NoImagesDir,
+    #[error("no guest image in {} (nothing names a current one); {}", .images.display(), BUILD_HINT)]
+    NoCurrent { images: PathBuf },
+    #[error("the guest image is damaged")]
+    Damaged(#[source] ManifestError),
+    #[error(
+        "the guest image's agent speaks protocol {image}, this backend {ours}; {}",
+        BUILD_HINT
+    )]
+    Protocol { image: u32, ours: u32 },
+}
+
+/// An [`ImageError`] as the probe reports it: its whole chain as text, as
+/// the probe's findings are kept across server starts (`crate::cache`) and
+/// an error's sources are not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(transparent)]
+#[error("{0}")]
+pub struct NoImage(pub String);
+
+impl From<ImageError> for NoImage {
+    fn from(e: ImageError) -> Self {
+        Self(sandbox_plugin_api::error_chain(&e))
+    }
+}
 
 /// A verified image.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,21 +93,17 @@ pub fn signature(images: &Path) -> String {
 }
 
 /// The current image in `images`, verified against its manifest.
-pub fn find(images: &Path) -> Result<Found, String> {
-    let dir = sandbox_microvm_image::manifest::current(images).ok_or_else(|| {
-        format!(
-            "no guest image in {} (nothing names a current one); {BUILD_HINT}",
-            images.display()
-        )
-    })?;
-    let manifest = sandbox_microvm_image::manifest::verify(&dir)
-        .map_err(|e| format!("the guest image is damaged: {e}"))?;
+pub fn find(images: &Path) -> Result<Found, ImageError> {
+    let dir =
+        sandbox_microvm_image::manifest::current(images).ok_or_else(|| ImageError::NoCurrent {
+            images: images.to_path_buf(),
+        })?;
+    let manifest = sandbox_microvm_image::manifest::verify(&dir).map_err(ImageError::Damaged)?;
     if manifest.agent.protocol != sandbox_microvm_proto::VERSION {
-        return Err(format!(
-            "the guest image's agent speaks protocol {}, this backend {}; {BUILD_HINT}",
-            manifest.agent.protocol,
-            sandbox_microvm_proto::VERSION
-        ));
+        return Err(ImageError::Protocol {
+            image: manifest.agent.protocol,
+            ours: sandbox_microvm_proto::VERSION,
+        });
     }
     Ok(Found {
         vmlinux: dir.join(sandbox_microvm_image::manifest::VMLINUX),
@@ -111,7 +138,7 @@ mod tests {
     #[test]
     fn a_missing_image_says_how_to_build_one() {
         let dir = tempfile::tempdir().unwrap();
-        let e = find(dir.path()).unwrap_err();
+        let e = find(dir.path()).unwrap_err().to_string();
         assert!(
             e.contains("no guest image") && e.contains("sandbox-microvm-image -- build"),
             "{e}"

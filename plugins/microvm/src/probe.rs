@@ -9,7 +9,7 @@
 //! 3. the guest image ([`crate::image`]): present, and its files matching
 //!    their manifest.
 
-use sandbox_plugin_api::{ProbeContext, ProbeReport, SandboxBackend, capability};
+use sandbox_plugin_api::{ProbeContext, ProbeReport, SandboxBackend, capability, error_chain};
 
 use crate::engine::{Engine, Image};
 use crate::kvm::{self, Plan, Verdict};
@@ -45,16 +45,29 @@ impl Accel {
     }
 }
 
+/// An accelerator setting this backend does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AccelError {
+    #[error("{setting} is `{value}`, which is not an accelerator this backend knows (kvm, tcg)")]
+    Unknown {
+        setting: &'static str,
+        value: String,
+    },
+    #[error("[backends.microvm] accel is {value}, not a string (kvm or tcg)")]
+    NotAString { value: String },
+}
+
 /// The accelerator from `CC_SERVER_MICROVM_ACCEL` (when set) or from
 /// `[backends.microvm] accel`; `kvm` when neither says. Anything else is
 /// an error naming where it came from: a typo must not pass silently.
-pub fn accel_choice(options: &serde_json::Value, env: Option<&str>) -> Result<Accel, String> {
-    let parse = |value: &str, from: &str| match value {
+pub fn accel_choice(options: &serde_json::Value, env: Option<&str>) -> Result<Accel, AccelError> {
+    let parse = |value: &str, setting: &'static str| match value {
         "kvm" => Ok(Accel::Kvm),
         "tcg" => Ok(Accel::Tcg),
-        other => Err(format!(
-            "{from} is `{other}`, which is not an accelerator this backend knows (kvm, tcg)"
-        )),
+        other => Err(AccelError::Unknown {
+            setting,
+            value: other.to_owned(),
+        }),
     };
     if let Some(value) = env.filter(|v| !v.is_empty()) {
         return parse(value, ACCEL_ENV);
@@ -62,9 +75,9 @@ pub fn accel_choice(options: &serde_json::Value, env: Option<&str>) -> Result<Ac
     match options.get("accel") {
         None | Some(serde_json::Value::Null) => Ok(Accel::Kvm),
         Some(serde_json::Value::String(s)) => parse(s, "[backends.microvm] accel"),
-        Some(other) => Err(format!(
-            "[backends.microvm] accel is {other}, not a string (kvm or tcg)"
-        )),
+        Some(other) => Err(AccelError::NotAString {
+            value: other.to_string(),
+        }),
     }
 }
 
@@ -83,13 +96,13 @@ pub struct KvmFinding {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Findings {
     /// The accelerator asked for, or why the setting is wrong.
-    pub accel: Result<Accel, String>,
+    pub accel: Result<Accel, AccelError>,
     /// The KVM test, when KVM is the accelerator (not run for TCG).
     pub kvm: Option<KvmFinding>,
     /// QEMU.
     pub qemu: Finding,
     /// The guest image, verified, or why there is none to boot.
-    pub image: Result<image::Found, String>,
+    pub image: Result<image::Found, image::NoImage>,
 }
 
 /// One thing standing between this host and a working backend.
@@ -123,7 +136,7 @@ pub fn blockers(findings: &Findings) -> Vec<Blocker> {
     let accel = match &findings.accel {
         Ok(accel) => Some(*accel),
         Err(e) => {
-            out.push(Blocker::new(e.clone()));
+            out.push(Blocker::new(error_chain(e)));
             None
         }
     };
@@ -164,7 +177,7 @@ pub fn blockers(findings: &Findings) -> Vec<Blocker> {
         }
     }
     if let Err(why) = &findings.image {
-        out.push(Blocker::new(why.clone()));
+        out.push(Blocker::new(why.0.clone()));
     }
     out
 }
@@ -231,11 +244,9 @@ pub fn probe(ctx: &ProbeContext) -> (ProbeReport, Option<Engine>) {
             let (kvm, qemu) = run_checks(accel.clone(), binary);
             let image = match &images {
                 Some(images) => image::find(images),
-                None => Err(format!(
-                    "no images directory (HOME is not set); {}",
-                    image::BUILD_HINT
-                )),
-            };
+                None => Err(image::ImageError::NoImagesDir),
+            }
+            .map_err(image::NoImage::from);
             let tsc_khz = (accel == Ok(Accel::Tcg))
                 .then(crate::tsc::host_khz)
                 .flatten();
@@ -291,7 +302,7 @@ pub fn probe(ctx: &ProbeContext) -> (ProbeReport, Option<Engine>) {
 /// The KVM test (unless TCG was opted in) and the QEMU questions, at once:
 /// QEMU is asked while the guest runs.
 fn run_checks(
-    accel: Result<Accel, String>,
+    accel: Result<Accel, AccelError>,
     binary: Option<std::path::PathBuf>,
 ) -> (Option<KvmFinding>, Finding) {
     std::thread::scope(|scope| {
@@ -353,7 +364,7 @@ mod tests {
         })
     }
 
-    fn found() -> Result<image::Found, String> {
+    fn found() -> Result<image::Found, image::NoImage> {
         Ok(image::Found {
             dir: PathBuf::from("/img/abc"),
             vmlinux: PathBuf::from("/img/abc/vmlinux"),
@@ -370,7 +381,7 @@ mod tests {
             accel: Ok(Accel::Kvm),
             kvm: Some(emulated_on_pvm()),
             qemu: Finding::Missing,
-            image: Err("no guest image in /x".to_owned()),
+            image: Err(image::NoImage("no guest image in /x".to_owned())),
         });
         assert!(!r.available);
         assert_eq!(
@@ -474,18 +485,23 @@ mod tests {
             accel_choice(&json!({"accel": "tcg"}), Some("")),
             Ok(Accel::Tcg)
         );
-        let e = accel_choice(&json!({"accel": "tgc"}), None).unwrap_err();
+        let e = accel_choice(&json!({"accel": "tgc"}), None)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("[backends.microvm] accel") && e.contains("`tgc`"),
             "{e}"
         );
-        let e = accel_choice(&json!({}), Some("hvf")).unwrap_err();
+        let e = accel_choice(&json!({}), Some("hvf"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(ACCEL_ENV), "{e}");
-        let e = accel_choice(&json!({"accel": 1}), None).unwrap_err();
+        let wrong = accel_choice(&json!({"accel": 1}), None).unwrap_err();
+        let e = wrong.to_string();
         assert!(e.contains("not a string"), "{e}");
         // A bad setting is the first thing the hint says.
         let r = report(&Findings {
-            accel: Err(e.clone()),
+            accel: Err(wrong),
             kvm: Some(hardware()),
             qemu: good_qemu(),
             image: found(),

@@ -65,6 +65,57 @@ pub enum Finding {
     Found(Qemu),
 }
 
+/// Why a QEMU run gave no answer. `command` is the command line, quoted.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{command} could not be started")]
+    Start {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{command}: no pipes")]
+    NoPipes { command: String },
+    #[error("{command}: poll failed")]
+    Poll {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{command}: waiting failed")]
+    Wait {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{command} did not finish in time ({} s for all queries) and was killed",
+        QUERY_TIMEOUT.as_secs()
+    )]
+    TimedOut { command: String },
+    /// It exited non-zero; `stderr` is the first line it wrote there.
+    #[error("{command} failed ({status}): {stderr}")]
+    Failed {
+        command: String,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+    /// Off unix there is no QEMU probing yet.
+    #[error("{} cannot be queried on this platform yet", .program.display())]
+    Unsupported { program: PathBuf },
+}
+
+/// Why QEMU did not answer as QEMU does.
+#[derive(Debug, thiserror::Error)]
+enum QueryError {
+    #[error(transparent)]
+    Run(#[from] RunError),
+    #[error("a QEMU query panicked")]
+    Panicked,
+    #[error("`--version` did not print a QEMU version line: {line:?}")]
+    NoVersion { line: String },
+}
+
 /// The first executable `name` in a `PATH` value.
 pub fn find_in_path(
     path_var: &OsStr,
@@ -123,29 +174,30 @@ pub fn probe(path: Option<PathBuf>) -> Finding {
     let deadline = Instant::now() + QUERY_TIMEOUT;
     match query(&path, deadline) {
         Ok(qemu) => Finding::Found(qemu),
-        Err(reason) => Finding::Unusable { path, reason },
+        Err(e) => Finding::Unusable {
+            path,
+            reason: sandbox_plugin_api::error_chain(&e),
+        },
     }
 }
 
 /// The three questions run at once: each is a QEMU start (~20 ms), and the
 /// probe is on every server start's path.
-fn query(path: &Path, deadline: Instant) -> Result<Qemu, String> {
+fn query(path: &Path, deadline: Instant) -> Result<Qemu, QueryError> {
     let (version_out, machines_out, accels_out) = std::thread::scope(|scope| {
         let machines = scope.spawn(|| run_bounded(path, &["-machine", "help"], deadline));
         let accels = scope.spawn(|| run_bounded(path, &["-accel", "help"], deadline));
         let version = run_bounded(path, &["--version"], deadline);
-        let joined = |h: std::thread::ScopedJoinHandle<'_, Result<String, String>>| {
+        let joined = |h: std::thread::ScopedJoinHandle<'_, Result<String, RunError>>| {
             h.join()
-                .unwrap_or_else(|_| Err("a QEMU query panicked".to_owned()))
+                .map_err(|_| QueryError::Panicked)
+                .and_then(|out| Ok(out?))
         };
         (version, joined(machines), joined(accels))
     });
     let version_out = version_out?;
-    let version = parse_version(&version_out).ok_or_else(|| {
-        format!(
-            "`--version` did not print a QEMU version line: {:?}",
-            first_line(&version_out)
-        )
+    let version = parse_version(&version_out).ok_or_else(|| QueryError::NoVersion {
+        line: first_line(&version_out).to_owned(),
     })?;
     let machines = parse_machines(&machines_out?);
     let accels = parse_accels(&accels_out?);
@@ -175,23 +227,26 @@ fn is_executable_file(path: &Path) -> bool {
 /// Runs `program args…` with stdin empty and returns its stdout if it exits
 /// 0 before `deadline`; kills it (SIGKILL) and says so if it does not.
 #[cfg(unix)]
-pub fn run_bounded(program: &Path, args: &[&str], deadline: Instant) -> Result<String, String> {
+pub fn run_bounded(program: &Path, args: &[&str], deadline: Instant) -> Result<String, RunError> {
     use std::io::Read;
     use std::os::fd::AsRawFd;
     use std::process::{Command, Stdio};
 
-    let shown = format!("`{} {}`", program.display(), args.join(" "));
-    let mut child = Command::new(program)
+    let command = format!("`{} {}`", program.display(), args.join(" "));
+    let mut child = match Command::new(program)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("{shown} could not be started: {e}"))?;
+    {
+        Ok(child) => child,
+        Err(source) => return Err(RunError::Start { command, source }),
+    };
     let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
         let _ = child.kill();
         let _ = child.wait();
-        return Err(format!("{shown}: no pipes"));
+        return Err(RunError::NoPipes { command });
     };
     let mut out = Vec::new();
     let mut err = Vec::new();
@@ -219,13 +274,13 @@ pub fn run_bounded(program: &Path, args: &[&str], deadline: Instant) -> Result<S
         // SAFETY: `fds` is a live array of two pollfds; negative fds are ignored.
         let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
         if ready < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
+            let source = std::io::Error::last_os_error();
+            if source.kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
             let _ = child.kill();
             let _ = child.wait();
-            return Err(format!("{shown}: poll failed: {e}"));
+            return Err(RunError::Poll { command, source });
         }
         let mut buf = [0u8; 8192];
         if out_open && fds[0].revents != 0 {
@@ -251,38 +306,35 @@ pub fn run_bounded(program: &Path, args: &[&str], deadline: Instant) -> Result<S
             Ok(Some(status)) => break Some(status),
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
             Ok(None) => timed_out = true,
-            Err(e) => {
+            Err(source) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("{shown}: waiting failed: {e}"));
+                return Err(RunError::Wait { command, source });
             }
         }
     };
     let Some(status) = status else {
         let _ = child.kill();
         let _ = child.wait();
-        return Err(format!(
-            "{shown} did not finish in time ({} s for all queries) and was killed",
-            QUERY_TIMEOUT.as_secs()
-        ));
+        return Err(RunError::TimedOut { command });
     };
     if !status.success() {
         let err = String::from_utf8_lossy(&err);
-        return Err(format!(
-            "{shown} failed ({status}): {}",
-            first_line(err.trim())
-        ));
+        return Err(RunError::Failed {
+            command,
+            status,
+            stderr: first_line(err.trim()).to_owned(),
+        });
     }
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// Off unix there is no QEMU probing yet.
 #[cfg(not(unix))]
-pub fn run_bounded(program: &Path, _args: &[&str], _deadline: Instant) -> Result<String, String> {
-    Err(format!(
-        "{} cannot be queried on this platform yet",
-        program.display()
-    ))
+pub fn run_bounded(program: &Path, _args: &[&str], _deadline: Instant) -> Result<String, RunError> {
+    Err(RunError::Unsupported {
+        program: program.to_owned(),
+    })
 }
 
 #[cfg(test)]
@@ -384,7 +436,9 @@ Copyright (c) 2003-2022 Fabrice Bellard and the QEMU Project developers
     fn a_failing_or_hanging_child_is_reported_and_a_hanging_one_killed() {
         let dir = tempfile::tempdir().unwrap();
         let failing = script(dir.path(), "echo 'cannot load libfoo.so' >&2; exit 1");
-        let e = run_bounded(&failing, &["--version"], Instant::now() + QUERY_TIMEOUT).unwrap_err();
+        let e = run_bounded(&failing, &["--version"], Instant::now() + QUERY_TIMEOUT)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("failed") && e.contains("cannot load libfoo.so"),
             "{e}"
@@ -392,8 +446,9 @@ Copyright (c) 2003-2022 Fabrice Bellard and the QEMU Project developers
 
         let hanging = script(dir.path(), "exec sleep 30");
         let started = Instant::now();
-        let e =
-            run_bounded(&hanging, &[], Instant::now() + Duration::from_millis(300)).unwrap_err();
+        let e = run_bounded(&hanging, &[], Instant::now() + Duration::from_millis(300))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("did not finish") && e.contains("killed"), "{e}");
         assert!(started.elapsed() < Duration::from_secs(5));
 
@@ -402,7 +457,8 @@ Copyright (c) 2003-2022 Fabrice Bellard and the QEMU Project developers
             &[],
             Instant::now() + QUERY_TIMEOUT,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("could not be started"), "{e}");
     }
 }

@@ -77,21 +77,37 @@ pub struct Engine {
     pub accel: Accel,
     pub tsc_khz: Option<u64>,
     /// `[backends.microvm] suspend`, or why it is not understood.
-    pub suspend: Result<SuspendMode, String>,
+    pub suspend: Result<SuspendMode, SettingError>,
     /// `[backends.microvm] templates` (default true: start from a saved,
     /// booted machine; false: boot every time), or why it is not understood.
-    pub templates: Result<bool, String>,
+    pub templates: Result<bool, SettingError>,
+}
+
+/// A `[backends.microvm]` setting that is not understood. The probe keeps
+/// it and `launch` refuses with it: the backend is there, the setting wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingError {
+    #[error(
+        "[backends.microvm] suspend = {value} is not understood: use \"pause\" (vCPUs \
+         stopped, RAM kept) or \"checkpoint\" (the machine written to a file, QEMU \
+         ended, RAM freed)"
+    )]
+    Suspend { value: String },
+    #[error(
+        "[backends.microvm] templates = {value} is not understood: use true (start from \
+         a saved, booted machine) or false (boot every sandbox)"
+    )]
+    Templates { value: String },
 }
 
 /// Reads `[backends.microvm] templates`.
-pub fn templates_choice(options: &serde_json::Value) -> Result<bool, String> {
+pub fn templates_choice(options: &serde_json::Value) -> Result<bool, SettingError> {
     match options.get("templates") {
         None | Some(serde_json::Value::Null) => Ok(true),
         Some(serde_json::Value::Bool(on)) => Ok(*on),
-        Some(other) => Err(format!(
-            "[backends.microvm] templates = {other} is not understood: use true (start from \
-             a saved, booted machine) or false (boot every sandbox)"
-        )),
+        Some(other) => Err(SettingError::Templates {
+            value: other.to_string(),
+        }),
     }
 }
 
@@ -127,16 +143,14 @@ pub enum SuspendMode {
 }
 
 /// Reads `[backends.microvm] suspend` (default `pause`).
-pub fn suspend_choice(options: &serde_json::Value) -> Result<SuspendMode, String> {
+pub fn suspend_choice(options: &serde_json::Value) -> Result<SuspendMode, SettingError> {
     match options.get("suspend") {
         None | Some(serde_json::Value::Null) => Ok(SuspendMode::Pause),
         Some(serde_json::Value::String(s)) if s == "pause" => Ok(SuspendMode::Pause),
         Some(serde_json::Value::String(s)) if s == "checkpoint" => Ok(SuspendMode::Checkpoint),
-        Some(other) => Err(format!(
-            "[backends.microvm] suspend = {other} is not understood: use \"pause\" (vCPUs \
-             stopped, RAM kept) or \"checkpoint\" (the machine written to a file, QEMU \
-             ended, RAM freed)"
-        )),
+        Some(other) => Err(SettingError::Suspend {
+            value: other.to_string(),
+        }),
     }
 }
 
@@ -300,8 +314,9 @@ impl Engine {
         if let Some(why) = refuse::refusal(spec, &resolved, home.as_deref(), &exists) {
             return Err(PluginError::new(ErrorCode::INVALID_SPEC, why));
         }
-        let mode = self.suspend.clone().map_err(PluginError::invalid)?;
-        let templates = self.templates.clone().map_err(PluginError::invalid)?;
+        let invalid = |e: SettingError| PluginError::from_error(ErrorCode::INVALID_REQUEST, &e);
+        let mode = self.suspend.clone().map_err(invalid)?;
+        let templates = self.templates.clone().map_err(invalid)?;
         events.starting();
         let dir = RuntimeDir::create(&spec.session_id)
             .map_err(|e| other("creating the VM's runtime directory", e))?;
@@ -889,7 +904,7 @@ mod tests {
         );
         assert_eq!(choice("pause".into()), Ok(SuspendMode::Pause));
         assert_eq!(choice("checkpoint".into()), Ok(SuspendMode::Checkpoint));
-        let wrong = choice("hibernate".into()).unwrap_err();
+        let wrong = choice("hibernate".into()).unwrap_err().to_string();
         assert!(
             wrong.contains("\"hibernate\"") && wrong.contains("checkpoint"),
             "{wrong}"
@@ -904,6 +919,11 @@ mod tests {
             |v: serde_json::Value| templates_choice(&serde_json::json!({ "templates": v }));
         assert_eq!(choice(false.into()), Ok(false));
         assert_eq!(choice(true.into()), Ok(true));
-        assert!(choice("no".into()).unwrap_err().contains("true"));
+        assert!(
+            choice("no".into())
+                .unwrap_err()
+                .to_string()
+                .contains("true")
+        );
     }
 }
