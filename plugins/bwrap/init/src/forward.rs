@@ -103,6 +103,17 @@ pub fn listen_loopback(port: u16) -> io::Result<TcpListener> {
     Ok(TcpListener::from(fd))
 }
 
+/// Why a `PORT=FD:SOCKET` argument cannot become a [`Route`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdoptError {
+    #[error("`{arg}`: use PORT=FD:/path/to/socket")]
+    Usage { arg: String },
+    #[error("`{arg}`: descriptor {fd} is used twice")]
+    Twice { arg: String, fd: RawFd },
+    #[error("`{arg}`: descriptor {fd} is not a listening socket")]
+    NotListening { arg: String, fd: RawFd },
+}
+
 /// One forward: a listening socket and the unix socket its connections go to.
 #[derive(Debug)]
 pub struct Route {
@@ -120,8 +131,10 @@ impl Route {
     /// Parses one `PORT=FD:SOCKET` argument and takes ownership of the
     /// inherited descriptor `FD`, which must be an open, listening TCP
     /// socket not claimed by an earlier route in `taken`.
-    pub fn adopt(arg: &str, taken: &[RawFd]) -> Result<Route, String> {
-        let usage = || format!("`{arg}`: use PORT=FD:/path/to/socket");
+    pub fn adopt(arg: &str, taken: &[RawFd]) -> Result<Route, AdoptError> {
+        let usage = || AdoptError::Usage {
+            arg: arg.to_owned(),
+        };
         let (port, rest) = arg.split_once('=').ok_or_else(usage)?;
         let (fd, target) = rest.split_once(':').ok_or_else(usage)?;
         let port = port.parse::<u16>().map_err(|_| usage())?;
@@ -130,7 +143,10 @@ impl Route {
             return Err(usage());
         }
         if taken.contains(&fd) {
-            return Err(format!("`{arg}`: descriptor {fd} is used twice"));
+            return Err(AdoptError::Twice {
+                arg: arg.to_owned(),
+                fd,
+            });
         }
         let mut listening: libc::c_int = 0;
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
@@ -146,9 +162,10 @@ impl Route {
             )
         } == 0;
         if !ok || listening != 1 {
-            return Err(format!(
-                "`{arg}`: descriptor {fd} is not a listening socket"
-            ));
+            return Err(AdoptError::NotListening {
+                arg: arg.to_owned(),
+                fd,
+            });
         }
         // SAFETY: the descriptor is open (checked above), was handed to this
         // process for this route alone, and no other route claims it.
@@ -986,7 +1003,12 @@ mod tests {
         let listener = listen_loopback(0).unwrap();
         let fd = listener.as_raw_fd();
         let arg = route_arg(3128, fd, "/a:b/http.sock");
-        assert!(Route::adopt(&arg, &[fd]).unwrap_err().contains("twice"));
+        assert!(
+            Route::adopt(&arg, &[fd])
+                .unwrap_err()
+                .to_string()
+                .contains("twice")
+        );
         // Not a listening socket: a connected one, or a pipe.
         let (client, _accepted) = {
             let port = local_port(&listener).unwrap();
@@ -996,6 +1018,7 @@ mod tests {
         assert!(
             Route::adopt(&bad, &[])
                 .unwrap_err()
+                .to_string()
                 .contains("not a listening")
         );
         for bad in ["3128", "3128=x:/s", "99999=3:/s", "3128=3:", "3128=3"] {

@@ -26,6 +26,30 @@ use std::io;
 
 use crate::forker::Forker;
 
+/// The step of the layout that failed; the launch fails with it.
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutError {
+    #[error("a user namespace of our own")]
+    UserNamespace(#[source] io::Error),
+    #[error("/proc/self/mountinfo")]
+    Mountinfo(#[source] io::Error),
+    #[error("remounting {point} noexec")]
+    Remount {
+        point: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("forbidding new user namespaces")]
+    UserNamespaces(#[source] io::Error),
+    /// What the caller's `confine` said.
+    #[error(transparent)]
+    Confine(Box<dyn std::error::Error + Send + Sync>),
+    #[error("a pid namespace for the commands")]
+    PidNamespace(#[source] io::Error),
+    #[error("dropping capabilities")]
+    Capabilities(#[source] io::Error),
+}
+
 /// One mount as `/proc/self/mountinfo` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
@@ -125,18 +149,19 @@ pub fn noexec_flags(mount: &Mount) -> libc::c_ulong {
 /// sandbox's processes — so the supervisor can read the path arguments of
 /// non-dumpable commands (ssh, gpg-agent) instead of failing their calls;
 /// the fork thread, and so every command, keeps nothing.
-pub fn enter(
+pub fn enter<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     supervise: bool,
-    confine: impl FnOnce(&[String]) -> Result<(), String>,
-) -> Result<Forker, String> {
-    enter_own_user_namespace().map_err(|e| format!("a user namespace of our own: {e}"))?;
-    let text = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
+    confine: impl FnOnce(&[String]) -> Result<(), E>,
+) -> Result<Forker, LayoutError> {
+    enter_own_user_namespace().map_err(LayoutError::UserNamespace)?;
+    let text = std::fs::read_to_string("/proc/self/mountinfo").map_err(LayoutError::Mountinfo)?;
     let mounts = parse_mountinfo(&text);
     let writable = visible_writable(&mounts);
     for mount in &writable {
-        remount(&mount.point, noexec_flags(mount))
-            .map_err(|e| format!("remounting {} noexec: {e}", mount.point))?;
+        remount(&mount.point, noexec_flags(mount)).map_err(|source| LayoutError::Remount {
+            point: mount.point.clone(),
+            source,
+        })?;
     }
     let writable: Vec<String> = writable
         .iter()
@@ -144,13 +169,13 @@ pub fn enter(
         .filter(|point| point != "/")
         .collect();
     std::fs::write("/proc/sys/user/max_user_namespaces", "0")
-        .map_err(|e| format!("forbidding new user namespaces: {e}"))?;
-    confine(&writable)?;
+        .map_err(LayoutError::UserNamespaces)?;
+    confine(&writable).map_err(|e| LayoutError::Confine(e.into()))?;
     // While we still hold CAP_SYS_ADMIN here: the thread inherits it to make
     // the pid namespace, then drops it like we do below.
-    let forker = Forker::start().map_err(|e| format!("a pid namespace for the commands: {e}"))?;
+    let forker = Forker::start().map_err(LayoutError::PidNamespace)?;
     let keep = if supervise { 1 << CAP_SYS_PTRACE } else { 0 };
-    keep_only(keep).map_err(|e| format!("dropping capabilities: {e}"))?;
+    keep_only(keep).map_err(LayoutError::Capabilities)?;
     Ok(forker)
 }
 

@@ -37,6 +37,7 @@ use sandbox_init::guard::rules::{GuardConfig, Rules};
 use sandbox_init::guard::{self, notify::Listener};
 use sandbox_init::proto::{self, Reply, Request};
 use sandbox_init::seccomp;
+use sandbox_plugin_api::error_chain;
 
 /// The stage codes a failed child reports.
 const STAGE_CHDIR: u32 = 1;
@@ -65,8 +66,8 @@ fn main() -> ExitCode {
         enter_domain(&exec_from, writable, guarded)
     }) {
         Ok(forker) => forker,
-        Err(message) => {
-            eprintln!("sandbox-init: {message}");
+        Err(e) => {
+            eprintln!("sandbox-init: {}", error_chain(&e));
             return ExitCode::from(125);
         }
     };
@@ -150,8 +151,8 @@ fn forwarder() -> ExitCode {
         let taken: Vec<RawFd> = routes.iter().map(|r| r.listener.as_raw_fd()).collect();
         match Route::adopt(&arg, &taken) {
             Ok(route) => routes.push(route),
-            Err(message) => {
-                eprintln!("sandbox-init forwarder: {message}");
+            Err(e) => {
+                eprintln!("sandbox-init forwarder: {}", error_chain(&e));
                 return ExitCode::from(125);
             }
         }
@@ -229,7 +230,7 @@ fn parse_args() -> Result<Args, String> {
 /// Prepares the supervisor side: the rules, the identities of existing
 /// protected files, and a process no command can inspect.
 fn start_guard(config: &GuardConfig) -> Result<Rules, String> {
-    let mut rules = Rules::new(config)?;
+    let mut rules = Rules::new(config).map_err(|e| error_chain(&e))?;
     if !seccomp::notify_available() {
         return Err("this kernel offers no seccomp user notification".into());
     }

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use sandbox_plugin_api::write_deny::GlobSet;
+use sandbox_plugin_api::write_deny::{GlobError, GlobSet};
 use serde::{Deserialize, Serialize};
 
 /// What PID 1 is told at start (the backend passes it as an argument).
@@ -43,8 +43,8 @@ pub struct Rules {
 
 impl Rules {
     /// Compiles the config; a bad glob is an error.
-    pub fn new(config: &GuardConfig) -> Result<Self, String> {
-        let globs = GlobSet::parse(&config.globs).map_err(|e| e.to_string())?;
+    pub fn new(config: &GuardConfig) -> Result<Self, GlobError> {
+        let globs = GlobSet::parse(&config.globs)?;
         let mut roots: Vec<PathBuf> = config
             .roots
             .iter()
