@@ -616,6 +616,29 @@ pub struct Regex {
     alt: Vec<Vec<Node>>,
 }
 
+/// A pattern outside the subset [`Regex`] compiles.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegexError {
+    #[error("unbalanced `)` at {at}")]
+    UnbalancedClose { at: usize },
+    #[error("`)` without `(`")]
+    CloseWithoutOpen,
+    #[error("`(` never closed")]
+    GroupNeverClosed,
+    #[error("trailing `\\`")]
+    TrailingBackslash,
+    #[error("empty alternative")]
+    EmptyAlternative,
+    #[error("quantifier without an atom")]
+    QuantifierWithoutAtom,
+    #[error("quantifier on a quantifier or an anchor")]
+    QuantifierOnQuantifier,
+    #[error("`{0}` is outside the supported dialect")]
+    Unsupported(char),
+    #[error("`[` never closed")]
+    ClassNeverClosed,
+}
+
 #[derive(Debug, Clone)]
 enum Node {
     Char(char),
@@ -636,12 +659,12 @@ enum Node {
 
 impl Regex {
     /// Compiles a pattern; refuses what is outside the subset.
-    pub fn new(pattern: &str) -> Result<Self, String> {
+    pub fn new(pattern: &str) -> Result<Self, RegexError> {
         let chars: Vec<char> = pattern.chars().collect();
         let mut at = 0;
         let alt = parse_alt(&chars, &mut at, 0)?;
         if at != chars.len() {
-            return Err(format!("unbalanced `)` at {at}"));
+            return Err(RegexError::UnbalancedClose { at });
         }
         Ok(Self { alt })
     }
@@ -654,7 +677,7 @@ impl Regex {
     }
 }
 
-fn parse_alt(p: &[char], at: &mut usize, depth: usize) -> Result<Vec<Vec<Node>>, String> {
+fn parse_alt(p: &[char], at: &mut usize, depth: usize) -> Result<Vec<Vec<Node>>, RegexError> {
     let mut alt = vec![Vec::new()];
     while *at < p.len() {
         let c = p[*at];
@@ -665,11 +688,11 @@ fn parse_alt(p: &[char], at: &mut usize, depth: usize) -> Result<Vec<Vec<Node>>,
                 continue;
             }
             ')' if depth > 0 => return Ok(alt),
-            ')' => return Err("`)` without `(`".into()),
+            ')' => return Err(RegexError::CloseWithoutOpen),
             '(' => {
                 let inner = parse_alt(p, at, depth + 1)?;
                 if p.get(*at - 1) != Some(&')') {
-                    return Err("`(` never closed".into());
+                    return Err(RegexError::GroupNeverClosed);
                 }
                 Node::Group(inner)
             }
@@ -678,17 +701,17 @@ fn parse_alt(p: &[char], at: &mut usize, depth: usize) -> Result<Vec<Vec<Node>>,
             '.' => Node::Any,
             '\\' => {
                 let Some(&n) = p.get(*at) else {
-                    return Err("trailing `\\`".into());
+                    return Err(RegexError::TrailingBackslash);
                 };
                 *at += 1;
                 Node::Char(n)
             }
             '[' => parse_class(p, at)?,
             '*' | '+' | '?' => {
-                let seq = alt.last_mut().ok_or("empty alternative")?;
-                let prev = seq.pop().ok_or("quantifier without an atom")?;
+                let seq = alt.last_mut().ok_or(RegexError::EmptyAlternative)?;
+                let prev = seq.pop().ok_or(RegexError::QuantifierWithoutAtom)?;
                 if matches!(prev, Node::Repeat { .. } | Node::Start | Node::End) {
-                    return Err("quantifier on a quantifier or an anchor".into());
+                    return Err(RegexError::QuantifierOnQuantifier);
                 }
                 Node::Repeat {
                     node: Box::new(prev),
@@ -696,7 +719,7 @@ fn parse_alt(p: &[char], at: &mut usize, depth: usize) -> Result<Vec<Vec<Node>>,
                     max_one: c == '?',
                 }
             }
-            '{' | '}' | ']' => return Err(format!("`{c}` is outside the supported dialect")),
+            '{' | '}' | ']' => return Err(RegexError::Unsupported(c)),
             c => Node::Char(c),
         };
         if let Some(seq) = alt.last_mut() {
@@ -704,12 +727,12 @@ fn parse_alt(p: &[char], at: &mut usize, depth: usize) -> Result<Vec<Vec<Node>>,
         }
     }
     if depth > 0 {
-        return Err("`(` never closed".into());
+        return Err(RegexError::GroupNeverClosed);
     }
     Ok(alt)
 }
 
-fn parse_class(p: &[char], at: &mut usize) -> Result<Node, String> {
+fn parse_class(p: &[char], at: &mut usize) -> Result<Node, RegexError> {
     let negated = p.get(*at) == Some(&'^');
     if negated {
         *at += 1;
@@ -718,7 +741,7 @@ fn parse_class(p: &[char], at: &mut usize) -> Result<Node, String> {
     let mut first = true;
     loop {
         let Some(&c) = p.get(*at) else {
-            return Err("`[` never closed".into());
+            return Err(RegexError::ClassNeverClosed);
         };
         *at += 1;
         if c == ']' && !first {
