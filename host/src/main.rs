@@ -6,6 +6,7 @@ mod cli;
 mod command_policy;
 mod commands;
 mod config;
+mod descriptors;
 mod dispatch_policy;
 mod egress;
 #[cfg(test)]
@@ -30,6 +31,8 @@ use crate::config::{CommandFlags, Settings};
 pub const EXIT_FAILURE: u8 = 125;
 
 fn main() -> ExitCode {
+    // Before anything is spawned: what our caller left open stays ours.
+    descriptors::close_inherited_on_exec();
     let cli = Cli::parse();
     logging::init(matches!(cli.command, Command::Serve(_)));
     let settings = match Settings::resolve(&cli.common, &CommandFlags::of(&cli.command)) {

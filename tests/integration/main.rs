@@ -11,6 +11,7 @@ mod api;
 mod bwrap;
 mod conformance;
 mod egress;
+mod escape;
 mod guard;
 mod microvm;
 mod net;

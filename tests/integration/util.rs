@@ -257,6 +257,8 @@ pub const SANDBOX_LAYER_ONLY: &str = "[policy]\nenforce = false\n";
 pub struct CcServer {
     command: Command,
     _home: Arc<tempfile::TempDir>,
+    /// Descriptors handed to the child (kept open until it is spawned).
+    _kept: Vec<std::fs::File>,
 }
 
 impl CcServer {
@@ -280,7 +282,29 @@ impl CcServer {
         Self {
             command,
             _home: home,
+            _kept: Vec::new(),
         }
+    }
+
+    /// Leaves `path` open in the child as descriptor 9, not close-on-exec,
+    /// as a shell's `exec 9<PATH` before starting `cc_server` would.
+    pub fn with_open_fd_9(mut self, path: &Path) -> Self {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let file = std::fs::File::open(path).unwrap();
+        let raw = file.as_raw_fd();
+        // SAFETY: dup2 is async-signal-safe; the new descriptor 9 is not
+        // close-on-exec, exactly what an inherited descriptor looks like.
+        unsafe {
+            self.command.pre_exec(move || {
+                if libc::dup2(raw, 9) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        self._kept.push(file);
+        self
     }
 
     /// Lowers the dispatch policy with the repository's example config (for

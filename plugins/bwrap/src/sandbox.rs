@@ -263,14 +263,23 @@ pub(crate) fn start(
         .try_clone_to_owned()
         .map_err(|e| PluginError::other(e.to_string()))?;
     let raw = std::os::fd::AsRawFd::as_raw_fd(&their_fd);
-    // SAFETY: runs in the forked child before exec; dup2 and fcntl are
-    // async-signal-safe and only touch descriptors of the child.
+    // SAFETY: runs in the forked child before exec; dup2, fcntl and
+    // close_range are async-signal-safe and only touch the child's
+    // descriptors.
     unsafe {
         command.pre_exec(move || {
             if raw == CONTROL_FD {
                 let flags = libc::fcntl(raw, libc::F_GETFD);
                 libc::fcntl(raw, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
             } else if libc::dup2(raw, CONTROL_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // bwrap gets stdin, stdout, stderr and the control socket, and
+            // nothing else the host process had open (threat model T-fd):
+            // everything above is closed at exec.
+            let above = (CONTROL_FD + 1) as u32;
+            let cloexec = libc::CLOSE_RANGE_CLOEXEC;
+            if libc::syscall(libc::SYS_close_range, above, u32::MAX, cloexec) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())

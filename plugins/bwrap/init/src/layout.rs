@@ -13,6 +13,10 @@
 //!    exec'ing it;
 //! 2. sets `user.max_user_namespaces` to 0 there: no process below can make
 //!    a user namespace again (what bubblewrap's `--disable-userns` did);
+//!    then re-binds `/proc/sys` and the other procfs files uid 0 may write
+//!    without a capability read-only ([`PROC_READ_ONLY`]): the sandbox runs
+//!    as the server's uid, and for a server run as root the sysctl check
+//!    trusts that uid alone — host root is never root here;
 //! 3. makes a pid namespace for the commands (`crate::forker`): a command
 //!    cannot name the supervisor in `kill`, `ptrace`, `pidfd_open` or
 //!    `process_vm_*`;
@@ -41,6 +45,12 @@ pub enum LayoutError {
     },
     #[error("forbidding new user namespaces")]
     UserNamespaces(#[source] io::Error),
+    #[error("making {point} read-only")]
+    ProcReadOnly {
+        point: String,
+        #[source]
+        source: io::Error,
+    },
     /// What the caller's `confine` said.
     #[error(transparent)]
     Confine(Box<dyn std::error::Error + Send + Sync>),
@@ -116,6 +126,20 @@ pub fn visible_writable(mounts: &[Mount]) -> Vec<&Mount> {
     visible.into_iter().filter(|m| !m.read_only()).collect()
 }
 
+/// The global procfs entries a uid-0 process may write without any
+/// capability — the sysctl tree checks the uid alone; sysrq, irq affinity,
+/// the bus and fs files are mode-checked — made read-only bind mounts of
+/// themselves once PID 1 has set its own sysctl. One a kernel lacks is
+/// skipped; any other failure fails the launch.
+pub const PROC_READ_ONLY: &[&str] = &[
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+    "/proc/irq",
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/pressure",
+];
+
 /// The `mount(2)` flags that add `noexec` to a bind remount and keep what
 /// the mount has (a locked flag may not be cleared, and dropping `nosuid`
 /// or `nodev` would loosen it).
@@ -170,6 +194,16 @@ pub fn enter<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
         .collect();
     std::fs::write("/proc/sys/user/max_user_namespaces", "0")
         .map_err(LayoutError::UserNamespaces)?;
+    let proc_flags = mounts.iter().rev().find(|m| m.point == "/proc").map_or(
+        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_NOEXEC,
+        noexec_flags,
+    ) | libc::MS_RDONLY;
+    for point in PROC_READ_ONLY {
+        read_only_bind(point, proc_flags).map_err(|source| LayoutError::ProcReadOnly {
+            point: (*point).to_owned(),
+            source,
+        })?;
+    }
     confine(&writable).map_err(|e| LayoutError::Confine(e.into()))?;
     // While we still hold CAP_SYS_ADMIN here: the thread inherits it to make
     // the pid namespace, then drops it like we do below.
@@ -257,6 +291,30 @@ fn pipe() -> io::Result<(libc::c_int, libc::c_int)> {
         return Err(io::Error::last_os_error());
     }
     Ok((ends[0], ends[1]))
+}
+
+/// Binds `point` onto itself and remounts that bind with `flags` (which
+/// carry `MS_RDONLY`); a point that does not exist is skipped.
+fn read_only_bind(point: &str, flags: libc::c_ulong) -> io::Result<()> {
+    if std::fs::symlink_metadata(point).is_err() {
+        return Ok(());
+    }
+    let target = std::ffi::CString::new(point).map_err(io::Error::other)?;
+    // SAFETY: a bind mount of a path onto itself, both valid C strings; no
+    // type or data.
+    let done = unsafe {
+        libc::mount(
+            target.as_ptr(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
+        )
+    };
+    if done != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    remount(point, flags)
 }
 
 fn remount(point: &str, flags: libc::c_ulong) -> io::Result<()> {
