@@ -32,6 +32,8 @@ pub struct Common {
     pub sandbox: Option<SandboxSwitch>,
 }
 
+// One value per process, parsed once: the size of `Run` costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Lists every backend found, with its probe and the file it came from.
@@ -116,6 +118,16 @@ pub struct RunArgs {
     /// Working directory of the command (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
+    /// Let commands also execute files from this writable directory
+    /// (SPEC F5). By default the working directory and the sandbox's
+    /// private /tmp, /var/tmp and home are granted; elsewhere, what a
+    /// command writes cannot be executed. Repeatable.
+    #[arg(long = "exec-grant", value_name = "DIR")]
+    pub exec_grants: Vec<PathBuf>,
+    /// Grant nothing by default: nothing written inside can be executed,
+    /// except under `--exec-grant` directories.
+    #[arg(long)]
+    pub no_exec_grant: bool,
     /// Kill the command after this many seconds.
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<f64>,

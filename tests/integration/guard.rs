@@ -1740,8 +1740,9 @@ fn standard_streams_and_fd_paths_stay_writable() {
 
 /// G1, C1 (exec deny in writable dirs, research §2.1): a script or binary
 /// freshly written into the writable work dir — or into the private /tmp —
-/// cannot be executed, not even by handing it to the dynamic loader (every
-/// writable mount is `noexec`), while system binaries run; exec is allowed
+/// cannot be executed without an exec grant (`--no-exec-grant` drops
+/// `run`'s default ones), not even by handing it to the dynamic loader
+/// (every writable mount is `noexec`), while system binaries run; exec is allowed
 /// only from the system view (Landlock), so a binary in a read-only bind
 /// is refused too; and no command can make a user namespace to remount its
 /// way out. Host: the script's
@@ -1774,7 +1775,8 @@ fn a_fresh_script_in_the_work_dir_cannot_be_executed() {
         &format!("/lib64/ld-linux-x86-64.so.2 {ro_true}"),
     );
     let bind = format!("{}:ro", s(tools.path()));
-    let out = guard_sh(&plugins, work.path(), &["--bind", &bind], &script);
+    let flags = ["--no-exec-grant", "--bind", &bind];
+    let out = guard_sh(&plugins, work.path(), &flags, &script);
     assert_failed(
         &out,
         &[
@@ -1792,4 +1794,77 @@ fn a_fresh_script_in_the_work_dir_cannot_be_executed() {
     assert!(!text(&out.stdout).contains("FRESH-RAN"), "{}", both(&out));
     assert!(work.path().join("fresh.sh").exists(), "{}", both(&out));
     assert!(work.path().join("copied-true").exists(), "{}", both(&out));
+}
+
+/// F5 on Linux (issue 15 item 1): `run` grants its work dir and the
+/// private /tmp by default, so what a build writes there runs — a script,
+/// a copied binary, through the loader too; what the grants open stays
+/// closed elsewhere: another writable bind, a bound `$HOME`, and a
+/// read-only mode run nothing written or bound there, not even through
+/// `ld.so`. Host: the ungranted scripts' markers never printed.
+#[test]
+fn exec_grants_open_the_work_dir_and_nothing_else() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let o = s(other.path()).to_owned();
+    let h = s(home.path()).to_owned();
+    let mut script = String::new();
+    script += "printf '#!/bin/sh\\necho WORK-RAN\\n' > fresh.sh && chmod +x fresh.sh\n";
+    script += "cp /usr/bin/true ./copied-true && chmod +x copied-true\n";
+    script += "cp /usr/bin/true /tmp/tmp-true && chmod +x /tmp/tmp-true\n";
+    script += &format!("printf '#!/bin/sh\\necho OTHER-RAN\\n' > {o}/o.sh && chmod +x {o}/o.sh\n");
+    script += &format!("cp /usr/bin/true {o}/o-true && chmod +x {o}/o-true\n");
+    script += &format!("printf '#!/bin/sh\\necho HOME-RAN\\n' > {h}/h.sh && chmod +x {h}/h.sh\n");
+    script += &attempt("work-script", "./fresh.sh");
+    script += &attempt("work-binary", "./copied-true");
+    script += &attempt("work-loader", "/lib64/ld-linux-x86-64.so.2 ./copied-true");
+    script += &attempt("tmp-binary", "/tmp/tmp-true");
+    script += &attempt("other-script", &format!("{o}/o.sh"));
+    script += &attempt(
+        "other-loader",
+        &format!("/lib64/ld-linux-x86-64.so.2 {o}/o-true"),
+    );
+    script += &attempt("home-script", &format!("{h}/h.sh"));
+    // `$HOME` is the bound `home`: no private home, so no grant for it.
+    let out = CcServer::new(&plugins)
+        .config(SANDBOX_LAYER_ONLY)
+        .env("HOME", home.path())
+        .current_dir(work.path())
+        .args([
+            "run",
+            "--backend",
+            "bwrap",
+            "--bind",
+            &o,
+            "--bind",
+            &h,
+            "--",
+        ])
+        .args(["sh", "-c", &format!("{ONLY_IN_A_SANDBOX}{script}")])
+        .output();
+    for ok in ["work-script", "work-binary", "work-loader", "tmp-binary"] {
+        assert_line(&out, &format!("{ok}=ok"));
+    }
+    assert_failed(&out, &["other-script", "other-loader", "home-script"]);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("WORK-RAN"), "{}", both(&out));
+    assert!(
+        !stdout.contains("OTHER-RAN") && !stdout.contains("HOME-RAN"),
+        "{}",
+        both(&out)
+    );
+    assert!(other.path().join("o.sh").exists(), "{}", both(&out));
+
+    // A read-only mode grants nothing: a script already in the work dir
+    // does not run.
+    let ready = work.path().join("ready.sh");
+    std::fs::write(&ready, "#!/bin/sh\necho READY-RAN\n").unwrap();
+    std::fs::set_permissions(&ready, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = attempt("review-script", "./ready.sh");
+    let out = guard_sh(&plugins, work.path(), &["--mode", "review"], &script);
+    assert_failed(&out, &["review-script"]);
+    assert!(!text(&out.stdout).contains("READY-RAN"), "{}", both(&out));
 }

@@ -276,7 +276,10 @@ fn guest_image() -> &'static Path {
         };
         let built =
             sandbox_microvm_image::build::build(&options, &|line| eprintln!("image: {line}"))
-                .unwrap_or_else(|e| panic!("building the guest image failed: {e}"));
+                .unwrap_or_else(|e| {
+                    let e = sandbox_microvm_image::error_chain(&e);
+                    panic!("building the guest image failed: {e}")
+                });
         // Each agent change makes a new ~70 MB image: keep only this one.
         sandbox_microvm_image::build::prune(&images, &built.dir).unwrap();
         images

@@ -93,7 +93,43 @@ fn build_spec(args: &RunArgs, cwd: &Path) -> anyhow::Result<SandboxSpec> {
     if let Some(dir) = &args.workdir {
         spec.guest_workdir = Some(cwd.join(dir));
     }
+    if !args.no_exec_grant {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        spec.exec_grant_roots
+            .extend(default_exec_grants(&spec, home.as_deref()));
+    }
+    for dir in &args.exec_grants {
+        spec.exec_grant_roots.push(cwd.join(dir));
+    }
     Ok(spec)
+}
+
+/// What `run` lets commands execute from unless `--no-exec-grant` (SPEC F5):
+/// the working directory when a writable bind holds it — builds run what
+/// they build (`make && ./a.out`, `cargo test`, a venv's scripts) — and the
+/// sandbox's private `/tmp`, `/var/tmp` and `$HOME` (when no bind shows it),
+/// which are thrown away with the sandbox. Nothing in read-only modes.
+fn default_exec_grants(spec: &SandboxSpec, home: Option<&Path>) -> Vec<PathBuf> {
+    if !spec.binds_writable() {
+        return Vec::new();
+    }
+    let shown_by = |path: &Path| {
+        spec.bind_mounts
+            .iter()
+            .filter(|b| path.starts_with(b.guest_path()))
+            .max_by_key(|b| b.guest_path().components().count())
+    };
+    let mut grants = Vec::new();
+    if let Some(workdir) = &spec.guest_workdir
+        && shown_by(workdir).is_some_and(|b| !b.read_only)
+    {
+        grants.push(workdir.clone());
+    }
+    grants.extend(["/tmp", "/var/tmp"].map(PathBuf::from));
+    if let Some(home) = home.filter(|h| h.is_absolute() && shown_by(h).is_none()) {
+        grants.push(home.to_path_buf());
+    }
+    grants
 }
 
 /// The exit status of a command the policy refused (it never started).
@@ -346,6 +382,39 @@ mod tests {
         assert!(spec.bind_mounts[1].read_only);
         assert_eq!(spec.protected_paths, vec![dir.path().join("secret")]);
         assert_eq!(spec.guest_workdir, Some(dir.path().join("data")));
+    }
+
+    /// F5: `run` grants its workdir and the private tmpfs mounts, unless
+    /// told not to; never in read-only modes; a bound home is not granted.
+    #[test]
+    fn the_workdir_and_the_private_mounts_are_exec_grants_by_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = build_spec(&args(&["--", "true"]), dir.path()).unwrap();
+        let grants = &spec.exec_grant_roots;
+        for want in [dir.path(), Path::new("/tmp"), Path::new("/var/tmp")] {
+            assert!(grants.iter().any(|g| g == want), "{want:?}: {grants:?}");
+        }
+        let none = build_spec(&args(&["--no-exec-grant", "--", "true"]), dir.path()).unwrap();
+        assert!(none.exec_grant_roots.is_empty());
+        let one = build_spec(
+            &args(&["--no-exec-grant", "--exec-grant", "bin", "--", "true"]),
+            dir.path(),
+        )
+        .unwrap();
+        assert_eq!(one.exec_grant_roots, vec![dir.path().join("bin")]);
+        let review = build_spec(&args(&["--mode", "review", "--", "true"]), dir.path()).unwrap();
+        assert!(review.exec_grant_roots.is_empty());
+        let home = tempfile::tempdir().unwrap();
+        let mut spec = build_spec(&args(&["--no-exec-grant", "--", "true"]), dir.path()).unwrap();
+        let private = default_exec_grants(&spec, Some(home.path()));
+        assert!(private.iter().any(|g| g == home.path()), "{private:?}");
+        spec.bind_mounts.push(SandboxBindMount {
+            host_path: home.path().to_path_buf(),
+            guest_path: None,
+            read_only: false,
+        });
+        let bound = default_exec_grants(&spec, Some(home.path()));
+        assert!(!bound.iter().any(|g| g == home.path()), "{bound:?}");
     }
 
     #[test]

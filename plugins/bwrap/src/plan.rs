@@ -16,6 +16,13 @@
 //! 4. masks over the secrets (`~/.ssh`, …, `/etc/shadow`, …): an empty
 //!    read-only tmpfs over a directory, `/dev/null` over a file.
 //!
+//! Commands exec only from the system view; `execGrantRoots` (SPEC F5) name
+//! writable directories they may exec from too: each must lie in a writable
+//! bind (and exist) or be one of the private tmpfs mounts (`/tmp`,
+//! `/var/tmp`, the private `$HOME`); sandbox-init leaves them without
+//! `noexec` and adds them to its Landlock EXECUTE rule. Read-only modes
+//! grant nothing (nothing there is writable).
+//!
 //! Every path is used in its literal and its symlink-resolved spelling (F6).
 //! Mount sources are host paths; the native backend shows each bind at its
 //! own path unless the spec names another `guestPath`.
@@ -123,6 +130,8 @@ pub struct Plan {
     pub egress: bool,
     /// Whether ssh gets the session's `known_hosts` file.
     pub ssh_known_hosts: bool,
+    /// Writable directories commands may exec from (SPEC F5).
+    pub exec_grants: Vec<PathBuf>,
 }
 
 /// The proxy environment of every command when the plan has egress (SPEC
@@ -155,6 +164,10 @@ pub enum PlanError {
     ProtectedMissing(PathBuf),
     /// The workdir is not inside any bind.
     WorkdirHidden(PathBuf),
+    /// An exec grant that is not a writable place of the sandbox.
+    GrantNotWritable(PathBuf),
+    /// An exec grant inside a writable bind that does not exist.
+    GrantMissing(PathBuf),
 }
 
 impl std::error::Error for PlanError {}
@@ -175,6 +188,18 @@ impl std::fmt::Display for PlanError {
             Self::WorkdirHidden(p) => write!(
                 f,
                 "guestWorkdir {} is not inside any bind mount",
+                p.display()
+            ),
+            Self::GrantNotWritable(p) => write!(
+                f,
+                "execGrantRoots entry {} is not writable in this sandbox: grant a directory inside a writable \
+                 bind, or /tmp, /var/tmp or the private $HOME themselves (a grant re-opens exec where commands \
+                 write; read-only binds need none)",
+                p.display()
+            ),
+            Self::GrantMissing(p) => write!(
+                f,
+                "execGrantRoots entry {} does not exist; create the directory first",
                 p.display()
             ),
         }
@@ -343,6 +368,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         let flag = if view.writable { "--bind" } else { "--ro-bind" };
         args.two(flag, &view.host, &view.guest);
     }
+    let grants = exec_grants(spec, &views, home.as_deref(), host)?;
     // Configured system paths (`system_paths`) go on top of the private
     // /tmp and $HOME and of the binds: read-only and exec-able wherever
     // they are.
@@ -461,6 +487,9 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     {
         args.one("--exec-from", dir);
     }
+    for dir in &grants {
+        args.one("--exec-grant", dir);
+    }
     if let Some(config) = &guard {
         // Serialising plain strings cannot fail.
         args.one("--guard", serde_json::to_string(config).unwrap_or_default());
@@ -481,7 +510,53 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         guard,
         egress: egress.is_some(),
         ssh_known_hosts: egress.is_some_and(|e| e.ssh_known_hosts.is_some()),
+        exec_grants: grants,
     })
+}
+
+/// The spec's exec grants, checked: each inside a writable view (and
+/// existing there) or exactly a private tmpfs mount. None in read-only modes.
+fn exec_grants(
+    spec: &SandboxSpec,
+    views: &[View],
+    home: Option<&Path>,
+    host: &dyn HostFacts,
+) -> Result<Vec<PathBuf>, PlanError> {
+    if !spec.binds_writable() {
+        return Ok(Vec::new());
+    }
+    let private_home = home.filter(|h| !views.iter().any(|v| v.guest_of(h).is_some()));
+    let mut grants: Vec<PathBuf> = Vec::new();
+    for root in &spec.exec_grant_roots {
+        if !root.is_absolute() {
+            return Err(PlanError::NotAbsolute("execGrantRoots entry", root.clone()));
+        }
+        let tmpfs = [Path::new("/tmp"), Path::new("/var/tmp")]
+            .into_iter()
+            .chain(private_home)
+            .any(|t| t == root.as_path());
+        // The deepest view showing it decides (a read-only bind inside a
+        // writable one is read-only).
+        let view = views
+            .iter()
+            .filter(|v| root.starts_with(&v.guest))
+            .max_by_key(|v| depth(&v.guest));
+        if !tmpfs {
+            let Some(view) = view.filter(|v| v.writable) else {
+                return Err(PlanError::GrantNotWritable(root.clone()));
+            };
+            let source = view
+                .host
+                .join(root.strip_prefix(&view.guest).unwrap_or(Path::new("")));
+            if host.kind(&source) != Some(Kind::Dir) {
+                return Err(PlanError::GrantMissing(root.clone()));
+            }
+        }
+        if !grants.contains(root) {
+            grants.push(root.clone());
+        }
+    }
+    Ok(grants)
 }
 
 /// The `.git/hooks` directories to create before launching: a repository at

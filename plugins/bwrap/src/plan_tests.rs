@@ -650,3 +650,82 @@ fn configured_system_paths_go_on_top_and_are_the_extra_exec_roots() {
     }
     assert!(!exec_from.contains(&"/home/u"), "{exec_from:?}");
 }
+
+/// F5 on Linux: exec grants reach sandbox-init as `--exec-grant`, each a
+/// writable place (inside a writable bind and existing there, or a private
+/// tmpfs mount itself); anything else is refused with the reason; read-only
+/// modes grant nothing.
+#[test]
+fn exec_grants_are_writable_places_only() {
+    let mut host = FakeHost::standard();
+    host.dir("/work/proj/build").dir("/data/real");
+    let grant = |roots: &[&str], mode: SandboxMode| {
+        let spec = SandboxSpec {
+            mode,
+            exec_grant_roots: roots.iter().map(PathBuf::from).collect(),
+            ..spec_with(vec![bind("/work/proj", false), bind("/data/real", true)])
+        };
+        run(&spec, &host)
+    };
+    let ok = grant(
+        &[
+            "/work/proj",
+            "/work/proj/build",
+            "/tmp",
+            "/var/tmp",
+            "/home/u",
+        ],
+        SandboxMode::Chat,
+    )
+    .unwrap();
+    let args = strings(&ok);
+    let at = args.iter().position(|a| a == "--").unwrap();
+    let granted: Vec<&str> = args[at..]
+        .windows(2)
+        .filter(|w| w[0] == "--exec-grant")
+        .map(|w| w[1].as_str())
+        .collect();
+    assert_eq!(
+        granted,
+        [
+            "/work/proj",
+            "/work/proj/build",
+            "/tmp",
+            "/var/tmp",
+            "/home/u"
+        ]
+    );
+    assert_eq!(ok.exec_grants.len(), 5);
+    let rows: [(&[&str], PlanError); 5] = [
+        (
+            &["/data/real"],
+            PlanError::GrantNotWritable("/data/real".into()),
+        ),
+        (
+            &["/usr/bin"],
+            PlanError::GrantNotWritable("/usr/bin".into()),
+        ),
+        (
+            &["/tmp/sub"],
+            PlanError::GrantNotWritable("/tmp/sub".into()),
+        ),
+        (
+            &["/work/proj/gone"],
+            PlanError::GrantMissing("/work/proj/gone".into()),
+        ),
+        (
+            &["rel"],
+            PlanError::NotAbsolute("execGrantRoots entry", "rel".into()),
+        ),
+    ];
+    for (roots, want) in rows {
+        assert_eq!(
+            grant(roots, SandboxMode::Chat).unwrap_err(),
+            want,
+            "{roots:?}"
+        );
+    }
+    let review = grant(&["/work/proj", "/tmp"], SandboxMode::Review).unwrap();
+    assert!(review.exec_grants.is_empty());
+    assert!(!strings(&review).contains(&"--exec-grant".to_owned()));
+}

@@ -374,6 +374,7 @@ impl SandboxImpl for BwrapSandbox {
         };
         details.insert("protected".into(), list(&self.plan.protected));
         details.insert("masked".into(), list(&self.plan.masked));
+        details.insert("execGrants".into(), list(&self.plan.exec_grants));
         SandboxInfo {
             state,
             error,

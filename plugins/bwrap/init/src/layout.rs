@@ -10,7 +10,9 @@
 //! 1. remounts every visible writable mount `noexec` (keeping its other
 //!    flags): nothing written inside the sandbox can be executed, not even
 //!    through `ld.so ./binary`, which maps it executable instead of
-//!    exec'ing it;
+//!    exec'ing it — except beneath the exec grants (SPEC F5), each made a
+//!    mount of its own first (a recursive bind onto itself, so what is
+//!    mounted below it, protections included, stays) and left as it is;
 //! 2. sets `user.max_user_namespaces` to 0 there: no process below can make
 //!    a user namespace again (what bubblewrap's `--disable-userns` did);
 //!    then re-binds `/proc/sys` and the other procfs files uid 0 may write
@@ -37,6 +39,12 @@ pub enum LayoutError {
     UserNamespace(#[source] io::Error),
     #[error("/proc/self/mountinfo")]
     Mountinfo(#[source] io::Error),
+    #[error("making the exec grant {point} a mount of its own")]
+    Grant {
+        point: String,
+        #[source]
+        source: io::Error,
+    },
     #[error("remounting {point} noexec")]
     Remount {
         point: String,
@@ -173,15 +181,31 @@ pub fn noexec_flags(mount: &Mount) -> libc::c_ulong {
 /// sandbox's processes — so the supervisor can read the path arguments of
 /// non-dumpable commands (ssh, gpg-agent) instead of failing their calls;
 /// the fork thread, and so every command, keeps nothing.
+///
+/// `exec_grants` are directories commands may execute from although they
+/// are writable (`--exec-grant`; the plan checked each is a writable place).
 pub fn enter<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     supervise: bool,
+    exec_grants: &[String],
     confine: impl FnOnce(&[String]) -> Result<(), E>,
 ) -> Result<Forker, LayoutError> {
     enter_own_user_namespace().map_err(LayoutError::UserNamespace)?;
     let text = std::fs::read_to_string("/proc/self/mountinfo").map_err(LayoutError::Mountinfo)?;
+    let before = parse_mountinfo(&text);
+    for point in exec_grants {
+        if !before.iter().any(|m| m.point == *point) {
+            bind_onto_itself(point, libc::MS_BIND | libc::MS_REC).map_err(|source| {
+                LayoutError::Grant {
+                    point: point.clone(),
+                    source,
+                }
+            })?;
+        }
+    }
+    let text = std::fs::read_to_string("/proc/self/mountinfo").map_err(LayoutError::Mountinfo)?;
     let mounts = parse_mountinfo(&text);
     let writable = visible_writable(&mounts);
-    for mount in &writable {
+    for mount in writable.iter().filter(|m| !exec_grants.contains(&m.point)) {
         remount(&mount.point, noexec_flags(mount)).map_err(|source| LayoutError::Remount {
             point: mount.point.clone(),
             source,
@@ -299,6 +323,12 @@ fn read_only_bind(point: &str, flags: libc::c_ulong) -> io::Result<()> {
     if std::fs::symlink_metadata(point).is_err() {
         return Ok(());
     }
+    bind_onto_itself(point, libc::MS_BIND)?;
+    remount(point, flags)
+}
+
+/// `mount --bind point point` (`MS_REC` in `flags` takes the mounts below).
+fn bind_onto_itself(point: &str, flags: libc::c_ulong) -> io::Result<()> {
     let target = std::ffi::CString::new(point).map_err(io::Error::other)?;
     // SAFETY: a bind mount of a path onto itself, both valid C strings; no
     // type or data.
@@ -307,14 +337,15 @@ fn read_only_bind(point: &str, flags: libc::c_ulong) -> io::Result<()> {
             target.as_ptr(),
             target.as_ptr(),
             std::ptr::null(),
-            libc::MS_BIND,
+            flags,
             std::ptr::null(),
         )
     };
-    if done != 0 {
-        return Err(io::Error::last_os_error());
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
-    remount(point, flags)
 }
 
 fn remount(point: &str, flags: libc::c_ulong) -> io::Result<()> {

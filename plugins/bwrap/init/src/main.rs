@@ -50,7 +50,7 @@ fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some(FORWARDER) {
         return forwarder();
     }
-    let (control, guard_config, forwards, exec_from) = match parse_args() {
+    let (control, guard_config, forwards, mut exec_from, exec_grants) = match parse_args() {
         Ok(parsed) => parsed,
         Err(message) => {
             eprintln!("sandbox-init: {message}");
@@ -62,7 +62,8 @@ fn main() -> ExitCode {
     // PID 1's Landlock domain is entered in there, before anything is
     // forked: the supervisor, the forwarder and every command are in it.
     let guarded = guard_config.is_some();
-    let forker = match sandbox_init::layout::enter(guarded, |writable| {
+    exec_from.extend(exec_grants.iter().map(std::path::PathBuf::from));
+    let forker = match sandbox_init::layout::enter(guarded, &exec_grants, |writable| {
         enter_domain(&exec_from, writable, guarded)
     }) {
         Ok(forker) => forker,
@@ -169,12 +170,14 @@ struct Forward {
     socket: String,
 }
 
-/// What PID 1 was started with.
+/// What PID 1 was started with: the control socket, the guard, the egress
+/// forwards, where commands may exec from, and the writable exec grants.
 type Args = (
     OwnedFd,
     Option<GuardConfig>,
     Vec<Forward>,
     Vec<std::path::PathBuf>,
+    Vec<String>,
 );
 
 fn parse_args() -> Result<Args, String> {
@@ -183,6 +186,7 @@ fn parse_args() -> Result<Args, String> {
     let mut guard_config = None;
     let mut forwards = Vec::new();
     let mut exec_from = Vec::new();
+    let mut exec_grants = Vec::new();
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -211,11 +215,12 @@ fn parse_args() -> Result<Args, String> {
                 });
             }
             "--exec-from" => exec_from.push(std::path::PathBuf::from(value)),
+            "--exec-grant" => exec_grants.push(value.clone()),
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
     let fd = control
-        .ok_or("usage: sandbox-init --control-fd N [--guard JSON] [--forward PORT=SOCKET]... [--exec-from PATH]...")?;
+        .ok_or("usage: sandbox-init --control-fd N [--guard JSON] [--forward PORT=SOCKET]... [--exec-from PATH]... [--exec-grant DIR]...")?;
     // SAFETY: F_GETFD only inspects the descriptor table.
     if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
         return Err(format!("descriptor {fd} is not open"));
@@ -224,7 +229,7 @@ fn parse_args() -> Result<Args, String> {
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     // SAFETY: plain fcntl on a descriptor we own; commands must not inherit it.
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-    Ok((owned, guard_config, forwards, exec_from))
+    Ok((owned, guard_config, forwards, exec_from, exec_grants))
 }
 
 /// Prepares the supervisor side: the rules, the identities of existing
