@@ -1372,3 +1372,41 @@ fn the_bwrap_probe_is_available_without_a_kernel_boundary() {
     assert_eq!(bwrap[0]["probe"]["available"], true, "{body}");
     assert_eq!(bwrap[0]["probe"]["kernelBoundary"], false, "{body}");
 }
+
+/// Issue 15 item 4: the private `$HOME` gets the host user's `user.name` and
+/// `user.email` and nothing else of the host's git config, so `git commit`
+/// works; the host's own file is neither visible nor written.
+#[test]
+fn commits_carry_the_host_users_identity_and_nothing_else_of_their_config() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = CcServer::new(&plugins).config(SANDBOX_LAYER_ONLY);
+    let home = server.home();
+    let host_config = home.path().join(".gitconfig");
+    let original = "[user]\n\tname = Ada Host\n\temail = ada@host.test\n\
+                    [credential]\n\thelper = store\n[core]\n\thooksPath = /tmp/evil-hooks\n\
+                    [alias]\n\tst = !touch /tmp/evil-alias\n";
+    std::fs::write(&host_config, original).unwrap();
+    let script = "git init -q . && git commit -q --allow-empty -m first && \
+                  git log --format='author=%an <%ae>' && \
+                  echo config-begin && cat ~/.gitconfig && echo config-end && \
+                  git config --global core.editor vim && echo wrote=ok";
+    let out = server
+        .current_dir(work.path())
+        .args(["run", "--backend", "bwrap", "--", "sh", "-c", script])
+        .output();
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_line(&out, "author=Ada Host <ada@host.test>");
+    assert_line(&out, "wrote=ok");
+    let stdout = text(&out.stdout);
+    let inside = stdout
+        .split("config-begin")
+        .nth(1)
+        .and_then(|r| r.split("config-end").next())
+        .unwrap();
+    for absent in ["credential", "hooksPath", "alias", "evil"] {
+        assert!(!inside.contains(absent), "{absent}: {inside}");
+    }
+    assert_eq!(std::fs::read_to_string(&host_config).unwrap(), original);
+}

@@ -16,6 +16,7 @@
 //! launches whose policy needs it (SPEC C3).
 
 mod control;
+pub mod identity;
 pub mod lists;
 pub mod plan;
 pub mod probe;
@@ -129,6 +130,7 @@ impl BackendImpl for BwrapBackend {
             ));
         }
         let home = std::env::var_os("HOME").map(PathBuf::from);
+        let gitconfig = identity::GitIdentity::of_host_user().gitconfig();
         for hooks in plan::hook_dirs_to_create(&spec, &RealHost) {
             std::fs::create_dir(&hooks).map_err(|e| {
                 PluginError::other(format!(
@@ -146,6 +148,7 @@ impl BackendImpl for BwrapBackend {
                 control_fd: CONTROL_FD,
                 extra_system: &extra,
                 guard,
+                gitconfig: gitconfig.as_deref(),
             },
             &RealHost,
         )

@@ -110,7 +110,13 @@ pub struct PlanInput<'a> {
     pub extra_system: &'a [PathBuf],
     /// Whether PID 1 runs the create-time guard for `spec.write_deny_globs`.
     pub guard: bool,
+    /// The `.gitconfig` a private `$HOME` gets (`crate::identity`).
+    pub gitconfig: Option<&'a str>,
 }
+
+/// The descriptor bwrap reads the private home's `.gitconfig` from
+/// (`--file`), right above the control socket.
+pub const GITCONFIG_FD: i32 = 4;
 
 /// The plan: bwrap's arguments and what they do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,6 +138,8 @@ pub struct Plan {
     pub ssh_known_hosts: bool,
     /// Writable directories commands may exec from (SPEC F5).
     pub exec_grants: Vec<PathBuf>,
+    /// What bwrap reads from [`GITCONFIG_FD`] into the private home.
+    pub gitconfig: Option<String>,
 }
 
 /// The proxy environment of every command when the plan has egress (SPEC
@@ -355,11 +363,17 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     let home = input
         .home
         .map(|h| host.resolve(h).unwrap_or_else(|| h.to_path_buf()));
+    let mut gitconfig = None;
     if let Some(home) = &home
         && !views.iter().any(|v| v.guest_of(home).is_some())
     {
-        // No bind shows $HOME: the sandbox gets an empty private one.
+        // No bind shows $HOME: the sandbox gets an empty private one, with
+        // the host user's git identity and nothing else of their config.
         args.one("--tmpfs", home);
+        if let Some(text) = input.gitconfig {
+            args.two("--file", GITCONFIG_FD.to_string(), home.join(".gitconfig"));
+            gitconfig = Some(text.to_owned());
+        }
     }
     // Parents before children (a later parent mount would hide a child).
     let mut ordered: Vec<&View> = views.iter().collect();
@@ -511,6 +525,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         egress: egress.is_some(),
         ssh_known_hosts: egress.is_some_and(|e| e.ssh_known_hosts.is_some()),
         exec_grants: grants,
+        gitconfig,
     })
 }
 

@@ -116,6 +116,7 @@ fn run(spec: &SandboxSpec, host: &FakeHost) -> Result<Plan, PlanError> {
             control_fd: 3,
             extra_system: &[],
             guard: true,
+            gitconfig: None,
         },
         host,
     )
@@ -624,6 +625,7 @@ fn configured_system_paths_go_on_top_and_are_the_extra_exec_roots() {
             control_fd: 3,
             extra_system: &extra,
             guard: true,
+            gitconfig: None,
         },
         &host,
     )
@@ -728,4 +730,32 @@ fn exec_grants_are_writable_places_only() {
     let review = grant(&["/work/proj", "/tmp"], SandboxMode::Review).unwrap();
     assert!(review.exec_grants.is_empty());
     assert!(!strings(&review).contains(&"--exec-grant".to_owned()));
+}
+
+/// Issue 15 item 4: a private home gets the generated `.gitconfig` through
+/// bwrap's `--file` (after its tmpfs); a bound home gets nothing of ours.
+#[test]
+fn a_private_home_gets_the_generated_gitconfig_only() {
+    let host = FakeHost::standard();
+    let config = "[user]\n\tname = \"A\"\n";
+    let input = |spec| PlanInput {
+        spec,
+        home: Some(Path::new("/home/u")),
+        init: Path::new("/opt/cc/sandbox-init"),
+        control_fd: 3,
+        extra_system: &[],
+        guard: true,
+        gitconfig: Some(config),
+    };
+    let private = spec_with(vec![bind("/work/proj", false)]);
+    let planned = plan(&input(&private), &host).unwrap();
+    let args = strings(&planned);
+    let tmpfs = find(&args, &["--tmpfs", "/home/u"]).unwrap();
+    let file = find(&args, &["--file", "4", "/home/u/.gitconfig"]).unwrap();
+    assert!(file > tmpfs, "{args:?}");
+    assert_eq!(planned.gitconfig.as_deref(), Some(config));
+    let bound = spec_with(vec![bind("/home/u", false)]);
+    let planned = plan(&input(&bound), &host).unwrap();
+    assert!(!strings(&planned).contains(&"--file".to_owned()));
+    assert_eq!(planned.gitconfig, None);
 }

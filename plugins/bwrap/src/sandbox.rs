@@ -20,7 +20,7 @@ use sandbox_plugin_api::{
 };
 
 use crate::control::{Control, ControlEvents, Exit};
-use crate::plan::Plan;
+use crate::plan::{GITCONFIG_FD, Plan};
 use crate::probe::Tools;
 use crate::spawner;
 use crate::violations::StderrWatch;
@@ -263,6 +263,12 @@ pub(crate) fn start(
         .try_clone_to_owned()
         .map_err(|e| PluginError::other(e.to_string()))?;
     let raw = std::os::fd::AsRawFd::as_raw_fd(&their_fd);
+    // The private home's .gitconfig, read by bwrap from GITCONFIG_FD.
+    let gitconfig = match &plan.gitconfig {
+        Some(text) => Some(data_file(text.as_bytes())?),
+        None => None,
+    };
+    let gitconfig_raw = gitconfig.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
     // SAFETY: runs in the forked child before exec; dup2, fcntl and
     // close_range are async-signal-safe and only touch the child's
     // descriptors.
@@ -274,10 +280,15 @@ pub(crate) fn start(
             } else if libc::dup2(raw, CONTROL_FD) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            // bwrap gets stdin, stdout, stderr and the control socket, and
-            // nothing else the host process had open (threat model T-fd):
-            // everything above is closed at exec.
-            let above = (CONTROL_FD + 1) as u32;
+            if let Some(file) = gitconfig_raw
+                && libc::dup2(file, GITCONFIG_FD) < 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // bwrap gets stdin, stdout, stderr, the control socket and the
+            // .gitconfig data, and nothing else the host process had open
+            // (threat model T3): everything above is closed at exec.
+            let above = (GITCONFIG_FD + 1) as u32;
             let cloexec = libc::CLOSE_RANGE_CLOEXEC;
             if libc::syscall(libc::SYS_close_range, above, u32::MAX, cloexec) != 0 {
                 return Err(std::io::Error::last_os_error());
@@ -287,6 +298,7 @@ pub(crate) fn start(
     }
     let mut child = spawner::spawn(command)
         .map_err(|e| PluginError::other(format!("starting {}: {e}", tools.bwrap.display())))?;
+    drop(gitconfig);
     drop(their_fd);
     drop(theirs);
     let stderr_tail = Arc::new(Mutex::new(Vec::new()));
@@ -314,6 +326,27 @@ pub(crate) fn start(
             )))
         }
     }
+}
+
+/// An unnamed file holding `data`, positioned at its start (bwrap's
+/// `--file` reads it to the end).
+fn data_file(data: &[u8]) -> Result<std::fs::File, PluginError> {
+    use std::io::Seek;
+    use std::os::fd::FromRawFd;
+    let write = || -> std::io::Result<std::fs::File> {
+        // SAFETY: memfd_create takes a valid C string and returns a new
+        // descriptor (or -1), which the File then owns.
+        let fd = unsafe { libc::memfd_create(c"cc-gitconfig".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor nothing else owns.
+        let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+        file.write_all(data)?;
+        file.rewind()?;
+        Ok(file)
+    };
+    write().map_err(|e| PluginError::other(format!("the private home's .gitconfig: {e}")))
 }
 
 fn log_stderr(stderr: std::process::ChildStderr, tail: &Mutex<Vec<String>>) {

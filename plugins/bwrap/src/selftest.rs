@@ -123,6 +123,7 @@ pub fn guard(tools: &Tools) -> Result<(), String> {
             control_fd: CONTROL_FD,
             extra_system: &[],
             guard: true,
+            gitconfig: None,
         },
         &RealHost,
     )
