@@ -32,7 +32,13 @@ pub fn event_json(event: &Event) -> Value {
             json!({"type": kind, "execId": id, "reason": reason.as_str(), "signal": signal})
         }
         EventBody::Violation(v) => {
-            json!({"type": kind, "execId": id, "action": v.action, "target": v.target, "raw": v.raw})
+            let mut event = json!({"type": kind, "execId": id, "action": v.action, "target": v.target, "raw": v.raw});
+            if let Some(e) = sandbox_plugin_api::violation::explain(&v.action) {
+                event["rule"] = e.rule.into();
+                event["remedy"] = e.remedy.into();
+                event["inferred"] = e.inferred.into();
+            }
+            event
         }
         EventBody::State(state) => json!({"type": kind, "execId": id, "state": state.as_str()}),
     }

@@ -127,6 +127,7 @@ pub mod secrets;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 mod types;
+pub mod violation;
 pub mod write_deny;
 
 pub use error::{ErrorCode, PluginError, chain as error_chain};

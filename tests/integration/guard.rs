@@ -1868,3 +1868,45 @@ fn exec_grants_open_the_work_dir_and_nothing_else() {
     assert_failed(&out, &["review-script"]);
     assert!(!text(&out.stdout).contains("READY-RAN"), "{}", both(&out));
 }
+
+/// Issue 15 item 2: an exec refusal explains itself. The command itself
+/// refused: the error names the exec rule and the grant that would allow
+/// it (from the kernel's EACCES and the file's mode, not from the rules); a
+/// program a shell could not start, or the loader could not map: a
+/// `process-exec` violation with the rule and the remedy, marked inferred.
+#[test]
+fn an_exec_refusal_names_the_rule_and_the_grant() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let script = work.path().join("t.sh");
+    std::fs::write(&script, "#!/bin/sh\necho RAN\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = guard_run(&plugins, work.path(), &["--no-exec-grant"], &["./t.sh"]);
+    assert_eq!(code(&out), 126, "{}", both(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("refused by the exec rule") && stderr.contains("--exec-grant DIR"),
+        "{}",
+        both(&out)
+    );
+    let out = guard_sh(
+        &plugins,
+        work.path(),
+        &["--no-exec-grant"],
+        "./t.sh; cp /usr/bin/true t2; /lib64/ld-linux-x86-64.so.2 ./t2; true",
+    );
+    let stderr = text(&out.stderr);
+    for line in [
+        "cc_server: violation: process-exec ./t.sh",
+        "cc_server: violation: process-exec ./t2",
+    ] {
+        assert!(stderr.lines().any(|l| l == line), "{line}\n{}", both(&out));
+    }
+    assert!(
+        stderr.contains("(inferred from the command's stderr); to allow: grant its directory"),
+        "{}",
+        both(&out)
+    );
+    assert!(!text(&out.stdout).contains("RAN"), "{}", both(&out));
+}

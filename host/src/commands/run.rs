@@ -219,6 +219,7 @@ async fn relay(stream: &mut ExecStream, session: &Arc<Session>, json: bool) -> E
     let mut stdout = tokio::io::stdout();
     let mut stderr = tokio::io::stderr();
     let mut stdout_open = true;
+    let mut explained: Vec<String> = Vec::new();
     while let Some(event) = stream.next().await {
         if json {
             print_json(&wire::event_json(&event));
@@ -235,7 +236,22 @@ async fn relay(stream: &mut ExecStream, session: &Arc<Session>, json: bool) -> E
                 let _ = stderr.write_all(&data).await;
                 let _ = stderr.flush().await;
             }
-            EventBody::Violation(v) => eprintln!("cc_server: violation: {} {}", v.action, v.target),
+            EventBody::Violation(v) => {
+                eprintln!("cc_server: violation: {} {}", v.action, v.target);
+                // The rule and the remedy, once per kind of refusal.
+                if !json
+                    && !explained.contains(&v.action)
+                    && let Some(e) = sandbox_plugin_api::violation::explain(&v.action)
+                {
+                    let how = if e.inferred {
+                        " (inferred from the command's stderr)"
+                    } else {
+                        ""
+                    };
+                    eprintln!("cc_server:   {}{how}; to allow: {}", e.rule, e.remedy);
+                    explained.push(v.action.clone());
+                }
+            }
             EventBody::Exit { code, .. } => return ExitCode::from(code.clamp(0, 255) as u8),
             EventBody::Killed { reason, signal } => {
                 let signal = signal.unwrap_or(libc::SIGKILL);

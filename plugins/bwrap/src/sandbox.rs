@@ -445,10 +445,15 @@ impl SandboxImpl for BwrapSandbox {
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
         let stdin = if request.stdin { Some(pipe()?) } else { None };
+        let cwd = request
+            .cwd
+            .clone()
+            .unwrap_or_else(|| self.plan.workdir.clone());
         let mut watch = match &self.plan.guard {
             Some(guard) => StderrWatch::guarded(guard.roots.clone()),
             None => StderrWatch::default(),
-        };
+        }
+        .in_dir(cwd.clone());
         let relay = Relay::start(
             id,
             out_r,
@@ -470,10 +475,6 @@ impl SandboxImpl for BwrapSandbox {
             .lock()
             .map_err(|_| PluginError::other("exec table poisoned"))?
             .insert(id, Arc::clone(&exec));
-        let cwd = request
-            .cwd
-            .clone()
-            .unwrap_or_else(|| self.plan.workdir.clone());
         let mut env = request.env;
         if self.plan.guard.is_some() {
             env.insert(

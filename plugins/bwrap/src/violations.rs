@@ -1,11 +1,16 @@
 //! Refusals guessed from a command's stderr (SPEC F12 on Linux): lines that
 //! say "Read-only file system", "Permission denied" or "Operation not
 //! permitted" become `violation` events, with the path the line names,
-//! once per exec. (The create-time guard reports exactly instead.)
+//! once per exec. (The create-time guard reports exactly instead.) A
+//! "Permission denied" naming a file that is an executable program, the
+//! loader's "failed to map segment" and cargo's "could not execute process"
+//! are exec refusals: `process-exec`, which exec grants change. What each
+//! action means and what changes it is `sandbox_plugin_api::violation`.
 
 use std::collections::HashSet;
 
 use sandbox_plugin_api::SandboxViolation;
+use sandbox_plugin_api::violation::{FILE_ACCESS, FILE_WRITE, OPERATION, PROCESS_EXEC};
 
 /// The longest stderr line looked at; longer ones are cut.
 const MAX_LINE: usize = 4096;
@@ -19,6 +24,8 @@ pub struct StderrWatch {
     /// own refusals there exactly, so "Permission denied" in them is not
     /// guessed a second time.
     guarded_roots: Vec<std::path::PathBuf>,
+    /// The exec's working directory, for relative paths a line names.
+    cwd: std::path::PathBuf,
 }
 
 impl StderrWatch {
@@ -28,6 +35,20 @@ impl StderrWatch {
             guarded_roots: roots,
             ..Self::default()
         }
+    }
+
+    /// Relative paths in this exec's lines are taken from `cwd`.
+    pub fn in_dir(mut self, cwd: std::path::PathBuf) -> Self {
+        self.cwd = cwd;
+        self
+    }
+
+    /// Whether `target` is an executable regular file (seen from the host,
+    /// where the native backend shows binds at their own paths).
+    fn is_program(&self, target: &str) -> bool {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.cwd.join(target.trim_start_matches("./"));
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     }
 
     fn reported_by_the_guard(&self, v: &SandboxViolation) -> bool {
@@ -49,7 +70,7 @@ impl StderrWatch {
             if byte == b'\n' {
                 let line = String::from_utf8_lossy(&self.partial).into_owned();
                 self.partial.clear();
-                if let Some(v) = parse_line(&line)
+                if let Some(v) = classify(&line, &|t| self.is_program(t))
                     && !self.reported_by_the_guard(&v)
                     && self.seen.insert((v.action.clone(), v.target.clone()))
                 {
@@ -63,22 +84,56 @@ impl StderrWatch {
     }
 }
 
-/// The refusal a stderr line reports, if it reports one.
+/// The refusal a stderr line reports, if it reports one (no file looked at).
 pub fn parse_line(line: &str) -> Option<SandboxViolation> {
-    let action = if line.contains("Read-only file system") {
-        "file-write"
+    classify(line, &|_| false)
+}
+
+/// The refusal a stderr line reports; `is_program` says whether a path the
+/// line names is an executable file (then a "Permission denied" about it
+/// was an exec refused, not a read).
+pub fn classify(line: &str, is_program: &dyn Fn(&str) -> bool) -> Option<SandboxViolation> {
+    let (action, target) = if let Some(program) = exec_refused(line) {
+        (PROCESS_EXEC, Some(program))
+    } else if line.contains("Read-only file system") {
+        (FILE_WRITE, target_of(line))
     } else if line.contains("Permission denied") {
-        "file-access"
+        let target = target_of(line);
+        let creating = [
+            "cannot create",
+            "cannot touch",
+            "cannot open",
+            "can't create",
+        ]
+        .iter()
+        .any(|w| line.contains(w));
+        match &target {
+            Some(t) if !creating && is_program(t) => (PROCESS_EXEC, target),
+            _ => (FILE_ACCESS, target),
+        }
     } else if line.contains("Operation not permitted") || line.contains("EPERM") {
-        "operation"
+        (OPERATION, target_of(line))
     } else {
         return None;
     };
     Some(SandboxViolation {
         action: action.to_owned(),
-        target: target_of(line).unwrap_or_default(),
+        target: target.unwrap_or_default(),
         raw: Some(line.trim_end().to_owned()),
     })
+}
+
+/// The program of a line that can only mean an exec was refused: the
+/// loader could not map a file executable (`noexec`), or cargo could not
+/// start what it built.
+fn exec_refused(line: &str) -> Option<String> {
+    if line.contains("failed to map segment from shared object") {
+        let program = line.split(": ").next()?.trim();
+        return (!program.is_empty()).then(|| program.to_owned());
+    }
+    let rest = line.split("could not execute process `").nth(1)?;
+    let program = rest.split(['`', ' ']).next()?;
+    (!program.is_empty()).then(|| program.to_owned())
 }
 
 /// The path a message names: the first quoted one (`'…'`, `‘…’`, `"…"`,
@@ -155,6 +210,57 @@ mod tests {
             let got = parse_line(line).map(|v| (v.action, v.target));
             let want = want.map(|(a, t)| (a.to_owned(), t.to_owned()));
             assert_eq!(got, want, "{line}");
+        }
+    }
+
+    /// Exec refusals as the shells, the loader, env, Python and cargo print
+    /// them (recorded inside a sandbox without a grant).
+    #[test]
+    fn exec_refusals_are_process_exec() {
+        let programs = ["./t.sh", "/w/t.sh", "./a.out", "t.sh"];
+        let is_program = |t: &str| programs.contains(&t);
+        let cases = [
+            ("sh: 1: ./t.sh: Permission denied", PROCESS_EXEC, "./t.sh"),
+            (
+                "bash: line 1: /w/t.sh: Permission denied",
+                PROCESS_EXEC,
+                "/w/t.sh",
+            ),
+            ("env: './a.out': Permission denied", PROCESS_EXEC, "./a.out"),
+            (
+                "PermissionError: [Errno 13] Permission denied: 't.sh'",
+                PROCESS_EXEC,
+                "t.sh",
+            ),
+            (
+                "./t3: error while loading shared libraries: ./t3: failed to map segment from shared object",
+                PROCESS_EXEC,
+                "./t3",
+            ),
+            (
+                "error: could not execute process `/w/target/debug/demo` (never executed)",
+                PROCESS_EXEC,
+                "/w/target/debug/demo",
+            ),
+            // Not programs, or writes: what they were before.
+            (
+                "cat: /etc/shadow: Permission denied",
+                FILE_ACCESS,
+                "/etc/shadow",
+            ),
+            (
+                "sh: 1: cannot create ./t.sh: Permission denied",
+                FILE_ACCESS,
+                "./t.sh",
+            ),
+        ];
+        for (line, action, target) in cases {
+            let v = classify(line, &is_program).unwrap();
+            assert_eq!(
+                (v.action.as_str(), v.target.as_str()),
+                (action, target),
+                "{line}"
+            );
         }
     }
 

@@ -748,10 +748,11 @@ fn spawn(
             STAGE_GUARD => "installing the command's seccomp filters".to_owned(),
             _ => argv[0].clone(),
         };
-        return Err(Failure {
-            errno,
-            message: format!("{what}: {}", io::Error::from_raw_os_error(errno)),
-        });
+        let mut message = format!("{what}: {}", io::Error::from_raw_os_error(errno));
+        if stage == STAGE_EXEC && errno == libc::EACCES {
+            message.push_str(&exec_refusal(&candidates(&argv[0], env), cwd));
+        }
+        return Err(Failure { errno, message });
     }
     if filters.guard.is_some() && listener.is_none() {
         // SAFETY: plain syscall on our own child, which must not run unguarded.
@@ -762,6 +763,34 @@ fn spawn(
         });
     }
     Ok((pid, listener))
+}
+
+/// Why an exec the kernel refused with EACCES was refused, and what would
+/// allow it (every refusal explains itself): a file without an execute bit
+/// says so; an executable one was stopped by the exec rule (`noexec`
+/// writable mounts, PID 1's Landlock EXECUTE rule), which grants change.
+/// Read from the file the kernel refused, not predicted from the rules.
+fn exec_refusal(candidates: &[String], cwd: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let found = candidates.iter().find_map(|c| {
+        let path = std::path::Path::new(cwd).join(c.trim_start_matches("./"));
+        let meta = std::fs::metadata(&path).ok()?;
+        meta.is_file().then_some((path, meta.permissions().mode()))
+    });
+    match found {
+        Some((path, mode)) if mode & 0o111 == 0 => format!(
+            " — {} has no execute bit (chmod +x it, or run it through its interpreter)",
+            path.display()
+        ),
+        Some((path, _)) => format!(
+            " — refused by the exec rule: commands execute only from the system view and \
+             exec grants, and {} is in neither. Grant its directory: `--exec-grant DIR` \
+             (cc_server run), `execGrantRoots` (the spec); a tool directory of the host: \
+             `[backends.bwrap] system_paths`",
+            path.display()
+        ),
+        None => String::new(),
+    }
 }
 
 fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {

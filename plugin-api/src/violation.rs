@@ -1,0 +1,93 @@
+//! The actions a [`SandboxViolation`](crate::SandboxViolation) names, one
+//! vocabulary for every backend, and what each means to the person who
+//! meets it: the rule that refused and what would allow it (every refusal
+//! explains itself). Backends fill `action`; hosts show [`explain`]'s words.
+
+/// A file of a name the dispatch policy forbids was not created (the
+/// create-time guard, exactly).
+pub const FILE_WRITE_CREATE: &str = "file-write-create";
+/// A write met a read-only mount (from the command's stderr).
+pub const FILE_WRITE: &str = "file-write";
+/// A file access was refused (from the command's stderr).
+pub const FILE_ACCESS: &str = "file-access";
+/// An operation was not permitted (from the command's stderr).
+pub const OPERATION: &str = "operation";
+/// A program was not allowed to execute.
+pub const PROCESS_EXEC: &str = "process-exec";
+/// An outbound connection was refused by the session's egress proxy.
+pub const NETWORK_OUTBOUND: &str = "network-outbound";
+
+/// What a refusal means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Explanation {
+    /// The rule that refused, in words.
+    pub rule: &'static str,
+    /// The flag or config key that changes it, or why nothing does.
+    pub remedy: &'static str,
+    /// Guessed from what the command printed (SPEC F12), not reported by
+    /// the kernel, the guard or the proxy.
+    pub inferred: bool,
+}
+
+/// The explanation of an action; `None` for one this version does not know.
+pub fn explain(action: &str) -> Option<Explanation> {
+    let (rule, remedy, inferred) = match action {
+        FILE_WRITE_CREATE => (
+            "the dispatch policy forbids creating files of this name (secrets, rc files, git hooks, agent config)",
+            "the globs are `[dispatch_policy] write_deny_globs` in the config",
+            false,
+        ),
+        FILE_WRITE => (
+            "read-only here: outside the writable binds, a read-only mode, or a protected path",
+            "bind the directory writable (`--bind PATH`, `bindMounts`) in chat mode; protected paths and the mandatory denies stay read-only",
+            true,
+        ),
+        FILE_ACCESS => (
+            "outside what the sandbox may read or write (writes only beneath writable binds, secrets masked)",
+            "bind the directory (`--bind PATH[:ro]`, `bindMounts`); secrets stay masked",
+            true,
+        ),
+        OPERATION => (
+            "not permitted inside a sandbox (no capabilities, no new namespaces, a seccomp filter)",
+            "none: run it on the host",
+            true,
+        ),
+        PROCESS_EXEC => (
+            "commands execute only from the system view and exec grants",
+            "grant its directory: `--exec-grant DIR` (cc_server run), `execGrantRoots` (the spec); host tools: `[backends.bwrap] system_paths`",
+            true,
+        ),
+        NETWORK_OUTBOUND => (
+            "the host is not on the session's egress allowlist, or is denied",
+            "`--allow-domain PATTERN` (cc_server run), `[egress] allow` (config), `egressAllowlist` (the spec)",
+            false,
+        ),
+        _ => return None,
+    };
+    Some(Explanation {
+        rule,
+        remedy,
+        inferred,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_action_has_a_rule_and_a_remedy() {
+        for action in [
+            FILE_WRITE_CREATE,
+            FILE_WRITE,
+            FILE_ACCESS,
+            OPERATION,
+            PROCESS_EXEC,
+            NETWORK_OUTBOUND,
+        ] {
+            let e = explain(action).unwrap();
+            assert!(e.rule.len() > 20 && e.remedy.len() > 4, "{action}");
+        }
+        assert_eq!(explain("file-read*"), None);
+    }
+}
