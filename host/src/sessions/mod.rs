@@ -124,7 +124,7 @@ impl Drop for Reservation<'_> {
 fn violation_sink(router: Arc<Router>) -> ViolationSink {
     Arc::new(move |v: sandbox_egress::Violation| {
         router.broadcast(SandboxViolation {
-            action: "network-outbound".into(),
+            action: sandbox_plugin_api::violation::NETWORK_OUTBOUND.into(),
             target: v.refusal.target.clone(),
             raw: Some(format!(
                 "{} ({}): {}",
