@@ -225,3 +225,44 @@ fn a_descriptor_the_server_inherited_reaches_no_exec() {
     assert_eq!(joined(&events, "stdout"), "fds []\n", "{events:?}");
     assert_eq!(exit_code(&events), 0, "{events:?}");
 }
+
+/// T1 (b): a file a command makes setuid or setgid in a bind would run as
+/// its owner on the host — root, for a server run as root. `chmod u+s`,
+/// `chmod g+s`, `install -m 4755` and a create with mode 04755 are refused
+/// (EPERM); on the host no file in the bind carries either bit.
+#[test]
+fn no_command_can_leave_a_setuid_file_on_the_host() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let script = "cp /usr/bin/true t && \
+        (chmod u+s t && echo chmod-u=ok || echo chmod-u=failed); \
+        (chmod g+s t && echo chmod-g=ok || echo chmod-g=failed); \
+        (install -m 4755 /usr/bin/true i && echo install=ok || echo install=failed); \
+        /usr/bin/python3 -c \"import os\ntry:\n  os.close(os.open('c', os.O_CREAT | os.O_WRONLY, 0o4755)); print('create=ok')\nexcept OSError as e:\n  print('create=failed', e.errno)\"; \
+        (chmod 755 t && echo plain=ok)";
+    let out = CcServer::new(&plugins)
+        .config(SANDBOX_LAYER_ONLY)
+        .current_dir(work.path())
+        .args(["run", "--backend", "bwrap", "--", "sh", "-c", script])
+        .output();
+    let stdout = text(&out.stdout);
+    for refused in ["chmod-u=failed", "chmod-g=failed", "install=failed"] {
+        assert!(
+            stdout.lines().any(|l| l == refused),
+            "{refused}\n{}",
+            both(&out)
+        );
+    }
+    assert!(
+        stdout.contains(&format!("create=failed {}", libc::EPERM)),
+        "{}",
+        both(&out)
+    );
+    assert!(stdout.lines().any(|l| l == "plain=ok"), "{}", both(&out));
+    for entry in std::fs::read_dir(work.path()).unwrap() {
+        let entry = entry.unwrap();
+        let mode = entry.metadata().unwrap().permissions().mode();
+        assert_eq!(mode & 0o6000, 0, "{:?} is {mode:o}", entry.path());
+    }
+}

@@ -329,6 +329,19 @@ mod table {
         action: Action::Errno(EPERM),
     };
 
+    /// Set-user-ID and set-group-ID bits in a mode argument: a file a
+    /// command made setuid stays so on the host, where it runs as its
+    /// owner — the server's uid, root for a server run as root (threat
+    /// model T1). No build needs them.
+    const SET_ID_BITS: u32 = 0o6000;
+    const fn no_set_id(arg: u8) -> Rule {
+        Rule::IfArgBits {
+            arg,
+            mask: SET_ID_BITS,
+            action: Action::Errno(EPERM),
+        }
+    }
+
     macro_rules! entry {
         ($sys:ident, $rule:expr, $reason:literal) => {
             Entry {
@@ -374,6 +387,16 @@ mod table {
         entry!(SYS_keyctl, DENY, "kernel keyrings are not namespaced"),
         entry!(SYS_add_key, DENY, "kernel keyrings are not namespaced"),
         entry!(SYS_request_key, DENY, "kernel keyrings are not namespaced"),
+        // No setuid or setgid files: mode arguments with those bits.
+        entry!(SYS_chmod, no_set_id(1), "a setuid file in a bind runs as its owner on the host"),
+        entry!(SYS_fchmod, no_set_id(1), "a setuid file in a bind runs as its owner on the host"),
+        entry!(SYS_fchmodat, no_set_id(2), "a setuid file in a bind runs as its owner on the host"),
+        entry!(SYS_fchmodat2, no_set_id(2), "a setuid file in a bind runs as its owner on the host"),
+        entry!(SYS_open, no_set_id(2), "creating a file setuid; without O_CREAT the mode is 0"),
+        entry!(SYS_openat, no_set_id(3), "creating a file setuid; without O_CREAT the mode is 0"),
+        entry!(SYS_creat, no_set_id(1), "creating a file setuid"),
+        entry!(SYS_mknod, no_set_id(1), "creating a node setuid"),
+        entry!(SYS_mknodat, no_set_id(2), "creating a node setuid"),
     ];
 }
 
@@ -927,6 +950,43 @@ mod tests {
             ]
         }
 
+        /// The syscalls taking a mode, and which argument it is.
+        const SET_ID_MODES: [(&str, i64, usize); 9] = [
+            ("chmod", libc::SYS_chmod, 1),
+            ("fchmod", libc::SYS_fchmod, 1),
+            ("fchmodat", libc::SYS_fchmodat, 2),
+            ("fchmodat2", libc::SYS_fchmodat2, 2),
+            ("open", libc::SYS_open, 2),
+            ("openat", libc::SYS_openat, 3),
+            ("creat", libc::SYS_creat, 1),
+            ("mknod", libc::SYS_mknod, 1),
+            ("mknodat", libc::SYS_mknodat, 2),
+        ];
+
+        /// T1: a mode with the setuid or setgid bit is EPERM; any other mode
+        /// (and every other argument) is left alone.
+        #[test]
+        fn setuid_and_setgid_bits_cannot_be_set() {
+            for (name, nr, arg) in SET_ID_MODES {
+                for (mode, want) in [
+                    (0o4755, E_PERM),
+                    (0o2755, E_PERM),
+                    (0o6777, E_PERM),
+                    (0o755, ALLOW),
+                    (0o1777, ALLOW),
+                    (0, ALLOW),
+                ] {
+                    let mut args = [0u64; 6];
+                    args[arg] = mode;
+                    let got = decide(&Data::native(nr, args));
+                    assert_eq!(got, want, "{name} mode {mode:o}");
+                }
+                let mut elsewhere = [0o4755u64; 6];
+                elsewhere[arg] = 0o644;
+                assert_eq!(decide(&Data::native(nr, elsewhere)), ALLOW, "{name}");
+            }
+        }
+
         #[test]
         fn listed_syscalls_get_their_action_whatever_the_arguments() {
             for (name, nr, want) in expected_fixed() {
@@ -1099,6 +1159,7 @@ mod tests {
                 .iter()
                 .map(|&(_, nr, _)| nr)
                 .chain([libc::SYS_clone, libc::SYS_unshare])
+                .chain(SET_ID_MODES.iter().map(|&(_, nr, _)| nr))
                 .collect();
             let mut allowed = 0;
             for nr in 0..1024i64 {
@@ -1123,6 +1184,7 @@ mod tests {
                 .map(|&(_, nr, _)| nr as u32)
                 .collect();
             expected.extend([libc::SYS_clone as u32, libc::SYS_unshare as u32]);
+            expected.extend(SET_ID_MODES.iter().map(|&(_, nr, _)| nr as u32));
             table.sort_unstable();
             expected.sort_unstable();
             let mut dedup = table.clone();
