@@ -329,32 +329,26 @@ fn read_only_bind(point: &str, flags: libc::c_ulong) -> io::Result<()> {
 
 /// `mount --bind point point` (`MS_REC` in `flags` takes the mounts below).
 fn bind_onto_itself(point: &str, flags: libc::c_ulong) -> io::Result<()> {
+    mount_at(Some(point), point, flags)
+}
+
+/// A bind remount of `point` with `flags`.
+fn remount(point: &str, flags: libc::c_ulong) -> io::Result<()> {
+    mount_at(None, point, flags)
+}
+
+/// `mount(2)` of `source` (or none) at `point`, with no type or data.
+fn mount_at(source: Option<&str>, point: &str, flags: libc::c_ulong) -> io::Result<()> {
     let target = std::ffi::CString::new(point).map_err(io::Error::other)?;
-    // SAFETY: a bind mount of a path onto itself, both valid C strings; no
+    let source = source
+        .map(std::ffi::CString::new)
+        .transpose()
+        .map_err(io::Error::other)?;
+    // SAFETY: the paths are valid C strings (or null for no source); no
     // type or data.
     let done = unsafe {
         libc::mount(
-            target.as_ptr(),
-            target.as_ptr(),
-            std::ptr::null(),
-            flags,
-            std::ptr::null(),
-        )
-    };
-    if done == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-fn remount(point: &str, flags: libc::c_ulong) -> io::Result<()> {
-    let target = std::ffi::CString::new(point).map_err(io::Error::other)?;
-    // SAFETY: a bind remount of a path we pass as a valid C string; no
-    // source, type or data.
-    let done = unsafe {
-        libc::mount(
-            std::ptr::null(),
+            source.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
             target.as_ptr(),
             std::ptr::null(),
             flags,
