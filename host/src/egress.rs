@@ -115,7 +115,7 @@ impl SessionEgress {
         on_violation: ViolationSink,
     ) -> Result<(Self, Reach), EgressError> {
         let dir = tempfile::Builder::new()
-            .prefix("cc_server-egress-")
+            .prefix(sandbox_plugin_api::state_dirs::EGRESS_DIR_PREFIX)
             .tempdir()
             .map_err(EgressError::Dir)?;
         let listen = Listen::Unix {

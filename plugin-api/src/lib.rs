@@ -124,6 +124,7 @@ pub mod host;
 pub mod proxy;
 pub mod sdk;
 pub mod secrets;
+pub mod state_dirs;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 mod types;

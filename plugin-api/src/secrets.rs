@@ -45,6 +45,29 @@ pub const HOME_SECRETS: &[(&str, &str)] = &[
     (".config/cc_server", "this server's configuration"),
 ];
 
+/// System secrets (SPEC C1's "rest of the read-deny set"). Sandboxed commands
+/// run as the server's uid, so a server run as root would let them read
+/// these: a backend masks them whatever the uid, and the host refuses a bind
+/// at or below one.
+pub const SYSTEM_SECRETS: &[(&str, &str)] = &[
+    ("/etc/shadow", "password hashes"),
+    ("/etc/shadow-", "password hashes (backup)"),
+    ("/etc/gshadow", "group password hashes"),
+    ("/etc/gshadow-", "group password hashes (backup)"),
+    ("/etc/sudoers", "sudo rules"),
+    ("/etc/sudoers.d", "sudo rules"),
+    ("/etc/security/opasswd", "old password hashes"),
+    ("/etc/ssl/private", "TLS private keys"),
+];
+
+/// Directory whose `ssh_host_*_key` files (host private keys) are secrets.
+pub const SSH_HOST_KEY_DIR: &str = "/etc/ssh";
+
+/// Whether a file name in [`SSH_HOST_KEY_DIR`] is a host private key.
+pub fn is_ssh_host_key(name: &str) -> bool {
+    name.starts_with("ssh_host_") && name.ends_with("_key")
+}
+
 /// Names kept read-only in `$HOME` and at the top of every writable root
 /// (SPEC C1's mandatory denies), when they exist. Writing them would run
 /// code later, outside the sandbox: a shell rc file on the next login, a
@@ -102,5 +125,10 @@ mod tests {
                 "{path}"
             );
         }
+        for (path, why) in super::SYSTEM_SECRETS {
+            assert!(path.starts_with('/') && why.len() > 5, "{path}");
+        }
+        assert!(super::is_ssh_host_key("ssh_host_ed25519_key"));
+        assert!(!super::is_ssh_host_key("ssh_host_ed25519_key.pub"));
     }
 }

@@ -3,22 +3,9 @@
 /// Secrets under `$HOME`: one list for every backend (`sandbox_plugin_api::secrets`).
 pub use sandbox_plugin_api::secrets::HOME_SECRETS;
 
-/// System secrets (SPEC C1's "rest of the read-deny set"). Sandboxed commands
-/// run as the server's uid, so a server run as root would let them read
-/// these; they are masked whatever the uid.
-pub const SYSTEM_SECRETS: &[(&str, &str)] = &[
-    ("/etc/shadow", "password hashes"),
-    ("/etc/shadow-", "password hashes (backup)"),
-    ("/etc/gshadow", "group password hashes"),
-    ("/etc/gshadow-", "group password hashes (backup)"),
-    ("/etc/sudoers", "sudo rules"),
-    ("/etc/sudoers.d", "sudo rules"),
-    ("/etc/security/opasswd", "old password hashes"),
-    ("/etc/ssl/private", "TLS private keys"),
-];
-
-/// Directory whose `ssh_host_*_key` files (host private keys) are masked.
-pub const SSH_HOST_KEY_DIR: &str = "/etc/ssh";
+/// System secrets and the host-key directory: one list for the backends and
+/// the host's bind checks (`sandbox_plugin_api::secrets`).
+pub use sandbox_plugin_api::secrets::{SSH_HOST_KEY_DIR, SYSTEM_SECRETS};
 
 /// Names kept read-only in `$HOME` and every writable root (`sandbox_plugin_api::secrets`).
 pub use sandbox_plugin_api::secrets::MANDATORY_WRITE_DENY;

@@ -673,7 +673,7 @@ fn secrets(home: Option<&Path>, host: &dyn HostFacts) -> Vec<(PathBuf, Kind)> {
     let key_dir = Path::new(SSH_HOST_KEY_DIR);
     for name in host.list(key_dir) {
         let text = name.to_string_lossy();
-        if text.starts_with("ssh_host_") && text.ends_with("_key") {
+        if sandbox_plugin_api::secrets::is_ssh_host_key(&text) {
             candidates.push(key_dir.join(&name));
         }
     }

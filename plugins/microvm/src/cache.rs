@@ -67,10 +67,11 @@ pub fn key(qemu: Option<&Path>, accel: &str, image: &str) -> String {
 pub fn dir() -> Option<PathBuf> {
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
-    let dir = match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(runtime) if Path::new(&runtime).is_absolute() => Path::new(&runtime).join("cc_server"),
-        _ => std::env::temp_dir().join(format!("cc_server-{uid}")),
-    };
+    let dir = sandbox_plugin_api::state_dirs::runtime_dir(
+        uid,
+        std::env::var_os("XDG_RUNTIME_DIR").as_deref(),
+        &std::env::temp_dir(),
+    );
     let _ = fs::DirBuilder::new().mode(0o700).create(&dir);
     let meta = fs::symlink_metadata(&dir).ok()?;
     (meta.is_dir() && meta.uid() == uid && meta.mode() & 0o077 == 0).then_some(dir)
