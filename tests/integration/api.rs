@@ -890,3 +890,51 @@ fn a_terminal_from_a_backend_without_pty_is_refused_with_the_reason() {
     let events = exec(&server, "nopty", &json!({"argv": ["echo", "plain"]}));
     assert_eq!(joined(&events, "stdout"), "plain\n");
 }
+
+/// G5 (issue 14 item 8): a token file another user owns, one the group can
+/// read, or a link is refused at start (125), naming the file, the owner or
+/// mode, and the fix.
+#[test]
+fn a_token_file_of_another_user_or_readable_by_the_group_is_refused() {
+    let plugins = Plugins::with_none();
+    let tmp = tempfile::tempdir().unwrap();
+    let serve = |token_file: &Path| {
+        CcServer::new(&plugins)
+            .args(["serve", "--listen", "127.0.0.1:0", "--token-file"])
+            .arg(token_file)
+            .output()
+    };
+    let write = |name: &str, mode: u32| {
+        let file = tmp.path().join(name);
+        std::fs::write(&file, "0123456789abcdef0123456789abcdef\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        file
+    };
+    let mut cases = vec![(
+        write("group", 0o640),
+        vec!["mode 640".to_owned(), "chmod 600".into()],
+    )];
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(write("real", 0o600), &link).unwrap();
+    cases.push((link, vec!["symbolic link".into()]));
+    // SAFETY: plain syscall.
+    if unsafe { libc::geteuid() } == 0 {
+        // Only root can give a file away; CI runs as root.
+        let foreign = write("foreign", 0o600);
+        std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+        cases.push((
+            foreign,
+            vec!["belongs to uid 65534".into(), "chown 0".into()],
+        ));
+    }
+    for (file, needles) in cases {
+        let out = serve(&file);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{file:?}: {stderr}");
+        assert!(stderr.contains(&file.display().to_string()), "{stderr}");
+        for needle in needles {
+            assert!(stderr.contains(&needle), "`{needle}` not in: {stderr}");
+        }
+        assert!(!stderr.contains("listening on"), "{stderr}");
+    }
+}
