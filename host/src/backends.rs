@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 
 use crate::config::Settings;
 use crate::sessions::LaunchSettings;
+use crate::sessions::binds::ServerPaths;
+use sandbox_plugin_api::state_dirs::runtime_dir;
 
 // `none` is compiled in, so the fallback never depends on a file (SPEC C4).
 inventory::submit! {
@@ -40,9 +42,11 @@ pub fn discover(settings: &Settings) -> Registry {
     registry
 }
 
-/// What sessions launch with, from the settings.
-pub fn launch_settings(settings: &Settings) -> LaunchSettings {
+/// What sessions launch with, from the settings and the registry (whose
+/// search path the bind rules protect).
+pub fn launch_settings(settings: &Settings, registry: &Registry) -> LaunchSettings {
     LaunchSettings {
+        paths: server_paths(settings, registry),
         switch: settings.switch,
         default_backend: settings.default_backend.clone(),
         platform: Platform::current(),
@@ -51,6 +55,48 @@ pub fn launch_settings(settings: &Settings) -> LaunchSettings {
             &settings.policy,
         )),
         egress: settings.egress.clone(),
+    }
+}
+
+/// The server's own paths, for the bind rules (`sessions::binds`): the token
+/// file (`run` has none of its own, so the default one), the backends'
+/// runtime dir, the temp dir of the egress directories, the config and
+/// guardrails files, every plugins directory searched.
+fn server_paths(settings: &Settings, registry: &Registry) -> ServerPaths {
+    let temp_dir = std::env::temp_dir();
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let mut config_files = Vec::new();
+    if let Some(file) = &settings.config_file {
+        config_files.push((
+            file.clone(),
+            "the server's config file: changed, it loosens the next start's policy",
+        ));
+    }
+    if let Some(file) = &settings.policy.guardrails_file {
+        config_files.push((
+            file.clone(),
+            "the guardrails file: changed, it loosens the next start's command policy",
+        ));
+    }
+    ServerPaths {
+        home: std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(std::path::PathBuf::from),
+        token_file: settings
+            .token_file
+            .clone()
+            .or_else(|| crate::api::token::default_path().ok()),
+        runtime_dir: Some(runtime_dir(
+            uid,
+            std::env::var_os("XDG_RUNTIME_DIR").as_deref(),
+            &temp_dir,
+        )),
+        temp_dir,
+        config_files,
+        plugin_dirs: registry.search_path.clone(),
+        bind_roots: settings.api.bind_roots.clone(),
+        config_file: settings.config_file.clone(),
     }
 }
 

@@ -43,6 +43,23 @@ pub struct FileConfig {
     pub policy: Option<PolicySection>,
     /// The egress proxies (SPEC E1–E5).
     pub egress: Option<EgressSection>,
+    /// What specs may bind.
+    pub api: Option<ApiSection>,
+}
+
+/// `[api]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiSection {
+    /// When set, every bind's `hostPath` lies at or below one of these.
+    #[serde(default)]
+    pub bind_roots: Vec<PathBuf>,
+}
+
+/// `[api]`, checked.
+#[derive(Debug, Clone, Default)]
+pub struct ApiSettings {
+    pub bind_roots: Vec<PathBuf>,
 }
 
 /// `[egress]`.
@@ -143,6 +160,10 @@ pub struct Settings {
     pub listen: SocketAddr,
     /// The bearer token file, when one was given.
     pub token_file: Option<PathBuf>,
+    /// The config file, when one was given.
+    pub config_file: Option<PathBuf>,
+    /// `[api]`.
+    pub api: ApiSettings,
 }
 
 /// A config problem, naming the file and the fix.
@@ -230,6 +251,10 @@ impl Settings {
                 message,
             })?;
         add_egress_flags(&mut egress, flags)?;
+        let api = resolve_api(file.api.as_ref()).map_err(|message| ConfigError::Parse {
+            path: config_path.clone(),
+            message,
+        })?;
         let listen = match flags.listen.or(file.listen) {
             Some(addr) => addr,
             None => SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)),
@@ -248,6 +273,8 @@ impl Settings {
             backend_options,
             listen,
             token_file: flags.token_file.clone().or(file.token_file),
+            config_file: common.config.clone(),
+            api,
         })
     }
 
@@ -307,6 +334,22 @@ fn resolve_egress(section: Option<&EgressSection>) -> Result<EgressSettings, Str
     };
     settings.check().map_err(|e| format!("[egress] {e}"))?;
     Ok(settings)
+}
+
+/// `[api]`, checked now: a root that is not absolute stops the start.
+fn resolve_api(section: Option<&ApiSection>) -> Result<ApiSettings, String> {
+    let Some(section) = section else {
+        return Ok(ApiSettings::default());
+    };
+    if let Some(root) = section.bind_roots.iter().find(|r| !r.is_absolute()) {
+        return Err(format!(
+            "[api] bind_roots: `{}` is not an absolute path",
+            root.display()
+        ));
+    }
+    Ok(ApiSettings {
+        bind_roots: section.bind_roots.clone(),
+    })
 }
 
 /// `[policy]`, with the guardrails file read and checked now: a broken
@@ -407,5 +450,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("`on` or `off`"), "{err}");
+    }
+
+    #[test]
+    fn the_api_section_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        let resolve = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            Settings::resolve(&common(Some(path.clone()), None), &CommandFlags::default())
+        };
+        let ok = resolve("[api]\nbind_roots = [\"/w\"]\n").unwrap();
+        assert_eq!(ok.api.bind_roots, vec![PathBuf::from("/w")]);
+        assert_eq!(ok.config_file.as_deref(), Some(path.as_path()));
+        for (text, needle) in [
+            ("[api]\nbind_roots = [\"rel\"]\n", "not an absolute path"),
+            ("[api]\nbind_root = [\"/w\"]\n", "bind_root"),
+        ] {
+            let err = resolve(text).unwrap_err().to_string();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
     }
 }

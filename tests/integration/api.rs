@@ -891,6 +891,109 @@ fn a_terminal_from_a_backend_without_pty_is_refused_with_the_reason() {
     assert_eq!(joined(&events, "stdout"), "plain\n");
 }
 
+/// POSTs a spec with one bind; returns the response.
+fn post_bind(server: &Server, host_path: &Path, read_only: bool) -> Response {
+    let body = json!({"bindMounts": [{"hostPath": host_path, "readOnly": read_only}]});
+    server.call("POST", "/v1/sandboxes", Some(&body.to_string()))
+}
+
+/// G5, F6, F7 (issue 14 item 6): a bind the server will not give — the
+/// host's root, a kernel interface, a system directory writable (also
+/// through a link), a secret (also through a link), the token's directory,
+/// a plugins directory writable — is a 400 naming `bindMounts`, with the
+/// rule and the remedy, and nothing is launched. The ordinary binds (a
+/// project read-only, a work dir read-write, both under the temp dir) still
+/// launch.
+#[test]
+fn hostile_binds_are_refused_with_400_and_nothing_launches() {
+    let plugins = Plugins::with_none();
+    let command = CcServer::new(&plugins);
+    let home = command.home();
+    let ssh = home.path().join(".ssh");
+    std::fs::create_dir(&ssh).unwrap();
+    let server = Server::start_with(command);
+    let tmp = tempfile::tempdir().unwrap();
+    let etc_link = tmp.path().join("etc-link");
+    std::os::unix::fs::symlink("/etc", &etc_link).unwrap();
+    let ssh_link = tmp.path().join("keys");
+    std::os::unix::fs::symlink(&ssh, &ssh_link).unwrap();
+    let token_dir = server.token_file.parent().unwrap().to_path_buf();
+    let dotdot_root = tmp.path().join("../../..");
+    let rows: Vec<(&Path, bool, &str)> = vec![
+        (Path::new("/"), true, "root directory"),
+        (&dotdot_root, true, "root directory"),
+        (Path::new("/proc"), true, "never bound, in any mode"),
+        (Path::new("/dev"), true, "never bound, in any mode"),
+        (Path::new("/etc"), false, "system directory `/etc`"),
+        (&etc_link, false, "resolves to `/etc`"),
+        (&ssh, true, "a secret no sandbox may read"),
+        (&ssh_link, true, "a secret no sandbox may read"),
+        (&token_dir, true, "API token file"),
+        (plugins.path(), false, "plugins directory"),
+    ];
+    for (path, read_only, rule) in rows {
+        let response = post_bind(&server, path, read_only);
+        assert_eq!(response.status, 400, "{path:?}: {}", text(&response.body));
+        let body = response.json();
+        assert_eq!(body["field"], "bindMounts", "{path:?}: {body}");
+        let error = body["error"].as_str().unwrap();
+        assert!(
+            error.contains("bindMounts[0].hostPath") && error.contains(rule),
+            "{path:?}: `{rule}` not in: {error}"
+        );
+    }
+    let list = server.call("GET", "/v1/sandboxes", None);
+    assert_eq!(list.json(), json!([]), "{}", text(&list.body));
+    assert!(
+        !server.log().contains("sandbox launched"),
+        "{}",
+        server.log()
+    );
+
+    let project = tmp.path().join("project");
+    let work = tmp.path().join("work");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::create_dir(&work).unwrap();
+    for (path, read_only) in [(&project, true), (&work, false), (&etc_link, true)] {
+        let response = post_bind(&server, path, read_only);
+        assert_eq!(response.status, 201, "{path:?}: {}", text(&response.body));
+        let id = response.json()["sessionId"].as_str().unwrap().to_owned();
+        let gone = server.call("DELETE", &format!("/v1/sandboxes/{id}"), None);
+        assert_eq!(gone.status, 200, "{}", text(&gone.body));
+    }
+}
+
+/// G5 (issue 14 item 6): with `[api] bind_roots`, a bind outside every root
+/// — also one that leaves a root through a link — is a 400 naming the key;
+/// one below a root launches.
+#[test]
+fn bind_roots_restrict_every_bind() {
+    let plugins = Plugins::with_none();
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let inside = root.path().join("project");
+    std::fs::create_dir(&inside).unwrap();
+    let leak = root.path().join("leak");
+    std::os::unix::fs::symlink(outside.path(), &leak).unwrap();
+    let config = format!("[api]\nbind_roots = [{:?}]\n", root.path());
+    let server = Server::start_with(CcServer::new(&plugins).config(&config));
+    for path in [outside.path(), &leak] {
+        let response = post_bind(&server, path, true);
+        assert_eq!(response.status, 400, "{path:?}: {}", text(&response.body));
+        let body = response.json();
+        assert_eq!(body["field"], "bindMounts", "{body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("`[api] bind_roots`"),
+            "{body}"
+        );
+    }
+    let response = post_bind(&server, &inside, false);
+    assert_eq!(response.status, 201, "{}", text(&response.body));
+}
+
 /// G5 (issue 14 item 8): a token file another user owns, one the group can
 /// read, or a link is refused at start (125), naming the file, the owner or
 /// mode, and the fix.

@@ -701,3 +701,46 @@ fn a_third_party_backend_runs_a_real_command() {
         serde_json::from_str(text(&out.stdout).lines().next().unwrap()).unwrap();
     assert_eq!(first["backend"], "fixture");
 }
+
+/// G5, F6 (issue 14 item 6): `run --bind` of a system directory writable —
+/// as written or through a link — is refused (125) naming `bindMounts`, the
+/// rule and the `:ro` remedy, and nothing runs; the same bind read-only and
+/// a read-only project dir beside the workdir bind run.
+#[test]
+fn a_hostile_bind_is_refused_with_125() {
+    let plugins = Plugins::with_none();
+    let tmp = tempfile::tempdir().unwrap();
+    let etc_link = tmp.path().join("etc-link");
+    std::os::unix::fs::symlink("/etc", &etc_link).unwrap();
+    let marker = tmp.path().join("ran");
+    let touch = format!("touch {}", marker.display());
+    for (bind, rule) in [
+        ("/etc", "system directory `/etc`"),
+        ("etc-link", "resolves to `/etc`"),
+        ("/proc:ro", "never bound"),
+    ] {
+        let out = run_cmd(&plugins, &["--bind", bind, "--", "sh", "-c", &touch])
+            .current_dir(tmp.path())
+            .output();
+        let stderr = text(&out.stderr);
+        assert_eq!(code(&out), 125, "{bind}: {stderr}");
+        assert!(
+            stderr.contains("bindMounts[1].hostPath") && stderr.contains(rule),
+            "{bind}: {stderr}"
+        );
+        assert!(!marker.exists(), "{bind}: the command ran");
+    }
+    let out = run_cmd(&plugins, &["--bind", "/etc:ro", "--", "true"])
+        .current_dir(tmp.path())
+        .output();
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    std::fs::create_dir(tmp.path().join("project")).unwrap();
+    let out = run_cmd(
+        &plugins,
+        &["--bind", "project:ro", "--", "sh", "-c", &touch],
+    )
+    .current_dir(tmp.path())
+    .output();
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert!(marker.exists());
+}

@@ -14,10 +14,8 @@ pub async fn run(settings: &Settings, as_json: bool) -> anyhow::Result<ExitCode>
     let settings_for_discovery = settings.clone();
     let registry =
         tokio::task::spawn_blocking(move || backends::discover(&settings_for_discovery)).await?;
-    let sessions = crate::sessions::Sessions::new(
-        std::sync::Arc::new(registry),
-        backends::launch_settings(settings),
-    );
+    let launch = backends::launch_settings(settings, &registry);
+    let sessions = crate::sessions::Sessions::new(std::sync::Arc::new(registry), launch);
     let registry = sessions.registry();
     let startup = backends::startup(settings, registry);
     let default = sessions.select(None);

@@ -27,7 +27,8 @@ pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode>
     let settings_for_discovery = settings.clone();
     let registry =
         tokio::task::spawn_blocking(move || backends::discover(&settings_for_discovery)).await?;
-    let sessions = Sessions::new(Arc::new(registry), backends::launch_settings(settings));
+    let launch = backends::launch_settings(settings, &registry);
+    let sessions = Sessions::new(Arc::new(registry), launch);
 
     let session = sessions.create(spec, args.backend.as_deref()).await?;
     if let Some(notice) = session.selection.notice() {

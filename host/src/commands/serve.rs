@@ -24,10 +24,8 @@ pub async fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
         tokio::task::spawn_blocking(move || backends::discover(&settings_for_discovery)).await?;
     // Exactly one of the three lines of SPEC B3.
     tracing::info!("{}", backends::startup(settings, &registry));
-    let sessions = Arc::new(Sessions::new(
-        Arc::new(registry),
-        backends::launch_settings(settings),
-    ));
+    let launch = backends::launch_settings(settings, &registry);
+    let sessions = Arc::new(Sessions::new(Arc::new(registry), launch));
 
     if !listen.ip().is_loopback() {
         tracing::warn!(

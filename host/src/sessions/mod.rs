@@ -2,6 +2,7 @@
 //! and the HTTP API both go through here, so every dispatch path gets the
 //! same selection, the same checks and the same wrapping (SPEC B10).
 
+pub mod binds;
 mod plan;
 pub(crate) mod router;
 
@@ -178,7 +179,15 @@ impl Sessions {
         explicit: Option<&str>,
     ) -> Result<Arc<Session>, SessionError> {
         let offers = self.registry.offers();
-        let plan = plan_launch(spec, explicit, &self.settings, &offers, new_session_id)?;
+        let facts = binds::PathFacts::gather(&spec, &self.settings.paths);
+        let plan = plan_launch(
+            spec,
+            explicit,
+            &self.settings,
+            &offers,
+            &facts,
+            new_session_id,
+        )?;
         self.run_plan(plan).await
     }
 

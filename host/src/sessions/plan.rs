@@ -11,6 +11,7 @@ use sandbox_plugin_api::{SandboxBackend, SandboxSpec, capability};
 use sandbox_registry::select::{Offer, Platform, Request, SandboxSwitch, Selection, select};
 
 use super::SessionError;
+use super::binds::{PathFacts, ServerPaths, check_binds};
 use crate::command_policy::CommandPolicy;
 use crate::dispatch_policy::DispatchPolicy;
 use crate::egress::EgressSettings;
@@ -27,6 +28,8 @@ pub struct LaunchSettings {
     pub commands: Arc<CommandPolicy>,
     /// What sessions' egress proxies allow beyond their specs.
     pub egress: EgressSettings,
+    /// The server's own paths and the bind roots, for the bind rules.
+    pub paths: ServerPaths,
 }
 
 impl LaunchSettings {
@@ -70,15 +73,20 @@ pub struct LaunchPlan {
 }
 
 /// Decides a launch. `fresh_id` names the session when the spec leaves
-/// `sessionId` empty. Pure: it reads the settings and the probe reports and
-/// starts nothing, so every refusal and selection outcome is a table row.
+/// `sessionId` empty; `facts` are the filesystem's answers about the paths
+/// the bind rules compare ([`PathFacts::gather`]). Pure: it reads the
+/// settings, the facts and the probe reports and starts nothing, so every
+/// refusal and selection outcome is a table row.
 pub fn plan_launch(
     mut spec: SandboxSpec,
     explicit: Option<&str>,
     settings: &LaunchSettings,
     offers: &[Offer<'_>],
+    facts: &PathFacts,
     fresh_id: impl FnOnce() -> Result<String, SessionError>,
 ) -> Result<LaunchPlan, SessionError> {
+    // G5: a hostile spec is refused whatever backend it would get.
+    check_binds(&mut spec, &settings.paths, facts)?;
     let selection = settings.select(explicit, offers)?;
     let offer = offers
         .iter()

@@ -1,5 +1,6 @@
 //! `plan_launch`, one row per refusal and per selection outcome.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sandbox_plugin_api::{ProbeReport, SandboxBackend, SandboxMode, SandboxSpec, capability};
@@ -9,6 +10,7 @@ use super::*;
 use crate::command_policy::CommandPolicy;
 use crate::dispatch_policy::DispatchPolicy;
 use crate::egress::EgressSettings;
+use crate::sessions::binds::{PathFacts, ServerPaths, lexical};
 
 fn report(kind: SandboxBackend, caps: &[&str]) -> ProbeReport {
     ProbeReport {
@@ -53,7 +55,54 @@ fn settings(switch: SandboxSwitch) -> LaunchSettings {
         dispatch: DispatchPolicy::default(),
         commands: Arc::new(CommandPolicy::default()),
         egress: EgressSettings::default(),
+        paths: server_paths(),
     }
+}
+
+/// A server run by `me` from a checkout's `target/release` (plugins found
+/// beside the binary), with the default token file and a config file.
+fn server_paths() -> ServerPaths {
+    ServerPaths {
+        home: Some("/home/me".into()),
+        token_file: Some("/home/me/.local/state/cc_server/token".into()),
+        runtime_dir: Some("/tmp/cc_server-1000".into()),
+        temp_dir: "/tmp".into(),
+        config_files: vec![("/home/me/etc/cc_server.toml".into(), "the config file")],
+        plugin_dirs: vec![
+            "/home/me/src/cc/target/release".into(),
+            "/home/me/src/cc/target/release/plugins".into(),
+        ],
+        bind_roots: Vec::new(),
+        config_file: Some("/home/me/etc/cc_server.toml".into()),
+    }
+}
+
+/// The filesystem of [`server_paths`]: what exists resolves to itself, and
+/// the links lead where their names say.
+fn facts() -> PathFacts {
+    let mut facts = PathFacts::default();
+    for existing in [
+        "/etc",
+        "/usr",
+        "/tmp",
+        "/home/me/.ssh",
+        "/home/me/etc/cc_server.toml",
+        "/home/me/src/cc/target/release",
+        "/home/me/work",
+    ] {
+        facts.insert(Path::new(existing), existing.into());
+    }
+    for (link, target) in [
+        ("/home/me/link-to-etc", "/etc"),
+        ("/tmp/etc-link", "/etc"),
+        ("/home/me/ssh-link", "/home/me/.ssh"),
+        ("/home/me/work/link-out", "/home/me/other"),
+        ("/home/me/work/sock", "/run/docker.sock"),
+        ("/var/run/docker.sock", "/run/docker.sock"),
+    ] {
+        facts.insert(Path::new(link), target.into());
+    }
+    facts
 }
 
 fn plan(
@@ -66,7 +115,9 @@ fn plan(
         .iter()
         .map(|(name, report)| Offer { name, report })
         .collect();
-    plan_launch(spec, explicit, settings, &offers, || Ok("s-fresh".into()))
+    plan_launch(spec, explicit, settings, &offers, &facts(), || {
+        Ok("s-fresh".into())
+    })
 }
 
 fn spec(id: &str) -> SandboxSpec {
@@ -209,9 +260,375 @@ fn a_backend_without_proxies_gets_no_egress() {
         default_backend: Some("plain".into()),
         ..settings(SandboxSwitch::On)
     };
-    let plan = plan_launch(spec("s"), Some("plain"), &on, &offers, || {
+    let plan = plan_launch(spec("s"), Some("plain"), &on, &offers, &facts(), || {
         Ok("unused".into())
     })
     .unwrap();
     assert!(plan.egress.is_none());
+}
+
+fn binding(path: &str, read_only: bool) -> SandboxSpec {
+    SandboxSpec {
+        bind_mounts: vec![sandbox_plugin_api::SandboxBindMount {
+            host_path: path.into(),
+            guest_path: None,
+            read_only,
+        }],
+        ..spec("s")
+    }
+}
+
+const RW: bool = false;
+const RO: bool = true;
+
+/// G5, F6: one row per bind rule; each path as written and resolved.
+#[test]
+fn hostile_binds_are_refused_naming_the_field() {
+    let on = settings(SandboxSwitch::On);
+    let rows: &[(&str, &str, bool, &str)] = &[
+        ("the host's root", "/", RO, "invalid bindMounts"),
+        (
+            "the root by `..`",
+            "/home/me/work/../../..",
+            RO,
+            "invalid bindMounts",
+        ),
+        ("a relative path", "work", RO, "invalid bindMounts"),
+        ("a system dir, writable", "/etc", RW, "invalid bindMounts"),
+        (
+            "below a system dir, writable",
+            "/usr/local/lib",
+            RW,
+            "invalid bindMounts",
+        ),
+        (
+            "a link to a system dir, writable",
+            "/home/me/link-to-etc",
+            RW,
+            "invalid bindMounts",
+        ),
+        ("a system dir, read-only", "/etc", RO, "ok"),
+        (
+            "a link to a system dir, read-only",
+            "/home/me/link-to-etc",
+            RO,
+            "ok",
+        ),
+        ("a temp dir inside /var", "/var/tmp/build", RW, "ok"),
+        (
+            "a link in a temp dir to a system dir",
+            "/tmp/etc-link",
+            RW,
+            "invalid bindMounts",
+        ),
+        ("/proc, read-only", "/proc", RO, "invalid bindMounts"),
+        ("below /proc", "/proc/1/root", RO, "invalid bindMounts"),
+        ("/sys", "/sys", RO, "invalid bindMounts"),
+        ("/dev", "/dev", RO, "invalid bindMounts"),
+        (
+            "a service socket",
+            "/run/docker.sock",
+            RO,
+            "invalid bindMounts",
+        ),
+        (
+            "a service socket by /var/run",
+            "/var/run/docker.sock",
+            RO,
+            "invalid bindMounts",
+        ),
+        (
+            "a link to a service socket",
+            "/home/me/work/sock",
+            RO,
+            "invalid bindMounts",
+        ),
+        ("a home secret", "/home/me/.ssh", RO, "invalid bindMounts"),
+        (
+            "below a home secret",
+            "/home/me/.aws/credentials",
+            RO,
+            "invalid bindMounts",
+        ),
+        (
+            "a home secret by `..`",
+            "/home/me/work/../.gnupg",
+            RO,
+            "invalid bindMounts",
+        ),
+        (
+            "a link to a home secret",
+            "/home/me/ssh-link",
+            RO,
+            "invalid bindMounts",
+        ),
+        ("a system secret", "/etc/shadow", RO, "invalid bindMounts"),
+        (
+            "an ssh host key",
+            "/etc/ssh/ssh_host_ed25519_key",
+            RO,
+            "invalid bindMounts",
+        ),
+        (
+            "the host keys' dir, read-only (masked)",
+            "/etc/ssh",
+            RO,
+            "ok",
+        ),
+        (
+            "the token's dir (a secret)",
+            "/home/me/.local/state/cc_server",
+            RO,
+            "invalid bindMounts",
+        ),
+        (
+            "the token itself",
+            "/home/me/.local/state/cc_server/token",
+            RO,
+            "invalid bindMounts",
+        ),
+        (
+            "home: the default token is masked there",
+            "/home/me",
+            RW,
+            "ok",
+        ),
+        (
+            "an ancestor of the default token",
+            "/home/me/.local",
+            RW,
+            "ok",
+        ),
+        (
+            "the runtime dir",
+            "/tmp/cc_server-1000",
+            RO,
+            "invalid bindMounts",
+        ),
+        (
+            "an egress dir",
+            "/tmp/cc_server-egress-x1/http.sock",
+            RO,
+            "invalid bindMounts",
+        ),
+        (
+            "the temp dir, which holds them",
+            "/tmp",
+            RO,
+            "invalid bindMounts",
+        ),
+        (
+            "the config file, writable",
+            "/home/me/etc/cc_server.toml",
+            RW,
+            "invalid bindMounts",
+        ),
+        (
+            "the config file, read-only",
+            "/home/me/etc/cc_server.toml",
+            RO,
+            "ok",
+        ),
+        (
+            "a plugins dir, writable",
+            "/home/me/src/cc/target/release",
+            RW,
+            "invalid bindMounts",
+        ),
+        (
+            "below a plugins dir, writable",
+            "/home/me/src/cc/target/release/x",
+            RW,
+            "invalid bindMounts",
+        ),
+        (
+            "a plugins dir, read-only",
+            "/home/me/src/cc/target/release",
+            RO,
+            "ok",
+        ),
+        (
+            "a checkout holding the plugins (protected)",
+            "/home/me/src/cc",
+            RW,
+            "ok",
+        ),
+        ("the workdir", "/home/me/work", RW, "ok"),
+        ("a project, read-only", "/home/me/work", RO, "ok"),
+        ("a temp dir's child", "/tmp/.tmpAbC", RW, "ok"),
+    ];
+    for (what, path, read_only, want) in rows {
+        let got = refusal(plan(binding(path, *read_only), None, &on));
+        assert_eq!(got, *want, "{what}: {path}");
+    }
+}
+
+#[test]
+fn read_only_modes_keep_system_binds_read_only_but_state_dirs_are_writable_everywhere() {
+    let on = settings(SandboxSwitch::On);
+    let review = SandboxSpec {
+        mode: SandboxMode::Review,
+        ..binding("/etc", RW)
+    };
+    assert_eq!(refusal(plan(review, None, &on)), "ok");
+    let state_dir = SandboxSpec {
+        mode: SandboxMode::Review,
+        runner_state_dirs: vec!["/etc".into()],
+        ..spec("s")
+    };
+    assert_eq!(
+        refusal(plan(state_dir, None, &on)),
+        "invalid runnerStateDirs"
+    );
+}
+
+#[test]
+fn a_writable_bind_above_the_plugins_keeps_them_read_only_inside() {
+    let on = settings(SandboxSwitch::On);
+    let planned = plan(binding("/home/me/src/cc", RW), None, &on).unwrap();
+    assert_eq!(
+        planned.spec.protected_paths,
+        vec![PathBuf::from("/home/me/src/cc/target/release")]
+    );
+    let planned = plan(binding("/home/me/etc", RW), None, &on).unwrap();
+    assert_eq!(
+        planned.spec.protected_paths,
+        vec![PathBuf::from("/home/me/etc/cc_server.toml")]
+    );
+    // A plugins dir that does not exist yet could be made and filled.
+    let missing = LaunchSettings {
+        paths: ServerPaths {
+            plugin_dirs: vec!["/home/me/work/plugins".into()],
+            ..server_paths()
+        },
+        ..settings(SandboxSwitch::On)
+    };
+    let err = plan(binding("/home/me/work", RW), None, &missing).unwrap_err();
+    assert!(err.to_string().contains("does not exist yet"), "{err}");
+}
+
+#[test]
+fn bind_roots_narrow_every_bind() {
+    let rooted = LaunchSettings {
+        paths: ServerPaths {
+            bind_roots: vec!["/home/me/work".into()],
+            ..server_paths()
+        },
+        ..settings(SandboxSwitch::On)
+    };
+    let rows: &[(&str, &str)] = &[
+        ("/home/me/work", "ok"),
+        ("/home/me/work/a", "ok"),
+        ("/home/me/other", "invalid bindMounts"),
+        ("/home/me/work/../other", "invalid bindMounts"),
+        ("/home/me/work/link-out", "invalid bindMounts"),
+        ("/home/me/workshop", "invalid bindMounts"),
+    ];
+    for (path, want) in rows {
+        assert_eq!(
+            refusal(plan(binding(path, RO), None, &rooted)),
+            *want,
+            "{path}"
+        );
+    }
+    let err = plan(binding("/home/me/other", RO), None, &rooted)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("bind_roots")
+            && err.contains("/home/me/work")
+            && err.contains("cc_server.toml"),
+        "{err}"
+    );
+}
+
+/// Every refusal explains itself: the field, the path, the rule, the remedy.
+#[test]
+fn bind_refusals_name_the_rule_and_the_remedy() {
+    let on = settings(SandboxSwitch::On);
+    let rows: &[(&str, bool, &[&str])] = &[
+        (
+            "/usr/local",
+            RW,
+            &[
+                "bindMounts[0].hostPath `/usr/local`",
+                "system directory `/usr`",
+                "readOnly: true",
+            ],
+        ),
+        (
+            "/home/me/link-to-etc",
+            RW,
+            &["resolves to `/etc`", "system directory"],
+        ),
+        ("/proc", RO, &["never bound, in any mode"]),
+        (
+            "/home/me/ssh-link",
+            RO,
+            &["SSH private keys", "remove the bind"],
+        ),
+        ("/tmp", RO, &["in any mode", "does not contain it"]),
+        (
+            "/tmp/cc_server-egress-x1",
+            RO,
+            &["egress", "below the temp dir"],
+        ),
+        (
+            "/home/me/src/cc/target/release",
+            RW,
+            &["plugins directory", "read-only"],
+        ),
+        ("/", RO, &["root directory"]),
+    ];
+    for (path, read_only, needles) in rows {
+        let err = plan(binding(path, *read_only), None, &on)
+            .unwrap_err()
+            .to_string();
+        for needle in *needles {
+            assert!(err.contains(needle), "{path}: `{needle}` not in: {err}");
+        }
+    }
+}
+
+/// A token file outside the masked secrets: no bind may hold it, in any mode.
+#[test]
+fn a_token_file_elsewhere_is_shown_by_no_bind() {
+    let custom = LaunchSettings {
+        paths: ServerPaths {
+            token_file: Some("/home/me/state/token".into()),
+            ..server_paths()
+        },
+        ..settings(SandboxSwitch::On)
+    };
+    for path in ["/home/me", "/home/me/state", "/home/me/state/token"] {
+        let err = plan(binding(path, RO), None, &custom).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(
+                err,
+                SessionError::InvalidSpec {
+                    field: "bindMounts",
+                    ..
+                }
+            ) && text.contains("API token file")
+                && text.contains("token_file"),
+            "{path}: {text}"
+        );
+    }
+    assert_eq!(
+        refusal(plan(binding("/home/me/work", RW), None, &custom)),
+        "ok"
+    );
+}
+
+#[test]
+fn lexical_normalisation() {
+    for (given, want) in [
+        ("/a/./b/../c", "/a/c"),
+        ("/..", "/"),
+        ("/a/../..", "/"),
+        ("a/../../b", "../b"),
+    ] {
+        assert_eq!(lexical(Path::new(given)), Path::new(want), "{given}");
+    }
 }
