@@ -43,7 +43,7 @@ pub struct FileConfig {
     pub policy: Option<PolicySection>,
     /// The egress proxies (SPEC E1–E5).
     pub egress: Option<EgressSection>,
-    /// What specs may bind.
+    /// The HTTP API's request rules and what specs may bind.
     pub api: Option<ApiSection>,
 }
 
@@ -54,12 +54,24 @@ pub struct ApiSection {
     /// When set, every bind's `hostPath` lies at or below one of these.
     #[serde(default)]
     pub bind_roots: Vec<PathBuf>,
+    /// Origins (`https://app.example.com`) whose browser requests are let
+    /// through; any other request with an `Origin` header is refused.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// Host names, besides loopback and the listen address, that requests
+    /// may carry in `Host` (DNS-rebinding defence).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// `[api]`, checked.
 #[derive(Debug, Clone, Default)]
 pub struct ApiSettings {
     pub bind_roots: Vec<PathBuf>,
+    /// Lower-case, `scheme://host[:port]`.
+    pub allowed_origins: Vec<String>,
+    /// Lower-case names, without a port.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// `[egress]`.
@@ -336,7 +348,8 @@ fn resolve_egress(section: Option<&EgressSection>) -> Result<EgressSettings, Str
     Ok(settings)
 }
 
-/// `[api]`, checked now: a root that is not absolute stops the start.
+/// `[api]`, checked now: a root that is not absolute, or an origin that is
+/// not `scheme://host[:port]`, stops the start.
 fn resolve_api(section: Option<&ApiSection>) -> Result<ApiSettings, String> {
     let Some(section) = section else {
         return Ok(ApiSettings::default());
@@ -347,8 +360,35 @@ fn resolve_api(section: Option<&ApiSection>) -> Result<ApiSettings, String> {
             root.display()
         ));
     }
+    let mut origins = Vec::new();
+    for origin in &section.allowed_origins {
+        let lower = origin.trim().to_ascii_lowercase();
+        let well_formed = lower.split_once("://").is_some_and(|(scheme, rest)| {
+            !scheme.is_empty() && !rest.is_empty() && !rest.contains(['/', '?', '#', ' '])
+        });
+        if !well_formed {
+            return Err(format!(
+                "[api] allowed_origins: `{origin}` is not an origin; write it as a browser sends \
+                 it, `scheme://host[:port]` (no path, no trailing slash)"
+            ));
+        }
+        origins.push(lower);
+    }
+    let mut hosts = Vec::new();
+    for host in &section.allowed_hosts {
+        let lower = host.trim().to_ascii_lowercase();
+        if lower.is_empty() || lower.contains(['/', ':', ' ']) {
+            return Err(format!(
+                "[api] allowed_hosts: `{host}` is not a host name; give the name alone, without \
+                 scheme or port"
+            ));
+        }
+        hosts.push(lower);
+    }
     Ok(ApiSettings {
         bind_roots: section.bind_roots.clone(),
+        allowed_origins: origins,
+        allowed_hosts: hosts,
     })
 }
 
@@ -460,11 +500,28 @@ mod tests {
             std::fs::write(&path, text).unwrap();
             Settings::resolve(&common(Some(path.clone()), None), &CommandFlags::default())
         };
-        let ok = resolve("[api]\nbind_roots = [\"/w\"]\n").unwrap();
+        let ok = resolve(
+            "[api]\nbind_roots = [\"/w\"]\nallowed_origins = [\"HTTPS://App.example\"]\nallowed_hosts = [\"Box.lan\"]\n",
+        )
+        .unwrap();
         assert_eq!(ok.api.bind_roots, vec![PathBuf::from("/w")]);
+        assert_eq!(ok.api.allowed_origins, vec!["https://app.example"]);
+        assert_eq!(ok.api.allowed_hosts, vec!["box.lan"]);
         assert_eq!(ok.config_file.as_deref(), Some(path.as_path()));
         for (text, needle) in [
             ("[api]\nbind_roots = [\"rel\"]\n", "not an absolute path"),
+            (
+                "[api]\nallowed_origins = [\"https://a.example/\"]\n",
+                "not an origin",
+            ),
+            (
+                "[api]\nallowed_origins = [\"a.example\"]\n",
+                "not an origin",
+            ),
+            (
+                "[api]\nallowed_hosts = [\"a.example:80\"]\n",
+                "not a host name",
+            ),
             ("[api]\nbind_root = [\"/w\"]\n", "bind_root"),
         ] {
             let err = resolve(text).unwrap_err().to_string();

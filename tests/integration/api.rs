@@ -994,6 +994,104 @@ fn bind_roots_restrict_every_bind() {
     assert_eq!(response.status, 201, "{}", text(&response.body));
 }
 
+/// G5 (issue 14 item 8): a `Host` that is neither loopback nor the listen
+/// address is a 421 naming the rule (DNS rebinding), on every route; the
+/// loopback names and addresses, with any port, are served.
+#[test]
+fn a_foreign_host_header_is_refused_with_421() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let port = server.addr.port();
+    let get = |path: &str, host: &str| {
+        http_with(
+            server.addr,
+            "GET",
+            path,
+            None,
+            Some(&server.token),
+            &[("Host", host)],
+        )
+    };
+    for host in [
+        "evil.example".to_owned(),
+        format!("evil.example:{port}"),
+        format!("localhost.evil.example:{port}"),
+        format!("10.1.2.3:{port}"),
+    ] {
+        for path in ["/healthz", "/v1/sandboxes"] {
+            let response = get(path, &host);
+            assert_eq!(
+                response.status,
+                421,
+                "{host} {path}: {}",
+                text(&response.body)
+            );
+            let body = response.json();
+            assert_eq!(body["rule"], "host", "{body}");
+            assert_eq!(body["configKey"], "[api] allowed_hosts", "{body}");
+            assert!(
+                body["error"].as_str().unwrap().contains("DNS rebinding"),
+                "{body}"
+            );
+        }
+    }
+    // A sandbox cannot be created through a rebound name either.
+    let created = http_with(
+        server.addr,
+        "POST",
+        "/v1/sandboxes",
+        Some("{}"),
+        Some(&server.token),
+        &[("Host", "evil.example")],
+    );
+    assert_eq!(created.status, 421, "{}", text(&created.body));
+    assert_eq!(server.call("GET", "/v1/sandboxes", None).json(), json!([]));
+    for host in [
+        "localhost".to_owned(),
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        let response = get("/v1/sandboxes", &host);
+        assert_eq!(response.status, 200, "{host}: {}", text(&response.body));
+    }
+}
+
+/// G5 (issue 14 item 8): a request carrying `Origin` (a browser page's) is a
+/// 403 naming the rule and `[api] allowed_origins`, before the token is
+/// looked at; a listed origin is served.
+#[test]
+fn a_request_with_an_origin_is_refused_unless_listed() {
+    let plugins = Plugins::with_none();
+    let config = "[api]\nallowed_origins = [\"http://app.example:8080\"]\n";
+    let server = Server::start_with(CcServer::new(&plugins).config(config));
+    for origin in ["http://evil.example", "null", "http://app.example"] {
+        let response = http_with(
+            server.addr,
+            "POST",
+            "/v1/sandboxes",
+            Some("{}"),
+            Some(&server.token),
+            &[("Origin", origin)],
+        );
+        assert_eq!(response.status, 403, "{origin}: {}", text(&response.body));
+        let body = response.json();
+        assert_eq!(body["rule"], "origin", "{body}");
+        assert_eq!(body["configKey"], "[api] allowed_origins", "{body}");
+        assert!(body["error"].as_str().unwrap().contains(origin), "{body}");
+    }
+    assert_eq!(server.call("GET", "/v1/sandboxes", None).json(), json!([]));
+    let listed = http_with(
+        server.addr,
+        "GET",
+        "/v1/sandboxes",
+        None,
+        Some(&server.token),
+        &[("Origin", "http://app.example:8080")],
+    );
+    assert_eq!(listed.status, 200, "{}", text(&listed.body));
+}
+
 /// G5 (issue 14 item 8): a token file another user owns, one the group can
 /// read, or a link is refused at start (125), naming the file, the owner or
 /// mode, and the fix.

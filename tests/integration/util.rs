@@ -611,12 +611,20 @@ fn request_bytes(
     path: &str,
     body: Option<&str>,
     token: Option<&str>,
+    headers: &[(&str, &str)],
 ) -> Vec<u8> {
     let body = body.unwrap_or("");
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+    let mut req = format!("{method} {path} HTTP/1.1\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (key, value) in headers {
+        req.push_str(&format!("{key}: {value}\r\n"));
+    }
+    req.push_str(&format!(
+        "Connection: close\r\nContent-Length: {}\r\n",
         body.len()
-    );
+    ));
     if !body.is_empty() {
         req.push_str("Content-Type: application/json\r\n");
     }
@@ -636,10 +644,28 @@ pub fn http(
     body: Option<&str>,
     token: Option<&str>,
 ) -> Response {
-    let mut raw = Vec::new();
-    http_open(addr, method, path, body, token)
-        .read_to_end(&mut raw)
+    http_with(addr, method, path, body, token, &[])
+}
+
+/// [`http`] with more headers; a `Host` among them replaces the default one
+/// (the connection still goes to `addr`).
+pub fn http_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+) -> Response {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
+    stream
+        .write_all(&request_bytes(addr, method, path, body, token, headers))
+        .unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
     parse_response(&raw)
 }
 
@@ -657,7 +683,7 @@ pub fn http_open(
         .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
     stream
-        .write_all(&request_bytes(addr, method, path, body, token))
+        .write_all(&request_bytes(addr, method, path, body, token, &[]))
         .unwrap();
     BufReader::new(stream)
 }

@@ -9,8 +9,13 @@
 //! - `POST /v1/sandboxes/{id}/execs/{exec}/kill` (`{"signal": 15}`)
 //! - `POST /v1/sandboxes/{id}/suspend`, `POST /v1/sandboxes/{id}/resume` → SandboxHandle
 //! - `POST /v1/policy/check`, `GET /v1/approvals`, `POST /v1/approvals/{id}` (see [`policy`])
+//!
+//! Before any route, every request passes [`request_rules`]: a `Host` this
+//! server answers to (421 otherwise), no `Origin` the operator did not list
+//! (403).
 
 mod policy;
+pub mod request_rules;
 pub mod token;
 
 use std::collections::{BTreeMap, HashMap};
@@ -38,13 +43,15 @@ use crate::{backends, env, wire};
 pub struct AppState {
     sessions: Arc<Sessions>,
     token: Arc<str>,
+    rules: Arc<request_rules::RequestRules>,
 }
 
 impl AppState {
-    pub fn new(sessions: Arc<Sessions>, token: String) -> Self {
+    pub fn new(sessions: Arc<Sessions>, token: String, rules: request_rules::RequestRules) -> Self {
         Self {
             sessions,
             token: token.into(),
+            rules: Arc::new(rules),
         }
     }
 }
@@ -63,10 +70,15 @@ pub fn router(state: AppState) -> axum::Router {
         .route("/approvals", get(policy::approvals))
         .route("/approvals/{id}", post(policy::answer))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    let rules = Arc::clone(&state.rules);
     axum::Router::new()
         .route("/healthz", get(healthz))
         .nest("/v1", v1)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+        .layer(middleware::from_fn_with_state(
+            rules,
+            request_rules::enforce,
+        ))
         .with_state(state)
 }
 

@@ -41,7 +41,12 @@ pub async fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
         token_file.display()
     );
 
-    let app = api::router(api::AppState::new(Arc::clone(&sessions), token));
+    let rules = api::request_rules::RequestRules {
+        listen,
+        allowed_hosts: settings.api.allowed_hosts.clone(),
+        allowed_origins: settings.api.allowed_origins.clone(),
+    };
+    let app = api::router(api::AppState::new(Arc::clone(&sessions), token, rules));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(
         axum::serve(listener, app)
