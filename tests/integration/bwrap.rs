@@ -9,6 +9,7 @@
 //! Without `/usr/bin/bwrap` the tests say so and pass, except on CI, which
 //! installs it.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
@@ -1409,4 +1410,40 @@ fn commits_carry_the_host_users_identity_and_nothing_else_of_their_config() {
         assert!(!inside.contains(absent), "{absent}: {inside}");
     }
     assert_eq!(std::fs::read_to_string(&host_config).unwrap(), original);
+}
+
+/// G5 (issue 14 item 6): `run` in a directory that holds a plugins
+/// directory the server searches (a checkout with its build inside, as in
+/// the README's first command) runs, with that directory read-only inside:
+/// a library planted there would be loaded, unsandboxed, at the next start.
+#[test]
+fn a_plugins_directory_inside_the_workdir_stays_read_only() {
+    require_bwrap!();
+    let empty = Plugins::empty();
+    let checkout = tempfile::tempdir().unwrap();
+    let plugins = checkout.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    for lib in ["libsandbox_backend_none.so", "libsandbox_backend_bwrap.so"] {
+        let dest = plugins.join(lib);
+        std::fs::copy(artifact(lib), &dest).unwrap();
+        std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let init = plugins.join("sandbox-init");
+    std::fs::copy(artifact("sandbox-init"), &init).unwrap();
+    std::fs::set_permissions(&init, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = format!(
+        "{ONLY_IN_A_SANDBOX}touch made.txt && echo made=ok; \
+         if touch plugins/libsandbox_backend_evil.so; then echo planted=yes; else echo planted=no; fi"
+    );
+    let out = CcServer::new(&empty)
+        .config(SANDBOX_LAYER_ONLY)
+        .env("CC_SERVER_PLUGIN_PATH", &plugins)
+        .current_dir(checkout.path())
+        .args(["run", "--backend", "bwrap", "--", "sh", "-c", &script])
+        .output();
+    assert_eq!(out.status.code(), Some(0), "{}", both(&out));
+    assert_line(&out, "made=ok");
+    assert_line(&out, "planted=no");
+    assert!(checkout.path().join("made.txt").exists());
+    assert!(!plugins.join("libsandbox_backend_evil.so").exists());
 }

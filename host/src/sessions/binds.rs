@@ -171,12 +171,13 @@ struct Source<'a> {
 /// may only read; adds to `protectedPaths` the plugins directories and
 /// config files inside a writable bind (so they stay read-only inside, and
 /// the ordinary workdir bind of a checkout that holds the server's build
-/// still works). Pure: every fact comes from `facts`.
+/// still works), and returns one notice for each. Pure: every fact comes
+/// from `facts`.
 pub fn check_binds(
     spec: &mut SandboxSpec,
     server: &ServerPaths,
     facts: &PathFacts,
-) -> Result<(), SessionError> {
+) -> Result<Vec<String>, SessionError> {
     let writable_mode = spec.binds_writable();
     let sources: Vec<Source<'_>> = spec
         .bind_mounts
@@ -209,14 +210,20 @@ pub fn check_binds(
             field,
             message: format!("{} {message}", shown(source, facts)),
         };
+        let before = protect.len();
         check_source(source, server, facts, &mut protect).map_err(refuse)?;
-    }
-    for path in protect {
-        if !spec.protected_paths.contains(&path) {
-            spec.protected_paths.push(path);
+        for (_, notice) in &mut protect[before..] {
+            *notice = format!("{} {notice}", shown(source, facts));
         }
     }
-    Ok(())
+    let mut notices = Vec::new();
+    for (path, notice) in protect {
+        if !spec.protected_paths.contains(&path) {
+            spec.protected_paths.push(path);
+            notices.push(notice);
+        }
+    }
+    Ok(notices)
 }
 
 /// `bindMounts[0].hostPath `/x`` (and where it leads, if elsewhere).
@@ -252,7 +259,7 @@ fn check_source(
     source: &Source<'_>,
     server: &ServerPaths,
     facts: &PathFacts,
-    protect: &mut Vec<PathBuf>,
+    protect: &mut Vec<(PathBuf, String)>,
 ) -> Result<(), String> {
     let path = source.path;
     if !path.is_absolute() {
@@ -393,7 +400,7 @@ fn writable_only(
     source: &Source<'_>,
     server: &ServerPaths,
     facts: &PathFacts,
-    protect: &mut Vec<PathBuf>,
+    protect: &mut Vec<(PathBuf, String)>,
 ) -> Result<(), String> {
     let path = source.path;
     // Judged per spelling: a link in a temp dir to `/etc` is `/etc`.
@@ -449,12 +456,18 @@ fn writable_only(
             continue;
         }
         match facts.resolve(target) {
-            Some(resolved) => protect.push(resolved.clone()),
+            Some(resolved) => protect.push((
+                resolved.clone(),
+                format!(
+                    "holds `{}` ({what}); it is kept read-only inside (added to protectedPaths)",
+                    target.display()
+                ),
+            )),
             None => missing.push((target, what)),
         }
     }
     for (target, what) in missing {
-        let covered = protect.iter().any(|p| within(facts, target, p));
+        let covered = protect.iter().any(|(p, _)| within(facts, target, p));
         if !covered {
             return Err(format!(
                 "holds `{}`, {what}, which does not exist yet: a command could create it. \

@@ -198,6 +198,7 @@ impl Sessions {
             network_rule,
             network_turned_off,
             egress: egress_plan,
+            bind_notices,
         } = plan;
         let entry = self
             .registry
@@ -205,6 +206,9 @@ impl Sessions {
             .ok_or_else(|| SessionError::NotLoaded(selection.backend.clone()))?;
         if let (Some(rule), true) = (&network_rule, network_turned_off) {
             tracing::info!("network off for this sandbox: {rule}");
+        }
+        for notice in &bind_notices {
+            tracing::info!("{notice}");
         }
         let id = spec.session_id.clone();
         let (mode, network_enabled) = (spec.mode, spec.network_enabled);

@@ -70,6 +70,8 @@ pub struct LaunchPlan {
     pub network_turned_off: bool,
     /// The session's proxies, if the backend has any way to use them.
     pub egress: Option<EgressPlan>,
+    /// What the bind rules added to the spec, one line each (worth a log line).
+    pub bind_notices: Vec<String>,
 }
 
 /// Decides a launch. `fresh_id` names the session when the spec leaves
@@ -86,7 +88,7 @@ pub fn plan_launch(
     fresh_id: impl FnOnce() -> Result<String, SessionError>,
 ) -> Result<LaunchPlan, SessionError> {
     // G5: a hostile spec is refused whatever backend it would get.
-    check_binds(&mut spec, &settings.paths, facts)?;
+    let bind_notices = check_binds(&mut spec, &settings.paths, facts)?;
     let selection = settings.select(explicit, offers)?;
     let offer = offers
         .iter()
@@ -142,6 +144,7 @@ pub fn plan_launch(
         network_rule,
         network_turned_off,
         egress,
+        bind_notices,
     })
 }
 

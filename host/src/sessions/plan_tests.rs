@@ -490,6 +490,13 @@ fn a_writable_bind_above_the_plugins_keeps_them_read_only_inside() {
         planned.spec.protected_paths,
         vec![PathBuf::from("/home/me/src/cc/target/release")]
     );
+    assert_eq!(planned.bind_notices.len(), 1, "{:?}", planned.bind_notices);
+    assert!(
+        planned.bind_notices[0].contains("bindMounts[0].hostPath `/home/me/src/cc` holds")
+            && planned.bind_notices[0].contains("kept read-only inside"),
+        "{:?}",
+        planned.bind_notices
+    );
     let planned = plan(binding("/home/me/etc", RW), None, &on).unwrap();
     assert_eq!(
         planned.spec.protected_paths,
