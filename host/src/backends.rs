@@ -66,16 +66,19 @@ fn server_paths(settings: &Settings, registry: &Registry) -> ServerPaths {
     let temp_dir = std::env::temp_dir();
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
+    // Relative flags (`--plugins-dir plugins`) name paths from here; a bind
+    // is compared with absolute paths.
+    let absolute = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     let mut config_files = Vec::new();
     if let Some(file) = &settings.config_file {
         config_files.push((
-            file.clone(),
+            absolute(file),
             "the server's config file: changed, it loosens the next start's policy",
         ));
     }
     if let Some(file) = &settings.policy.guardrails_file {
         config_files.push((
-            file.clone(),
+            absolute(file),
             "the guardrails file: changed, it loosens the next start's command policy",
         ));
     }
@@ -86,7 +89,8 @@ fn server_paths(settings: &Settings, registry: &Registry) -> ServerPaths {
         token_file: settings
             .token_file
             .clone()
-            .or_else(|| crate::api::token::default_path().ok()),
+            .or_else(|| crate::api::token::default_path().ok())
+            .map(|t| absolute(&t)),
         runtime_dir: Some(runtime_dir(
             uid,
             std::env::var_os("XDG_RUNTIME_DIR").as_deref(),
@@ -94,7 +98,7 @@ fn server_paths(settings: &Settings, registry: &Registry) -> ServerPaths {
         )),
         temp_dir,
         config_files,
-        plugin_dirs: registry.search_path.clone(),
+        plugin_dirs: registry.search_path.iter().map(|d| absolute(d)).collect(),
         bind_roots: settings.api.bind_roots.clone(),
         config_file: settings.config_file.clone(),
     }
