@@ -71,7 +71,11 @@ pub fn is_ssh_host_key(name: &str) -> bool {
 /// Names kept read-only in `$HOME` and at the top of every writable root
 /// (SPEC C1's mandatory denies), when they exist. Writing them would run
 /// code later, outside the sandbox: a shell rc file on the next login, a
-/// git hook on the next commit, an agent's config on its next start.
+/// git hook on the next commit, an agent's config on its next start, a
+/// tool's config that names a program to run (SPEC G5, issue 14 item 5).
+/// Git's other config files (a submodule's, a worktree's, a `.git` file)
+/// sit deeper; backends find them in each repository (bwrap's plan) or
+/// refuse what they cannot keep (microvm).
 pub const MANDATORY_WRITE_DENY: &[(&str, &str)] = &[
     (".bashrc", "runs in every interactive bash"),
     (".bash_profile", "runs at every bash login"),
@@ -86,8 +90,18 @@ pub const MANDATORY_WRITE_DENY: &[(&str, &str)] = &[
     (".cshrc", "runs in every csh"),
     (".tcshrc", "runs in every tcsh"),
     (".kshrc", "runs in every ksh"),
+    (".mkshrc", "runs in every interactive mksh"),
+    (".login", "runs at every csh and tcsh login"),
+    (".logout", "runs at every csh and tcsh logout"),
     (".config/fish", "fish configuration runs in every fish"),
     (".inputrc", "readline key bindings can run commands"),
+    (".xprofile", "runs at every graphical login"),
+    (".xsessionrc", "runs at every X session start"),
+    (".xinitrc", "runs at every startx"),
+    (
+        ".pam_environment",
+        "sets the environment (PATH, LD_PRELOAD) of every login",
+    ),
     (
         ".gitconfig",
         "git aliases, hooks path and fsmonitor run commands",
@@ -103,6 +117,25 @@ pub const MANDATORY_WRITE_DENY: &[(&str, &str)] = &[
         "git aliases, hooks path, fsmonitor and filters run commands",
     ),
     (
+        ".git/config.worktree",
+        "per-worktree git config: hooks path and fsmonitor run commands",
+    ),
+    (".envrc", "direnv runs it on entering the directory"),
+    (
+        ".cargo/config.toml",
+        "cargo runs its runner, rustc-wrapper and linker keys",
+    ),
+    (
+        ".cargo/config",
+        "cargo's config (old name): runners and wrappers",
+    ),
+    (".npmrc", "npm's script-shell and node-options run programs"),
+    (".yarnrc", "yarn's yarn-path runs a program"),
+    (".yarnrc.yml", "yarn's yarnPath runs a program"),
+    (".exrc", "vim and neovim run it with 'exrc' set"),
+    (".nvimrc", "neovim runs it with 'exrc' set"),
+    (".nvim.lua", "neovim runs it with 'exrc' set"),
+    (
         ".ripgreprc",
         "ripgrep options, including preprocessors that run commands",
     ),
@@ -112,6 +145,49 @@ pub const MANDATORY_WRITE_DENY: &[(&str, &str)] = &[
     (".idea", "IDE run configurations"),
 ];
 
+/// Names kept read-only in `$HOME` only, when they exist: they run code
+/// from the home (a `PATH` directory, the session's units, an editor's
+/// startup), while a project's own `bin/` or `.vim/` is its business.
+/// Their creation is refused by the `~/` globs of
+/// [`crate::write_deny::DEFAULT_GLOBS`].
+pub const HOME_WRITE_DENY: &[(&str, &str)] = &[
+    (
+        "bin",
+        "on PATH at login (Debian's ~/.profile): shadows any command",
+    ),
+    (
+        ".local/bin",
+        "on PATH (systemd, ~/.profile): shadows any command",
+    ),
+    (".config/systemd/user", "systemd user units start at login"),
+    (
+        ".config/autostart",
+        "XDG autostart entries run at graphical login",
+    ),
+    (
+        ".config/environment.d",
+        "systemd sets the session environment from it",
+    ),
+    (".config/direnv", "direnv's library runs with every .envrc"),
+    (
+        ".config/git/attributes",
+        "names git filters and diff drivers",
+    ),
+    (
+        ".docker",
+        "docker runs its credential helpers and CLI plugins",
+    ),
+    (".vimrc", "vim runs it at start"),
+    (".gvimrc", "gvim runs it at start"),
+    (".vim", "vim's plugins run at start"),
+    (".config/nvim", "neovim's init and plugins run at start"),
+    (".emacs", "emacs runs it at start"),
+    (".emacs.el", "emacs runs it at start"),
+    (".emacs.d", "emacs's init and packages run at start"),
+    (".config/emacs", "emacs's init (XDG) runs at start"),
+    (".claude.json", "an agent's MCP servers and settings"),
+];
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -119,6 +195,7 @@ mod tests {
         for (path, why) in super::HOME_SECRETS
             .iter()
             .chain(super::MANDATORY_WRITE_DENY)
+            .chain(super::HOME_WRITE_DENY)
         {
             assert!(
                 !path.starts_with('/') && !path.is_empty() && why.len() > 5,

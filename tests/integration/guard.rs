@@ -565,9 +565,13 @@ fn links_cannot_reach_a_protected_name() {
 }
 
 /// G1: mknod (a fifo, a regular file made by mknod) and mkdir cannot make a
-/// protected name: `*.pem`, `*.key`, `.env`, `.env.*`, `.claude`, and a
-/// missing `.git/hooks` (a hook planted there would run on the host).
-/// Host: none of them exists; ordinary fifos and dirs are made.
+/// protected name: `*.pem`, `*.key`, `.env`, `.env.*`, `.claude`. A missing
+/// `.git/hooks` may be made as an empty directory (issue 15 item 5:
+/// libgit2, JGit and `cargo new` do), but nothing can be made in it — a hook
+/// planted there would run on the host — and no symlink can take its place
+/// (it would lead the hooks out of the rules' sight). Host: none of the
+/// protected names exists, the hooks directory is empty; ordinary fifos and
+/// dirs are made.
 #[test]
 fn mknod_and_mkdir_of_protected_names_are_refused() {
     require_bwrap!();
@@ -586,6 +590,20 @@ fn mknod_and_mkdir_of_protected_names_are_refused() {
     script += &attempt("dir-env-d", "mkdir -p deep/.env.d");
     script += &attempt("dir-claude", "mkdir .claude");
     script += &attempt("dir-hooks", "mkdir repo/.git/hooks");
+    script += &attempt(
+        "hook-in-it",
+        "echo 'touch PWNED' > repo/.git/hooks/pre-commit",
+    );
+    script += &attempt("dir-in-it", "mkdir repo/.git/hooks/sub");
+    host_repo(&w.join("repo2"));
+    script += &attempt(
+        "hooks-symlink",
+        "mkdir elsewhere && ln -s ../../elsewhere repo2/.git/hooks",
+    );
+    script += &attempt(
+        "git-symlink",
+        "mkdir -p plain2 other/hooks && ln -s ../other plain2/.git",
+    );
     script += &attempt("fifo-plain", "mkfifo fifo.txt");
     script += &attempt("dir-plain", "mkdir dir.txt");
     let out = guard_sh(&plugins, w, &[], &script);
@@ -598,11 +616,15 @@ fn mknod_and_mkdir_of_protected_names_are_refused() {
             "dir-env",
             "dir-env-d",
             "dir-claude",
-            "dir-hooks",
+            "hook-in-it",
+            "dir-in-it",
+            "hooks-symlink",
+            "git-symlink",
         ],
     );
     assert_line(&out, "fifo-plain=ok");
     assert_line(&out, "dir-plain=ok");
+    assert_line(&out, "dir-hooks=ok");
     for name in [
         "fifo.pem",
         "node.key",
@@ -610,11 +632,23 @@ fn mknod_and_mkdir_of_protected_names_are_refused() {
         ".env",
         "deep/.env.d",
         ".claude",
-        "repo/.git/hooks",
+        "repo/.git/hooks/pre-commit",
+        "repo/.git/hooks/sub",
+        "repo2/.git/hooks",
+        "plain2/.git",
     ] {
         assert_absent(&w.join(name), &out);
         assert_reported(&out, "file-write-create", &w.join(name));
     }
+    assert!(w.join("repo/.git/hooks").is_dir());
+    assert_eq!(
+        std::fs::read_dir(w.join("repo/.git/hooks"))
+            .unwrap()
+            .count(),
+        0,
+        "{}",
+        both(&out)
+    );
     assert!(w.join("dir.txt").is_dir());
     use std::os::unix::fs::FileTypeExt;
     assert!(
@@ -1909,4 +1943,654 @@ fn an_exec_refusal_names_the_rule_and_the_grant() {
         both(&out)
     );
     assert!(!text(&out.stdout).contains("RAN"), "{}", both(&out));
+}
+
+// ------------------------------------ code the host runs later (G5)
+
+/// The git the host runs later, as a user would: the user's own config in
+/// `home` (none when `None`), no system config.
+fn host_git_status(dir: &Path, home: Option<&Path>) -> Output {
+    let mut command = Command::new("git");
+    command
+        .args(["status", "--short"])
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1");
+    match home {
+        Some(home) => command.env("HOME", home).env_remove("GIT_CONFIG_GLOBAL"),
+        None => command.env("GIT_CONFIG_GLOBAL", "/dev/null"),
+    };
+    command.env_remove("XDG_CONFIG_HOME").output().unwrap()
+}
+
+/// A repository at `dir` with one committed file.
+fn committed_repo(dir: &Path, file: &str) {
+    host_repo(dir);
+    std::fs::write(dir.join(file), format!("{file}\n")).unwrap();
+    git(dir, &["add", file]);
+    git(dir, &["commit", "-q", "-m", file]);
+}
+
+/// `w/lib` (a repository) and `w/proj`, a repository with `lib` as the
+/// submodule `sub` (so `proj/.git/modules/sub/` and `proj/sub/.git`, a
+/// `gitdir:` file), a worktree `w/wt` (`wt/.git`, another `gitdir:` file,
+/// and `proj/.git/worktrees/wt/`), and per-worktree config in both
+/// (`extensions.worktreeConfig`). Made on the host, as a user's checkout.
+fn host_superproject(w: &Path) {
+    committed_repo(&w.join("lib"), "a.txt");
+    let proj = w.join("proj");
+    committed_repo(&proj, "p.txt");
+    git(
+        &proj,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            "../lib",
+            "sub",
+        ],
+    );
+    git(
+        &proj,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            "../lib",
+            "libs/a",
+        ],
+    );
+    git(&proj, &["commit", "-q", "-m", "sub"]);
+    git(&proj, &["worktree", "add", "-q", "../wt"]);
+    git(&proj, &["config", "extensions.worktreeConfig", "true"]);
+    git(&proj, &["config", "--worktree", "user.name", "main"]);
+    git(&w.join("wt"), &["config", "--worktree", "user.name", "wt"]);
+    for file in [
+        "proj/.git/modules/sub/config",
+        "proj/.git/modules/libs/a/config",
+        "proj/.git/modules/sub/hooks",
+        "proj/sub/.git",
+        "wt/.git",
+        "proj/.git/worktrees/wt/config.worktree",
+        "proj/.git/config.worktree",
+    ] {
+        assert!(w.join(file).exists(), "{file} was not made");
+    }
+}
+
+/// The files of [`host_superproject`] git reads as config or runs, with
+/// their bytes (hooks directories as their listing).
+fn git_internals(w: &Path) -> Vec<(String, Vec<u8>)> {
+    [
+        "proj/.git/config",
+        "proj/.git/config.worktree",
+        "proj/.git/modules/sub/config",
+        "proj/.git/modules/libs/a/config",
+        "proj/.git/worktrees/wt/config.worktree",
+        "proj/sub/.git",
+        "proj/libs/a/.git",
+        "wt/.git",
+        "proj/.git/modules/sub/hooks",
+    ]
+    .iter()
+    .map(|rel| {
+        let path = w.join(rel);
+        let bytes = if path.is_dir() {
+            let mut names: Vec<String> = std::fs::read_dir(&path)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names.join("\n").into_bytes()
+        } else {
+            std::fs::read(&path).unwrap()
+        };
+        ((*rel).to_owned(), bytes)
+    })
+    .collect()
+}
+
+/// The attempts on a [`host_superproject`] (run from `w`, the parent of
+/// `proj` and `wt`) to make the host's next `git status` run
+/// `touch MARKER`: a submodule's config (git, append, rename onto; one
+/// whose name holds `/`), a hook in its hooks directory, its `.git` file
+/// and the worktree's rewritten to `gitdir:` elsewhere, each worktree's
+/// `config.worktree`, the submodule's config after the whole repository was
+/// renamed, and the repository swapped for a prepared one.
+fn later_git_attempts(marker: &Path) -> (String, Vec<&'static str>) {
+    let m = s(marker);
+    let cfg = format!("printf '[core]\\n\\tfsmonitor = touch {m}\\n'");
+    let mut script = String::new();
+    script += &attempt(
+        "sub-config",
+        &format!("git -C proj/sub config core.fsmonitor 'touch {m}'"),
+    );
+    script += &attempt(
+        "sub-config-append",
+        &format!("{cfg} >> proj/.git/modules/sub/config"),
+    );
+    script += &attempt(
+        "sub-config-onto",
+        &format!("{cfg} > cfg && mv cfg proj/.git/modules/sub/config"),
+    );
+    script += &attempt(
+        "sub-hook",
+        &format!("printf '#!/bin/sh\\ntouch {m}\\n' > proj/.git/modules/sub/hooks/post-checkout"),
+    );
+    script += "mkdir -p evil && git init -q evil\n";
+    script += &attempt(
+        "sub-gitfile",
+        "printf 'gitdir: ../../evil/.git\\n' > proj/sub/.git",
+    );
+    script += &attempt("wt-gitfile", "printf 'gitdir: ../evil/.git\\n' > wt/.git");
+    script += &attempt(
+        "wt-config",
+        &format!("git -C wt config --worktree core.fsmonitor 'touch {m}'"),
+    );
+    script += &attempt(
+        "main-config",
+        &format!("git -C proj config --worktree core.fsmonitor 'touch {m}'"),
+    );
+    // The repository moved away and back: its files keep their identity.
+    script += &attempt(
+        "moved-config",
+        &format!(
+            "(mv proj proj2 && git -C proj2/sub config core.fsmonitor 'touch {m}'; rc=$?; mv proj2 proj; exit $rc)"
+        ),
+    );
+    // A submodule whose name holds `/`.
+    script += &attempt(
+        "libs-config",
+        &format!("git -C proj/libs/a config core.fsmonitor 'touch {m}'"),
+    );
+    // The whole repository swapped for a prepared one.
+    script += &attempt(
+        "swap",
+        &format!(
+            "git init -q fake && git -C fake config core.fsmonitor 'touch {m}' && mv proj proj.old && mv fake proj"
+        ),
+    );
+    let labels = vec![
+        "libs-config",
+        "swap",
+        "moved-config",
+        "sub-config",
+        "sub-config-append",
+        "sub-config-onto",
+        "sub-hook",
+        "sub-gitfile",
+        "wt-gitfile",
+        "wt-config",
+        "main-config",
+    ];
+    (script, labels)
+}
+
+/// After [`later_git_attempts`]: the user's `git status` on the HOST, in
+/// the superproject (which looks into its submodule), the submodule and the
+/// worktree, runs nothing.
+fn assert_host_git_runs_nothing(w: &Path, marker: &Path, out: &Output) {
+    for dir in ["proj", "proj/sub", "proj/libs/a", "wt"] {
+        let status = host_git_status(&w.join(dir), None);
+        assert!(
+            status.status.success(),
+            "git status in {dir} on the host: {}\n{}",
+            text(&status.stderr),
+            both(out)
+        );
+        assert!(
+            !marker.exists(),
+            "git status in {dir} on the host ran the sandbox's payload\n{}",
+            both(out)
+        );
+    }
+}
+
+/// G5, issue 14 item 5 (the create-time guard's half): in a repository that
+/// existed at launch — nested in the work dir, so the plan's mounts do not
+/// reach it and the guard's start-up scan alone protects it — a submodule's
+/// `config` (`core.fsmonitor`), a hook in `.git/modules/sub/hooks`, the
+/// submodule's and the worktree's `.git` files (`gitdir:` elsewhere) and
+/// each `config.worktree` cannot be changed, not even after renaming the
+/// repository (a protected file is judged by identity too). Host: every one of them is
+/// byte-for-byte unchanged, and `git status` in the superproject, the
+/// submodule and the worktree does not create the marker.
+#[test]
+fn an_existing_repositorys_submodule_and_worktree_config_cannot_be_changed() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    host_superproject(w);
+    let before = git_internals(w);
+    let outside = tempfile::tempdir().unwrap();
+    let marker = outside.path().join("MARKER");
+    let (script, labels) = later_git_attempts(&marker);
+    let out = guard_sh(&plugins, w, &[], &script);
+    assert_failed(&out, &labels);
+    assert_eq!(git_internals(w), before, "{}", both(&out));
+    assert_reported(&out, "file-write-data", &w.join("proj/sub/.git"));
+    assert_reported(
+        &out,
+        "file-write-create",
+        &w.join("proj/.git/modules/sub/hooks/post-checkout"),
+    );
+    assert_host_git_runs_nothing(w, &marker, &out);
+}
+
+/// G5, issue 14 item 5 and 15 item 5 (what keeps working): `git init`,
+/// `git clone --recurse-submodules` of a local repository with a
+/// submodule, `git submodule update --init` in a fresh clone, `git worktree
+/// add` (in a new repository and in one that existed at launch), and a
+/// clone whose configured template ships a hook all succeed inside the
+/// guard. Host: the clones have their submodule's files, the worktrees
+/// exist, no `hooks` directory anywhere in the work dir holds anything, and
+/// nothing was refused.
+#[test]
+fn git_workflows_that_make_repositories_work_and_leave_no_hook() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let sources = tempfile::tempdir().unwrap();
+    let src = sources.path();
+    committed_repo(&src.join("lib"), "a.txt");
+    let sup = src.join("super");
+    committed_repo(&sup, "p.txt");
+    git(
+        &sup,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            "../lib",
+            "sub",
+        ],
+    );
+    git(&sup, &["commit", "-q", "-m", "sub"]);
+    let template = src.join("template");
+    std::fs::create_dir_all(template.join("hooks")).unwrap();
+    std::fs::write(
+        template.join("hooks/pre-commit"),
+        "#!/bin/sh\ntouch PWNED\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        template.join("hooks/pre-commit"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    committed_repo(&w.join("existing"), "e.txt");
+    let sup_s = s(&sup);
+    let file_ok = "-c protocol.file.allow=always";
+    let mut script = String::new();
+    script += &attempt("init", "git init -q fresh");
+    script += &attempt(
+        "clone-recursive",
+        &format!("git {file_ok} clone -q --recurse-submodules {sup_s} c1"),
+    );
+    script += &attempt(
+        "submodule-update",
+        &format!(
+            "git {file_ok} clone -q {sup_s} c2 && git -C c2 {file_ok} submodule -q update --init"
+        ),
+    );
+    script += &attempt("worktree-new", "git -C c1 worktree add -q ../wt1");
+    script += &attempt(
+        "worktree-existing",
+        "git -C existing worktree add -q ../wt2",
+    );
+    script += &attempt(
+        "template-hooks",
+        &format!(
+            "git -c init.templateDir={} clone -q {} c3",
+            s(&template),
+            s(&src.join("lib"))
+        ),
+    );
+    script += &attempt(
+        "status",
+        "git -C c1 status --short && git -C wt1 status --short",
+    );
+    let labels = [
+        "init",
+        "clone-recursive",
+        "submodule-update",
+        "worktree-new",
+        "worktree-existing",
+        "template-hooks",
+        "status",
+    ];
+    let bind = format!("{}:ro", s(src));
+    let out = guard_sh(&plugins, w, &["--bind", &bind], &script);
+    for label in labels {
+        assert_line(&out, &format!("{label}=ok"));
+    }
+    assert!(
+        !text(&out.stderr).contains("cc_server: violation:"),
+        "{}",
+        both(&out)
+    );
+    for file in [
+        "c1/sub/a.txt",
+        "c2/sub/a.txt",
+        "wt1/p.txt",
+        "wt2/e.txt",
+        "c3/a.txt",
+    ] {
+        assert!(w.join(file).is_file(), "{file} missing\n{}", both(&out));
+    }
+    let planted: Vec<PathBuf> = snapshot(w)
+        .into_iter()
+        .map(|(path, _)| path)
+        .filter(|p| {
+            p.parent()
+                .and_then(Path::file_name)
+                .is_some_and(|n| n == "hooks")
+        })
+        .collect();
+    assert!(
+        planted.is_empty(),
+        "hooks were planted: {planted:?}\n{}",
+        both(&out)
+    );
+    let status = host_git_status(&w.join("c1"), None);
+    assert!(status.status.success(), "{}", text(&status.stderr));
+}
+
+/// Issue 15 item 5: `cargo new demo` (libgit2 makes the empty
+/// `.git/hooks`) works inside the guard, with cargo from the host's
+/// toolchain in the system view (`system_paths`). Host: the crate and its
+/// repository are there, and the hooks directory is empty.
+#[test]
+fn cargo_new_works_inside_the_guard_and_leaves_no_hook() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let cargo = PathBuf::from(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let cargo = if cargo.is_absolute() {
+        cargo
+    } else {
+        let which = Command::new("sh")
+            .args(["-c", "command -v cargo"])
+            .output()
+            .unwrap();
+        PathBuf::from(text(&which.stdout).trim())
+    };
+    let cargo = std::fs::canonicalize(&cargo).unwrap();
+    let toolchain = cargo.parent().unwrap();
+    let config = format!(
+        "{SANDBOX_LAYER_ONLY}[backends.bwrap]\nsystem_paths = [{:?}]\n",
+        s(toolchain)
+    );
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let script = format!(
+        "{ONLY_IN_A_SANDBOX}{} new -q --vcs git demo && echo made",
+        s(&cargo)
+    );
+    let out = guard_run_config(&plugins, &config, w, &[], &["sh", "-c", &script]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_line(&out, "made");
+    assert!(w.join("demo/Cargo.toml").is_file(), "{}", both(&out));
+    assert!(w.join("demo/.git/HEAD").is_file(), "{}", both(&out));
+    let hooks = w.join("demo/.git/hooks");
+    assert!(
+        !hooks.exists() || std::fs::read_dir(&hooks).unwrap().count() == 0,
+        "hooks were planted\n{}",
+        both(&out)
+    );
+}
+
+/// Issue 14 item 5: the secret-name globs match in any case (`X.PEM`,
+/// `id.KEY`, `.ENV`: macOS shares the globs and ignores case). Host: none
+/// was made, each refusal reported.
+#[test]
+fn secret_names_are_refused_in_any_case() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let names = ["X.PEM", "id.KEY", ".ENV", "Server.Pem", ".Env.Local"];
+    let mut script = String::new();
+    for (i, name) in names.iter().enumerate() {
+        script += &attempt(&format!("n{i}"), &format!("echo secret > {name}"));
+    }
+    script += &attempt("plain", "echo ok > X.PEM.txt");
+    let out = guard_sh(&plugins, w, &[], &script);
+    let labels: Vec<String> = (0..names.len()).map(|i| format!("n{i}")).collect();
+    assert_failed(&out, &labels.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_line(&out, "plain=ok");
+    for name in names {
+        assert_absent(&w.join(name), &out);
+        assert_reported(&out, "file-write-create", &w.join(name));
+    }
+}
+
+/// `cc_server run` from `cwd` with HOME = `home` (a temp dir the test
+/// made), under the default policy, of `sh -c SCRIPT`.
+fn guard_sh_home(
+    plugins: &Plugins,
+    cwd: &Path,
+    home: &Path,
+    flags: &[&str],
+    script: &str,
+) -> Output {
+    let guarded = format!("{ONLY_IN_A_SANDBOX}{script}");
+    let out = CcServer::new(plugins)
+        .config(SANDBOX_LAYER_ONLY)
+        .env("HOME", home)
+        .current_dir(cwd)
+        .arg("run")
+        .args(["--backend", "bwrap"])
+        .args(flags)
+        .args(["--", "sh", "-c", &guarded])
+        .output();
+    assert_ne!(code(&out), 125, "cc_server itself failed\n{}", both(&out));
+    out
+}
+
+/// G5, issue 14 item 5: with `$HOME` bound writable (a temp home the test
+/// made), none of the home's families that run code later can be written:
+/// git's global config (an existing `~/.gitconfig` and a new
+/// `~/.config/git/config`), `~/.ssh/authorized_keys` and `~/.ssh/config`,
+/// the `PATH` directories `~/.local/bin` (existing) and `~/bin` (new),
+/// systemd user units, autostart entries, logout and fish startup files,
+/// cargo's, npm's, docker's, kube's and AWS's configs, vim, neovim, emacs,
+/// VS Code and IDE startup files, direnv's `.envrc`, and the agents'
+/// config. A project's own `bin/` stays writable. Host: every one absent
+/// (the existing ones unchanged), and `git status` with that home runs
+/// nothing.
+#[test]
+fn a_bound_home_keeps_every_family_that_runs_code_later() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    std::fs::write(h.join(".gitconfig"), "[user]\n\tname = me\n").unwrap();
+    std::fs::create_dir_all(h.join(".local/bin")).unwrap();
+    committed_repo(&h.join("proj"), "p.txt");
+    let existing_before = (
+        std::fs::read(h.join(".gitconfig")).unwrap(),
+        snapshot(&h.join(".local")),
+    );
+    let outside = tempfile::tempdir().unwrap();
+    let marker = outside.path().join("MARKER");
+    let m = s(&marker);
+    let payload = format!("touch {m}");
+    let attempts: Vec<(&str, String, &str)> = vec![
+        (
+            "gitconfig",
+            format!("git config --global core.fsmonitor '{payload}'"),
+            ".gitconfig",
+        ),
+        (
+            "xdg-git",
+            format!(
+                "mkdir -p .config/git && printf '[core]\\n\\tfsmonitor = {payload}\\n' > .config/git/config"
+            ),
+            ".config/git/config",
+        ),
+        (
+            "ssh-keys",
+            "mkdir -p .ssh && echo ssh-ed25519 AAAA > .ssh/authorized_keys".into(),
+            ".ssh",
+        ),
+        (
+            "ssh-config",
+            format!("mkdir -p .ssh; printf 'Host *\\n  ProxyCommand {payload}\\n' > .ssh/config"),
+            ".ssh",
+        ),
+        (
+            "local-bin",
+            format!("printf '#!/bin/sh\\n{payload}\\n' > .local/bin/git"),
+            ".local/bin/git",
+        ),
+        (
+            "home-bin",
+            format!("mkdir -p bin && printf '#!/bin/sh\\n{payload}\\n' > bin/git"),
+            "bin",
+        ),
+        (
+            "systemd",
+            format!(
+                "mkdir -p .config/systemd/user && printf '[Service]\\nExecStart={payload}\\n' > .config/systemd/user/x.service"
+            ),
+            ".config/systemd/user",
+        ),
+        (
+            "autostart",
+            format!(
+                "mkdir -p .config/autostart && printf '[Desktop Entry]\\nExec={payload}\\n' > .config/autostart/x.desktop"
+            ),
+            ".config/autostart",
+        ),
+        (
+            "bash-logout",
+            format!("echo '{payload}' > .bash_logout"),
+            ".bash_logout",
+        ),
+        (
+            "zlogout",
+            format!("echo '{payload}' > .zlogout"),
+            ".zlogout",
+        ),
+        (
+            "fish",
+            format!("mkdir -p .config/fish && echo '{payload}' > .config/fish/config.fish"),
+            ".config/fish",
+        ),
+        (
+            "envrc",
+            format!("echo '{payload}' > proj/.envrc"),
+            "proj/.envrc",
+        ),
+        (
+            "cargo",
+            format!(
+                "mkdir -p .cargo && printf '[build]\\nrustc-wrapper = \"{m}\"\\n' > .cargo/config.toml"
+            ),
+            ".cargo/config.toml",
+        ),
+        (
+            "npmrc",
+            format!("echo 'script-shell={m}' > .npmrc"),
+            ".npmrc",
+        ),
+        (
+            "cargo-nested",
+            format!(
+                "mkdir -p proj/.cargo && printf '[build]\\nrustc-wrapper = \"{m}\"\\n' > proj/.cargo/config.toml"
+            ),
+            "proj/.cargo/config.toml",
+        ),
+        (
+            "docker",
+            "mkdir -p .docker && echo '{\"credsStore\":\"evil\"}' > .docker/config.json".into(),
+            ".docker",
+        ),
+        (
+            "kube",
+            "mkdir -p .kube && echo 'users: []' > .kube/config".into(),
+            ".kube",
+        ),
+        (
+            "aws",
+            format!(
+                "mkdir -p .aws && printf '[default]\\ncredential_process = {payload}\\n' > .aws/config"
+            ),
+            ".aws",
+        ),
+        ("vimrc", format!("echo '!{payload}' > .vimrc"), ".vimrc"),
+        (
+            "nvim",
+            "mkdir -p .config/nvim && echo 'vim.fn.system(\"x\")' > .config/nvim/init.lua".into(),
+            ".config/nvim",
+        ),
+        (
+            "emacs",
+            "mkdir -p .emacs.d && echo '(shell-command \"x\")' > .emacs.d/init.el".into(),
+            ".emacs.d",
+        ),
+        (
+            "vscode",
+            "mkdir -p .vscode && echo '{}' > .vscode/tasks.json".into(),
+            ".vscode",
+        ),
+        (
+            "idea",
+            "mkdir -p .idea && echo x > .idea/workspace.xml".into(),
+            ".idea",
+        ),
+        (
+            "claude",
+            "mkdir -p .claude && echo '{}' > .claude/settings.json".into(),
+            ".claude",
+        ),
+        (
+            "claude-json",
+            "echo '{\"mcpServers\":{}}' > .claude.json".into(),
+            ".claude.json",
+        ),
+        ("mcp", "echo '{}' > .mcp.json".into(), ".mcp.json"),
+    ];
+    let mut script = String::new();
+    for (label, cmd, _) in &attempts {
+        script += &attempt(label, cmd);
+    }
+    script += &attempt(
+        "project-bin",
+        "mkdir -p proj/bin && echo tool > proj/bin/tool",
+    );
+    script += &attempt("notes", "echo ok > notes.txt");
+    let out = guard_sh_home(&plugins, h, h, &[], &script);
+    let labels: Vec<&str> = attempts.iter().map(|(l, _, _)| *l).collect();
+    assert_failed(&out, &labels);
+    assert_line(&out, "project-bin=ok");
+    assert_line(&out, "notes=ok");
+    for (label, _, path) in &attempts {
+        if !matches!(*label, "gitconfig") {
+            assert_absent(&h.join(path), &out);
+        }
+    }
+    assert_eq!(
+        (
+            std::fs::read(h.join(".gitconfig")).unwrap(),
+            snapshot(&h.join(".local"))
+        ),
+        existing_before,
+        "{}",
+        both(&out)
+    );
+    let status = host_git_status(&h.join("proj"), Some(h));
+    assert!(status.status.success(), "{}", text(&status.stderr));
+    assert!(
+        !marker.exists(),
+        "git status on the host ran the payload\n{}",
+        both(&out)
+    );
 }

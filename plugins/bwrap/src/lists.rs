@@ -10,6 +10,12 @@ pub use sandbox_plugin_api::secrets::{SSH_HOST_KEY_DIR, SYSTEM_SECRETS};
 /// Names kept read-only in `$HOME` and every writable root (`sandbox_plugin_api::secrets`).
 pub use sandbox_plugin_api::secrets::MANDATORY_WRITE_DENY;
 
+/// Names kept read-only in `$HOME` only (`sandbox_plugin_api::secrets`).
+pub use sandbox_plugin_api::secrets::HOME_WRITE_DENY;
+
+/// Where git and libgit2 find their default template (sample hooks).
+pub const SYSTEM_GIT_TEMPLATE: &str = "/usr/share/git-core/templates";
+
 /// The system directories every sandbox sees, read-only.
 pub const SYSTEM_VIEW: &[&str] = &["/usr", "/etc", "/opt", "/nix/store"];
 

@@ -9,7 +9,10 @@
 //!    writable in every mode (F4);
 //! 3. write protection for `protectedPaths` (F3, H11) and the mandatory
 //!    denies that exist (shell rc files in `$HOME` and at the top of every
-//!    writable root, `.git/hooks`, `.git/config`, agent config): each is
+//!    writable root, `.git/hooks`, `.git/config`, agent config, tool
+//!    configs; a repository's `.git` file, its submodules' and worktrees'
+//!    config and hooks; `PATH` directories, units and editor startup files
+//!    in `$HOME`): each is
 //!    re-bound read-only, and each of its ancestors below the writable root
 //!    is made a mount point of its own, so neither it nor an ancestor can be
 //!    renamed or removed (EBUSY) to get around the read-only mount;
@@ -35,7 +38,8 @@ use sandbox_init::guard::rules::GuardConfig;
 use sandbox_plugin_api::SandboxSpec;
 
 use crate::lists::{
-    HOME_SECRETS, MANDATORY_WRITE_DENY, SSH_HOST_KEY_DIR, SYSTEM_LINKS, SYSTEM_SECRETS, SYSTEM_VIEW,
+    HOME_SECRETS, HOME_WRITE_DENY, MANDATORY_WRITE_DENY, SSH_HOST_KEY_DIR, SYSTEM_GIT_TEMPLATE,
+    SYSTEM_LINKS, SYSTEM_SECRETS, SYSTEM_VIEW,
 };
 
 /// Where `sandbox-init` appears inside every sandbox.
@@ -464,18 +468,20 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
             .collect();
         // $HOME counts when a writable bind shows it; a private, empty one
         // is thrown away with the sandbox.
-        roots.extend(
-            home.clone()
-                .filter(|h| views.iter().any(|v| v.writable && h.starts_with(&v.guest))),
-        );
+        let home_root = home
+            .clone()
+            .filter(|h| views.iter().any(|v| v.writable && h.starts_with(&v.guest)));
+        roots.extend(home_root.clone());
         GuardConfig {
             globs: spec.write_deny_globs.clone(),
             roots,
+            home: home_root,
         }
     });
     if guard.is_some() {
         args.one("--tmpfs", GIT_TEMPLATE_IN_SANDBOX);
         args.one("--remount-ro", GIT_TEMPLATE_IN_SANDBOX);
+        hide_system_git_template(&mut args, host);
     }
     // 5. Egress: the proxies' sockets, the only way out of an empty
     //    network namespace (SPEC E2).
@@ -574,11 +580,26 @@ fn exec_grants(
     Ok(grants)
 }
 
-/// The `.git/hooks` directories to create before launching: a repository at
-/// the top of a writable bind that has no hooks directory (`git init
-/// --template=`) would otherwise let a command create one and plant a hook
-/// that runs on the host. An empty hooks directory is git's normal state,
-/// and once it exists the plan keeps it read-only.
+/// Empties the system's git template directory (issue 15 item 5): libgit2
+/// (`cargo new`) ignores `GIT_TEMPLATE_DIR` and copies the sample hooks
+/// from there, or else writes its built-in `hooks/README.sample`; both are
+/// names in `.git/hooks`, which the guard refuses, and the init fails. An
+/// empty template directory is copied as nothing, and libgit2 then makes
+/// only the directories (an empty `hooks` one, which may be made).
+fn hide_system_git_template(args: &mut Args, host: &dyn HostFacts) {
+    let template = Path::new(SYSTEM_GIT_TEMPLATE);
+    if host.kind(template) == Some(Kind::Dir) {
+        args.one("--tmpfs", template);
+        args.one("--remount-ro", template);
+    }
+}
+
+/// The hooks directories to create before launching: a repository at the
+/// top of a writable bind that has no `.git/hooks` (`git init
+/// --template=`), or a submodule of it with none below `.git/modules`,
+/// would otherwise rely on the guard alone to keep hooks out (and with
+/// `guard = false` on nothing). An empty hooks directory is git's normal
+/// state, and once it exists the plan keeps it read-only.
 pub fn hook_dirs_to_create(spec: &SandboxSpec, host: &dyn HostFacts) -> Vec<PathBuf> {
     if !spec.binds_writable() {
         return Vec::new();
@@ -587,8 +608,14 @@ pub fn hook_dirs_to_create(spec: &SandboxSpec, host: &dyn HostFacts) -> Vec<Path
         .iter()
         .filter(|b| !b.read_only)
         .filter_map(|b| host.resolve(&b.host_path))
-        .filter(|root| host.kind(&root.join(".git")) == Some(Kind::Dir))
-        .map(|root| root.join(".git/hooks"))
+        .map(|root| root.join(".git"))
+        .filter(|dot_git| host.kind(dot_git) == Some(Kind::Dir))
+        .flat_map(|dot_git| {
+            let mut gitdirs = vec![dot_git.clone()];
+            gitdirs.extend(module_gitdirs(&dot_git, host));
+            gitdirs
+        })
+        .map(|gitdir| gitdir.join("hooks"))
         .filter(|hooks| host.kind(hooks).is_none())
         .collect()
 }
@@ -651,14 +678,83 @@ fn write_protected(
         .map(|v| v.host.clone())
         .collect();
     roots.extend(home.map(Path::to_path_buf));
-    for root in roots {
+    for root in &roots {
         for (name, _why) in MANDATORY_WRITE_DENY {
             if let Some(resolved) = host.resolve(&root.join(name)) {
                 out.insert(resolved);
             }
         }
+        out.extend(git_internals(root, host));
+    }
+    if let Some(home) = home {
+        for (name, _why) in HOME_WRITE_DENY {
+            if let Some(resolved) = host.resolve(&home.join(name)) {
+                out.insert(resolved);
+            }
+        }
     }
     Ok(out.into_iter().collect())
+}
+
+/// How deep submodules are looked for below `.git/modules` (a submodule's
+/// name may hold `/`, and submodules nest); deeper ones are the guard's.
+const MODULES_DEPTH: usize = 6;
+
+/// The git files at the top of `root` that git reads as config or runs,
+/// resolved, that exist (SPEC G5, issue 14 item 5): a `.git` *file* (its
+/// `gitdir:` says which config applies), and in a `.git` directory its
+/// `config.worktree`, every submodule's `config`, `config.worktree` and
+/// `hooks` below `modules/`, and every worktree's `config.worktree`.
+/// (`.git/config` and `.git/hooks` are [`MANDATORY_WRITE_DENY`] names.)
+/// Repositories deeper in a root are protected by the guard's start-up
+/// scan, at any depth.
+fn git_internals(root: &Path, host: &dyn HostFacts) -> Vec<PathBuf> {
+    let dot_git = root.join(".git");
+    let mut out = Vec::new();
+    match host.kind(&dot_git) {
+        Some(Kind::File) => out.extend(host.resolve(&dot_git)),
+        Some(Kind::Dir) => {
+            for gitdir in module_gitdirs(&dot_git, host) {
+                for name in ["config", "config.worktree", "hooks"] {
+                    out.extend(host.resolve(&gitdir.join(name)));
+                }
+            }
+            let worktrees = dot_git.join("worktrees");
+            for name in host.list(&worktrees) {
+                out.extend(host.resolve(&worktrees.join(name).join("config.worktree")));
+            }
+        }
+        None => {}
+    }
+    out
+}
+
+/// The git directories of every submodule below `<dot_git>/modules`, to
+/// [`MODULES_DEPTH`]: a directory holding `HEAD` is one (and may hold
+/// `modules/` of its own); any other directory may be part of a name with
+/// `/` in it.
+fn module_gitdirs(dot_git: &Path, host: &dyn HostFacts) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![(dot_git.join("modules"), 0usize)];
+    while let Some((dir, level)) = stack.pop() {
+        if level >= MODULES_DEPTH || host.kind(&dir) != Some(Kind::Dir) {
+            continue;
+        }
+        for name in host.list(&dir) {
+            let child = dir.join(name);
+            if host.kind(&child) != Some(Kind::Dir) {
+                continue;
+            }
+            if host.kind(&child.join("HEAD")) == Some(Kind::File) {
+                stack.push((child.join("modules"), level + 1));
+                out.push(child);
+            } else {
+                stack.push((child, level + 1));
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 /// Secrets that exist, resolved, with their kind.

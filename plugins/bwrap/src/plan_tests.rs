@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use sandbox_plugin_api::{SandboxBindMount, SandboxMode};
 
 use super::*;
+use crate::lists::SYSTEM_GIT_TEMPLATE;
 
 /// A host made of a few paths.
 #[derive(Default)]
@@ -488,6 +489,95 @@ fn a_repository_without_hooks_gets_an_empty_hooks_dir_first() {
     assert!(hook_dirs_to_create(&review, &FakeHost::standard()).is_empty());
 }
 
+/// Issue 14 item 5: a submodule of a repository at the top of a root gets a
+/// hooks directory too (its name may hold `/`).
+#[test]
+fn a_submodule_without_hooks_gets_an_empty_hooks_dir_first() {
+    let mut host = FakeHost::standard();
+    host.dir("/work/proj/.git")
+        .dir("/work/proj/.git/hooks")
+        .dir("/work/proj/.git/modules")
+        .dir("/work/proj/.git/modules/libs")
+        .dir("/work/proj/.git/modules/libs/a")
+        .file("/work/proj/.git/modules/libs/a/HEAD");
+    let spec = spec_with(vec![bind("/work/proj", false)]);
+    assert_eq!(
+        hook_dirs_to_create(&spec, &host),
+        vec![PathBuf::from("/work/proj/.git/modules/libs/a/hooks")]
+    );
+}
+
+/// Issue 14 item 5 (SPEC G5): what git reads as config or runs in a
+/// repository at the top of a writable root — its `.git` file, a
+/// submodule's config and hooks, a worktree's config — is re-bound
+/// read-only when it exists, and so are the home's own families.
+#[test]
+fn git_internals_and_home_families_that_exist_are_read_only() {
+    let mut host = FakeHost::standard();
+    host.dir("/work/proj/.git")
+        .file("/work/proj/.git/config")
+        .file("/work/proj/.git/config.worktree")
+        .dir("/work/proj/.git/hooks")
+        .dir("/work/proj/.git/modules")
+        .dir("/work/proj/.git/modules/sub")
+        .file("/work/proj/.git/modules/sub/HEAD")
+        .file("/work/proj/.git/modules/sub/config")
+        .dir("/work/proj/.git/modules/sub/hooks")
+        .dir("/work/proj/.git/modules/sub/modules")
+        .dir("/work/proj/.git/modules/sub/modules/inner")
+        .file("/work/proj/.git/modules/sub/modules/inner/HEAD")
+        .file("/work/proj/.git/modules/sub/modules/inner/config")
+        .file("/work/proj/.git/modules/sub/refs")
+        .dir("/work/proj/.git/worktrees")
+        .dir("/work/proj/.git/worktrees/wt")
+        .file("/work/proj/.git/worktrees/wt/config.worktree")
+        .dir("/data/real")
+        .file("/data/real/.git")
+        .dir("/home/u/.local")
+        .dir("/home/u/.local/bin")
+        .dir("/home/u/bin")
+        .file("/home/u/.vimrc")
+        .file("/home/u/.gitconfig")
+        .dir("/work/proj/bin")
+        .file("/work/proj/.npmrc")
+        .file("/work/proj/.envrc");
+    let spec = spec_with(vec![
+        bind("/work/proj", false),
+        bind("/data/real", false),
+        bind("/home/u", false),
+    ]);
+    let plan = run(&spec, &host).unwrap();
+    let args = strings(&plan);
+    for path in [
+        "/work/proj/.git/config",
+        "/work/proj/.git/config.worktree",
+        "/work/proj/.git/hooks",
+        "/work/proj/.git/modules/sub/config",
+        "/work/proj/.git/modules/sub/hooks",
+        "/work/proj/.git/modules/sub/modules/inner/config",
+        "/work/proj/.git/worktrees/wt/config.worktree",
+        "/data/real/.git",
+        "/home/u/.local/bin",
+        "/home/u/bin",
+        "/home/u/.vimrc",
+        "/home/u/.gitconfig",
+        "/work/proj/.npmrc",
+        "/work/proj/.envrc",
+    ] {
+        assert!(has(&args, &["--ro-bind", path, path]), "{path}: {args:?}");
+    }
+    assert!(
+        !plan.protected.contains(&PathBuf::from("/work/proj/bin")),
+        "a project's bin/ is its own"
+    );
+    assert!(
+        !plan
+            .protected
+            .contains(&PathBuf::from("/work/proj/.git/modules/sub/refs")),
+        "only config and hooks"
+    );
+}
+
 #[test]
 fn the_guard_gets_the_globs_and_every_writable_root() {
     let mut spec = spec_with(vec![bind("/work/proj", false), bind("/data/real", true)]);
@@ -514,6 +604,16 @@ fn the_guard_gets_the_globs_and_every_writable_root() {
         roots.contains(&PathBuf::from("/home/u")),
         "a bound $HOME is guarded: {roots:?}"
     );
+    assert_eq!(
+        run(&with_home, &FakeHost::standard())
+            .unwrap()
+            .guard
+            .unwrap()
+            .home,
+        Some(PathBuf::from("/home/u")),
+        "`~/` globs apply there"
+    );
+    assert_eq!(guard.home, None, "a private $HOME is no root");
     let args = strings(&plan);
     let json = &args[args.len() - 1];
     assert_eq!(args[args.len() - 2], "--guard");
@@ -527,6 +627,30 @@ fn the_guard_gets_the_globs_and_every_writable_root() {
             GIT_TEMPLATE_IN_SANDBOX
         ]
     ));
+}
+
+/// Issue 15 item 5: with the guard, the system's git template directory
+/// is an empty read-only one, so libgit2 (`cargo new`) copies no sample
+/// hooks into a new repository; without a template directory nothing is
+/// mounted.
+#[test]
+fn the_system_git_template_is_empty_under_the_guard() {
+    let mut host = FakeHost::standard();
+    host.dir(SYSTEM_GIT_TEMPLATE);
+    let mut spec = spec_with(vec![bind("/work/proj", false)]);
+    spec.write_deny_globs = vec!["**/.git/hooks/*".into()];
+    let args = strings(&run(&spec, &host).unwrap());
+    assert!(has(
+        &args,
+        &[
+            "--tmpfs",
+            SYSTEM_GIT_TEMPLATE,
+            "--remount-ro",
+            SYSTEM_GIT_TEMPLATE
+        ]
+    ));
+    let args = strings(&run(&spec, &FakeHost::standard()).unwrap());
+    assert!(!args.iter().any(|a| a == SYSTEM_GIT_TEMPLATE), "{args:?}");
 }
 
 /// E2, E5: the session's proxy sockets (and known_hosts) are bound in and

@@ -123,8 +123,18 @@ pub const MANDATORY_WRITE_DENY: &[(&str, &str)] = &[
     (".cshrc", "runs in every csh"),
     (".tcshrc", "runs in every tcsh"),
     (".kshrc", "runs in every ksh"),
+    (".mkshrc", "runs in every interactive mksh"),
+    (".login", "runs at every csh and tcsh login"),
+    (".logout", "runs at every csh and tcsh logout"),
     (".config/fish", "fish configuration runs in every fish"),
     (".inputrc", "readline key bindings can run commands"),
+    (".xprofile", "runs at every graphical login (XQuartz)"),
+    (".xsessionrc", "runs at every X session start"),
+    (".xinitrc", "runs at every startx (XQuartz)"),
+    (
+        ".pam_environment",
+        "sets the environment (PATH, LD_PRELOAD) of every login",
+    ),
     (
         ".gitconfig",
         "git aliases, hooks path and fsmonitor run commands",
@@ -140,6 +150,25 @@ pub const MANDATORY_WRITE_DENY: &[(&str, &str)] = &[
         "git aliases, hooks path, fsmonitor and filters run commands",
     ),
     (
+        ".git/config.worktree",
+        "per-worktree git config: hooks path and fsmonitor run commands",
+    ),
+    (".envrc", "direnv runs it on entering the directory"),
+    (
+        ".cargo/config.toml",
+        "cargo runs its runner, rustc-wrapper and linker keys",
+    ),
+    (
+        ".cargo/config",
+        "cargo's config (old name): runners and wrappers",
+    ),
+    (".npmrc", "npm's script-shell and node-options run programs"),
+    (".yarnrc", "yarn's yarn-path runs a program"),
+    (".yarnrc.yml", "yarn's yarnPath runs a program"),
+    (".exrc", "vim and neovim run it with 'exrc' set"),
+    (".nvimrc", "neovim runs it with 'exrc' set"),
+    (".nvim.lua", "neovim runs it with 'exrc' set"),
+    (
         ".ripgreprc",
         "ripgrep options, including preprocessors that run commands",
     ),
@@ -152,6 +181,11 @@ pub const MANDATORY_WRITE_DENY: &[(&str, &str)] = &[
         "macOS: launchd starts these at login, outside any sandbox",
     ),
 ];
+
+/// Names denied in `$HOME` only (`PATH` directories, units, editor startup
+/// files): the shared list as it is, since every entry means the same on
+/// macOS or is harmless there (`sandbox_plugin_api::secrets`).
+pub use sandbox_plugin_api::secrets::HOME_WRITE_DENY;
 
 /// Programs no sandboxed command may start, whatever its grants. Most of
 /// them ask a system service to act *outside* the sandbox; the profile also

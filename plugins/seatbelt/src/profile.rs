@@ -22,9 +22,11 @@
 //!    files shells write to. Then the filename-glob denies of
 //!    `spec.write_deny_globs`, anchored at every writable root and at
 //!    `$HOME`; the dependency-folder re-allows of "name anywhere" globs; the
-//!    other globs; the mandatory denies (shell rc files, `.git/hooks`,
-//!    `.git/config`, agent config, launch agents) at the top of every
-//!    writable root and of `$HOME`; `protectedPaths` (F3); the secrets.
+//!    other globs (`~/` ones at `$HOME` only); the mandatory denies (shell
+//!    rc files, `.git/hooks`, `.git/config`, agent config, tool configs,
+//!    launch agents) at the top of every writable root and of `$HOME`, and
+//!    the home's own ([`HOME_WRITE_DENY`]: `PATH` directories, editor
+//!    startup files) at `$HOME`; `protectedPaths` (F3); the secrets.
 //! 5. **Unlink** (rename and remove) denied on every denied path, each of its
 //!    ancestors, each glob root and every directory a glob could match
 //!    inside (the structural-prefix rule of
@@ -51,7 +53,8 @@
 //! exactly that path and nothing else (when escaping changes nothing, that
 //! is the path's own parameter). The fragment in the text is
 //! built only from the parsed [`Glob`] segments: `**` → `(/[^/]+)*`, `*` →
-//! `[^/]*`, `?` → `[^/]`, every other character regex-escaped, then the whole
+//! `[^/]*`, `?` → `[^/]`, a letter → `[xX]` (names ignore case), every other
+//! character regex-escaped, then the whole
 //! written as an SBPL string with `\` and `"` escaped ([`sb_string`]). Globs
 //! with control characters are refused. So no input can end a string, open a
 //! list or add a rule, and no input character acts as a regex operator —
@@ -70,8 +73,8 @@ use sandbox_plugin_api::write_deny::{DEPENDENCY_DIRS, Glob, GlobError, Segment};
 
 use crate::lists::{
     DANGEROUS_BINARIES, DEVICE_WRITE_PATTERNS, DEVICE_WRITES, DNS_SOCKET, HOME_SECRETS,
-    LAUNCH_SERVICES, LAUNCH_SERVICES_PATTERN, MANDATORY_WRITE_DENY, SYSTEM_SECRET_PATTERNS,
-    SYSTEM_SECRETS, TERMINAL_SECRETS,
+    HOME_WRITE_DENY, LAUNCH_SERVICES, LAUNCH_SERVICES_PATTERN, MANDATORY_WRITE_DENY,
+    SYSTEM_SECRET_PATTERNS, SYSTEM_SECRETS, TERMINAL_SECRETS,
 };
 use crate::logparse::SessionTag;
 use crate::sexpr::{CheckError, CheckedProfile};
@@ -311,12 +314,21 @@ pub fn glob_fragment(segments: &[Segment]) -> String {
     out
 }
 
+/// A name pattern as a regex: letters in either case (the glob language
+/// ignores ASCII case, as macOS's usual filesystems do), so `*.pem` also
+/// denies `X.PEM`.
 fn name_regex(pattern: &str) -> String {
     let mut out = String::new();
     for c in pattern.chars() {
         match c {
             '*' => out.push_str("[^/]*"),
             '?' => out.push_str("[^/]"),
+            c if c.is_ascii_alphabetic() => {
+                out.push('[');
+                out.push(c.to_ascii_lowercase());
+                out.push(c.to_ascii_uppercase());
+                out.push(']');
+            }
             c => out.push_str(&regex_escape(&c.to_string())),
         }
     }
@@ -703,8 +715,18 @@ pub fn generate(
         w.allow("file-write*", &format!("(regex {})", sb_string(re)));
     }
 
-    let (anywhere, anchored): (Vec<&Glob>, Vec<&Glob>) =
-        globs.iter().partition(|g| g.is_name_anywhere());
+    // `~/` globs apply at $HOME alone; one that names a name anywhere is
+    // denied there without the dependency-folder exemption (stricter).
+    let (anywhere, anchored): (Vec<&Glob>, Vec<&Glob>) = globs
+        .iter()
+        .partition(|g| g.is_name_anywhere() && !g.home_only());
+    let roots_of = |g: &Glob| -> Vec<String> {
+        if g.home_only() {
+            home.clone()
+        } else {
+            glob_roots.clone()
+        }
+    };
     if !anywhere.is_empty() {
         w.comment("Filename globs that match a name anywhere, at every writable root and $HOME.");
         for g in &anywhere {
@@ -758,10 +780,12 @@ pub fn generate(
         }
     }
     if !anchored.is_empty() {
-        w.comment("Other filename globs, at every writable root and $HOME.");
+        w.comment(
+            "Other filename globs, at every writable root and $HOME (`~/` ones at $HOME only).",
+        );
         for g in &anchored {
             let fragment = glob_fragment(g.segments());
-            for root in &glob_roots {
+            for root in &roots_of(g) {
                 let re = w.regex(root, &fragment);
                 w.deny("file-write*", &re);
             }
@@ -786,6 +810,17 @@ pub fn generate(
                     if !mandatory.contains(&p) {
                         mandatory.push(p);
                     }
+                }
+            }
+        }
+        for (name, _) in HOME_WRITE_DENY {
+            for p in spellings(
+                "mandatory deny",
+                &Path::new(&home_literal).join(name),
+                resolver,
+            )? {
+                if !mandatory.contains(&p) {
+                    mandatory.push(p);
                 }
             }
         }
@@ -854,7 +889,7 @@ pub fn generate(
         let param = w.path(p);
         w.deny("file-write-unlink", &format!("(literal {param})"));
     }
-    let mut prefixes: Vec<String> = Vec::new();
+    let mut prefixes: Vec<(String, Vec<String>)> = Vec::new();
     for g in &anchored {
         let segs = g.segments();
         for k in 1..segs.len() {
@@ -863,13 +898,20 @@ pub fn generate(
                 continue;
             }
             let fragment = glob_fragment(prefix);
-            if !prefixes.contains(&fragment) {
-                prefixes.push(fragment);
+            match prefixes.iter_mut().find(|(f, _)| *f == fragment) {
+                Some((_, roots)) => {
+                    for root in roots_of(g) {
+                        if !roots.contains(&root) {
+                            roots.push(root);
+                        }
+                    }
+                }
+                None => prefixes.push((fragment, roots_of(g))),
             }
         }
     }
-    for fragment in &prefixes {
-        for root in &glob_roots {
+    for (fragment, roots) in &prefixes {
+        for root in roots {
             let re = w.regex(root, fragment);
             w.deny(
                 "file-write-unlink",

@@ -506,15 +506,24 @@ fn glob_regexes_are_present_for_every_glob_and_root() {
         for text in &spec.write_deny_globs {
             let glob = Glob::parse(text).unwrap();
             if glob.existing_only() {
-                let text_of = generate_with(&spec, Variant::Dispatch, PORTS).text;
-                let fragment = sb_string(&format!("{}$", glob_fragment(glob.segments())));
-                assert!(
-                    !text_of.contains(&fragment),
-                    "{text}: existing-only globs get no regex"
-                );
+                // No write deny of its own (an `existing:**/.git` fragment
+                // may still be the structural prefix of another glob's
+                // unlink deny on directories).
+                for root in &roots {
+                    let own = Sexpr::parse_one(&format!(
+                        "(regex (string-append \"^\" {} {}))",
+                        param(&c, &regex_escape(root)),
+                        sb_string(&format!("{}$", glob_fragment(glob.segments())))
+                    ))
+                    .unwrap();
+                    assert!(
+                        !c.has_rule(Decision::Deny, "file-write*", &own),
+                        "{text}: existing-only globs get no regex"
+                    );
+                }
                 continue;
             }
-            for root in &roots {
+            for root in roots.iter().filter(|r| !glob.home_only() || *r == HOME) {
                 let want = Sexpr::parse_one(&format!(
                     "(regex (string-append \"^\" {} {}))",
                     param(&c, &regex_escape(root)),
@@ -656,7 +665,13 @@ impl Oracle {
         let glob = self.roots.iter().any(|root| {
             is_under(path, root)
                                 // Seatbelt carries `existing:` globs by the mandatory denies only.
-                && rel(root).is_some_and(|r| !r.is_empty() && self.globs.forbidding_creation(&r).is_some())
+                && rel(root).is_some_and(|r| {
+                    !r.is_empty()
+                        && self
+                            .globs
+                            .forbidding_creation(&r, root == HOME)
+                            .is_some()
+                })
         });
         let mandatory = self.mandatory
             && self.roots.iter().any(|root| {
@@ -806,7 +821,8 @@ fn in_the_terminal_home_relative_and_workdir_relative_globs_combine() {
         ("/Users/dev/x/.bashrc", false),
         ("/Users/dev/.claude/x", true),
         ("/Users/dev/src/main.rs", false),
-        ("/Users/dev/.npmrc", false),
+        // A tool config that names programs (issue 14 item 5).
+        ("/Users/dev/.npmrc", true),
         ("/Users/dev/.ssh/authorized_keys", true),
         ("/private/tmp/x", true),
     ] {
@@ -909,7 +925,7 @@ fn unlink_is_denied_on_every_denied_path_and_its_ancestors() {
         ("sub/.github", false),
         ("node_modules/pkg", false),
     ] {
-        assert_eq!(set.guards_inside(rel), dir, "{rel}");
+        assert_eq!(set.guards_inside(rel, false), dir, "{rel}");
         let want = if dir { Decision::Deny } else { Decision::Allow };
         assert_eq!(
             c.decide("file-write-unlink", Request::dir(&format!("{PROJ}/{rel}"))),
@@ -1215,10 +1231,12 @@ fn spellings_follow_the_resolver() {
     }
     assert!(!values.iter().any(|v| v.starts_with("/private/nonexistent")));
     assert!(
-        profile.text.contains("\"/tmp/[^/]*\\\\.pem$\""),
-        "the glob is as written"
+        profile
+            .text
+            .contains("\"/[tT][mM][pP]/[^/]*\\\\.[pP][eE][mM]$\""),
+        "the glob is as written, in either case"
     );
-    assert!(profile.text.contains("\"/var(/[^/]+)*/x$\""));
+    assert!(profile.text.contains("\"/[vV][aA][rR](/[^/]+)*/[xX]$\""));
     assert!(!profile.text.contains("/private/tmp/[^/]"));
 }
 
@@ -1354,4 +1372,33 @@ fn a_root_of_slash_needs_no_parameter() {
     assert_eq!(write(&c, "/.env"), Decision::Deny);
     assert_eq!(write(&c, "/srv/app/.env"), Decision::Deny);
     assert_eq!(write(&c, "/srv/app/x"), Decision::Allow);
+}
+
+/// Issue 14 item 5: names match in any case (`X.PEM`, `id.KEY`: macOS
+/// ignores case), and `~/` globs deny in `$HOME` only — the home's `bin/`
+/// is a `PATH` directory, a project's is its own.
+#[test]
+fn globs_ignore_case_and_home_globs_stay_at_home() {
+    let c = checked(&terminal_spec(), Variant::Terminal);
+    for path in [
+        "/Users/dev/proj/X.PEM",
+        "/Users/dev/proj/id.KEY",
+        "/Users/dev/proj/.GIT/HOOKS/pre-commit",
+        "/Users/dev/bin/git",
+        "/Users/dev/.local/bin/git",
+        "/Users/dev/.gitconfig",
+        "/Users/dev/.ssh/authorized_keys",
+        "/Users/dev/.config/nvim/init.lua",
+        "/Users/dev/proj/.envrc",
+    ] {
+        assert_eq!(write(&c, path), Decision::Deny, "{path}");
+    }
+    for path in [
+        "/Users/dev/proj/bin/tool",
+        "/Users/dev/proj/.local/bin/x",
+        "/Users/dev/proj/.git/hooks",
+        "/Users/dev/proj/X.PEM.txt",
+    ] {
+        assert_eq!(write(&c, path), Decision::Allow, "{path}");
+    }
 }

@@ -7,15 +7,24 @@
 //!   inside a protected path;
 //! - would show a home secret (`~/.ssh`, `~/.aws`, …) through a bind;
 //! - would make a mandatory-deny name writable (a shell rc file, a git hook
-//!   or config, an agent's config) that exists in a writable bind or in
-//!   `$HOME` when a writable bind shows it.
+//!   or config, a repository's `.git`, a tool's or an agent's config) that
+//!   exists in a writable bind or in `$HOME` when a writable bind shows it
+//!   (and the home's own names there: `~/bin`, `~/.local/bin`, editor
+//!   startup files, …).
 //!
 //! Pure: `exists` is asked about paths, so the rules are table-tested.
 
 use std::path::{Path, PathBuf};
 
 use sandbox_plugin_api::SandboxSpec;
-use sandbox_plugin_api::secrets::{HOME_SECRETS, MANDATORY_WRITE_DENY};
+use sandbox_plugin_api::secrets::{HOME_SECRETS, HOME_WRITE_DENY, MANDATORY_WRITE_DENY};
+
+/// A repository's `.git`, refused in a writable bind after the mandatory
+/// names (which name the usual reason first).
+const GIT_DIR: (&str, &str) = (
+    ".git",
+    "git reads its config, its `gitdir:` and its submodules' and worktrees' config and hooks from it",
+);
 
 use super::argv::Share;
 
@@ -76,16 +85,28 @@ pub fn refusal(
             home.filter(|h| h.starts_with(&share.host))
                 .map(Path::to_path_buf),
         );
-        for root in roots {
-            for (name, why) in MANDATORY_WRITE_DENY {
-                let path = root.join(name);
-                if exists(&path) {
-                    return Some(format!(
-                        "{} exists in the writable bind {} ({why}); the microvm backend cannot keep it read-only inside a 9p export, so it refuses: bind the directory read-only, or use bwrap",
-                        path.display(),
-                        share.host.display()
-                    ));
-                }
+        let at_home = home.filter(|h| h.starts_with(&share.host));
+        let home_names = HOME_WRITE_DENY.iter().map(move |n| (at_home, n));
+        let names = roots
+            .iter()
+            .flat_map(|root| {
+                MANDATORY_WRITE_DENY
+                    .iter()
+                    .map(move |n| (Some(root.as_path()), n))
+            })
+            .chain(home_names)
+            // A repository's `.git` (a `gitdir:` file, or a directory whose
+            // submodules' and worktrees' config sits deeper).
+            .chain(std::iter::once((Some(share.host.as_path()), &GIT_DIR)));
+        for (root, (name, why)) in names {
+            let Some(root) = root else { continue };
+            let path = root.join(name);
+            if exists(&path) {
+                return Some(format!(
+                    "{} exists in the writable bind {} ({why}); the microvm backend cannot keep it read-only inside a 9p export, so it refuses: bind the directory read-only, or use bwrap",
+                    path.display(),
+                    share.host.display()
+                ));
             }
         }
     }
@@ -206,5 +227,35 @@ mod tests {
         )
         .unwrap();
         assert!(why.contains("/home/u/.bashrc"), "{why}");
+        // Issue 14 item 5: the home's PATH directories, and a `.git` file.
+        let why = refusal(
+            &spec(),
+            &[share("/home", false)],
+            Some(Path::new("/home/u")),
+            &only(&["/home/u/.local/bin"]),
+        )
+        .unwrap();
+        assert!(why.contains("/home/u/.local/bin"), "{why}");
+        let why = refusal(
+            &spec(),
+            &[share("/work/wt", false)],
+            None,
+            &only(&["/work/wt/.git"]),
+        )
+        .unwrap();
+        assert!(
+            why.contains("/work/wt/.git") && why.contains("gitdir"),
+            "{why}"
+        );
+        assert_eq!(
+            refusal(
+                &spec(),
+                &[share("/work/proj", false)],
+                None,
+                &only(&["/work/proj/bin"])
+            ),
+            None,
+            "a project's bin/ is its own"
+        );
     }
 }

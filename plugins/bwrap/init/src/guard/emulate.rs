@@ -256,6 +256,30 @@ fn exists(parent: &OwnedFd, name: &CStr) -> bool {
     }
 }
 
+/// Whether the name (not followed) is a file protected at start, under
+/// whatever path it has now: renaming an ancestor moves a protected file
+/// to a path its glob may not name (`existing:` globs protect the paths
+/// seen at start), but it stays the same file.
+fn protected_identity(rules: &Rules, parent: &OwnedFd, name: &CStr) -> Option<Refusal> {
+    if rules.protected_inodes() == 0 {
+        return None;
+    }
+    // SAFETY: zeroed stat is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatat relative to a descriptor we hold.
+    let found = unsafe {
+        libc::fstatat(
+            parent.as_raw_fd(),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        ) == 0
+    };
+    (found && rules.is_protected_inode(st.st_dev, st.st_ino)).then(|| Refusal {
+        rule: "another name of a protected file".into(),
+    })
+}
+
 fn readlink(parent: &OwnedFd, name: &CStr) -> Step<Vec<u8>> {
     let mut buf = vec![0u8; 4096];
     // SAFETY: readlinkat into our buffer, relative to a descriptor we hold.
@@ -565,7 +589,12 @@ fn run(
             if exists(&t.parent, &t.name_c()?) {
                 return Err(Outcome::error(libc::EEXIST));
             }
-            if let Some(refusal) = rules.check_create(&target) {
+            // A symlink where protected names live (`.git/hooks -> elsewhere`)
+            // would carry them out of the rules' sight; a directory is fine.
+            if let Some(refusal) = rules
+                .check_create(&target)
+                .or_else(|| rules.check_structure_of_new(&target))
+            {
                 return Err(deny("file-write-create", &target, refusal, "symlink"));
             }
             let cname = t.name_c()?;
@@ -586,10 +615,13 @@ fn run(
             valid()?;
             let t = resolve(tid, Start::Tracee(dirfd), &path)?;
             let target = t.path();
-            if let Some(refusal) = rules.check_structure(&target) {
+            let cname = t.name_c()?;
+            if let Some(refusal) = rules
+                .check_structure(&target)
+                .or_else(|| protected_identity(rules, &t.parent, &cname))
+            {
                 return Err(deny("file-write-unlink", &target, refusal, name));
             }
-            let cname = t.name_c()?;
             // SAFETY: unlinkat relative to a directory we hold.
             let rc = unsafe { libc::unlinkat(t.parent.as_raw_fd(), cname.as_ptr(), flags) };
             Ok(unit_result(i64::from(rc)))
@@ -689,7 +721,11 @@ fn rename(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -> Step<Outc
     // Moving a protected name (or a directory protected names live in)
     // away is a write to it; moving anything into such a place creates one.
     // RENAME_EXCHANGE does both to both.
-    if let Some(refusal) = rules.check_structure(&from_path) {
+    let from_name_c = from.name_c()?;
+    if let Some(refusal) = rules
+        .check_structure(&from_path)
+        .or_else(|| protected_identity(rules, &from.parent, &from_name_c))
+    {
         return Err(deny("file-write-unlink", &from_path, refusal, "rename"));
     }
     // Onto an existing name is a change to it; to a new name, a creation
@@ -697,7 +733,9 @@ fn rename(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -> Step<Outc
     // protected names live in.
     let to_name_c = to.name_c()?;
     let refusal = if exists(&to.parent, &to_name_c) {
-        rules.check_structure(&to_path)
+        rules
+            .check_structure(&to_path)
+            .or_else(|| protected_identity(rules, &to.parent, &to_name_c))
     } else {
         rules
             .check_create(&to_path)

@@ -15,6 +15,8 @@ pub struct GuardConfig {
     /// The directories globs are relative to: every writable root and `$HOME`,
     /// as paths inside the sandbox.
     pub roots: Vec<PathBuf>,
+    /// `$HOME` when it is one of the roots: `~/` globs apply there alone.
+    pub home: Option<PathBuf>,
 }
 
 /// Why an operation is refused.
@@ -30,12 +32,19 @@ pub struct Rules {
     globs: GlobSet,
     /// Longest first, so the nearest root decides.
     roots: Vec<PathBuf>,
+    /// `$HOME`, when it is a root.
+    home: Option<PathBuf>,
     /// `(st_dev, st_ino)` of files that matched a glob at start: another
     /// name for one (a hard link) is as protected as the name itself.
     inodes: HashSet<(u64, u64)>,
     /// Files an `existing:` glob matched at start: only these are protected
     /// by such globs (a repository `git init` makes here is the command's).
     existing: HashSet<PathBuf>,
+    /// Directories strictly between a root and a file in `existing`:
+    /// moving one away would free the file's path for a look-alike, and
+    /// moving a prepared tree into its place would fill it (`mv proj old &&
+    /// mv evil proj`). So they are as structural as a `.git` directory.
+    existing_dirs: HashSet<PathBuf>,
     /// Whether the start-up scan saw everything; if not, every existing file
     /// an `existing:` glob matches is protected (fail closed).
     scan_complete: bool,
@@ -51,13 +60,20 @@ impl Rules {
             .filter(|r| r.is_absolute())
             .cloned()
             .collect();
-        roots.sort_by_key(|r| std::cmp::Reverse(r.as_os_str().len()));
+        let home = config.home.clone().filter(|h| h.is_absolute());
+        roots.extend(home.clone());
+        roots.sort_by(|a, b| {
+            (std::cmp::Reverse(a.as_os_str().len()), a)
+                .cmp(&(std::cmp::Reverse(b.as_os_str().len()), b))
+        });
         roots.dedup();
         Ok(Self {
             globs,
             roots,
+            home,
             inodes: HashSet::new(),
             existing: HashSet::new(),
+            existing_dirs: HashSet::new(),
             scan_complete: false,
         })
     }
@@ -77,8 +93,18 @@ impl Rules {
         self.inodes.insert((dev, ino));
     }
 
-    /// Records a file an `existing:` glob matched at start.
+    /// Records a file an `existing:` glob matched at start, and the
+    /// directories between it and its nearest root.
     pub fn protect_existing(&mut self, path: PathBuf) {
+        if let Some(root) = self.roots.iter().find(|r| path.starts_with(r)) {
+            for dir in path
+                .ancestors()
+                .skip(1)
+                .take_while(|a| *a != root.as_path())
+            {
+                self.existing_dirs.insert(dir.to_path_buf());
+            }
+        }
         self.existing.insert(path);
     }
 
@@ -89,8 +115,12 @@ impl Rules {
 
     /// Whether `path` matches an `existing:` glob (at any root).
     pub fn matches_existing_only(&self, path: &Path) -> bool {
-        self.relatives(path).any(|rel| {
-            !rel.is_empty() && self.globs.matching(&rel).is_some_and(|g| g.existing_only())
+        self.relatives(path).any(|(rel, home)| {
+            !rel.is_empty()
+                && self
+                    .globs
+                    .matching(&rel, home)
+                    .is_some_and(|g| g.existing_only())
         })
     }
 
@@ -104,11 +134,13 @@ impl Rules {
         self.inodes.len()
     }
 
-    /// The path relative to every root that holds it, nearest first.
-    fn relatives<'a>(&'a self, path: &'a Path) -> impl Iterator<Item = String> + 'a {
+    /// The path relative to every root that holds it, nearest first, and
+    /// whether that root is `$HOME`.
+    fn relatives<'a>(&'a self, path: &'a Path) -> impl Iterator<Item = (String, bool)> + 'a {
         self.roots.iter().filter_map(move |root| {
             let rel = path.strip_prefix(root).ok()?;
-            Some(rel.to_string_lossy().into_owned())
+            let home = self.home.as_deref() == Some(root.as_path());
+            Some((rel.to_string_lossy().into_owned(), home))
         })
     }
 
@@ -116,7 +148,7 @@ impl Rules {
     /// about it needs looking up.
     pub fn could_refuse(&self, path: &Path) -> bool {
         self.relatives(path)
-            .any(|rel| !rel.is_empty() && self.globs.matching(&rel).is_some())
+            .any(|(rel, home)| !rel.is_empty() && self.globs.matching(&rel, home).is_some())
     }
 
     /// Whether changing or removing the existing file at `path` (canonical,
@@ -127,49 +159,75 @@ impl Rules {
             return Some(refusal);
         }
         let protected = !self.scan_complete || self.existing.contains(path);
-        self.relatives(path).find_map(|rel| {
-            let glob = self.globs.matching(&rel).filter(|g| g.existing_only())?;
+        self.relatives(path).find_map(|(rel, home)| {
+            let glob = self
+                .globs
+                .matching(&rel, home)
+                .filter(|g| g.existing_only())?;
             (protected && !rel.is_empty()).then(|| Refusal {
                 rule: glob.as_str().to_owned(),
             })
         })
     }
 
-    /// Whether creating a new name at `path` is refused (globs that protect
-    /// existing files only are left out).
+    /// Whether creating a new name at `path` is refused. Globs that protect
+    /// existing files only are left out, except at the very path of a file
+    /// they protected at start: making it again (after moving it away) is
+    /// changing it.
     pub fn check_create(&self, path: &Path) -> Option<Refusal> {
-        self.relatives(path).find_map(|rel| {
-            (!rel.is_empty())
-                .then(|| self.globs.forbidding_creation(&rel))
-                .flatten()
-                .map(|glob| Refusal {
-                    rule: glob.as_str().to_owned(),
+        self.relatives(path)
+            .find_map(|(rel, home)| {
+                (!rel.is_empty())
+                    .then(|| self.globs.forbidding_creation(&rel, home))
+                    .flatten()
+                    .map(|glob| Refusal {
+                        rule: glob.as_str().to_owned(),
+                    })
+            })
+            .or_else(|| {
+                (self.scan_complete && self.existing.contains(path)).then(|| Refusal {
+                    rule: format!("{} was protected at start", path.display()),
                 })
+            })
+    }
+
+    /// Whether the directory at `path` may hold protected names, leaving
+    /// out whether `path` itself matches. `existing:` globs count by the
+    /// files they protected (`existing_dirs`) once the scan is complete, by
+    /// their shape before (fail closed): their shape alone would make every
+    /// name below `.git/modules` one, `config.lock` included.
+    fn structural(&self, path: &Path) -> Option<Refusal> {
+        if self.scan_complete && self.existing_dirs.contains(path) {
+            return Some(Refusal {
+                rule: format!("{} holds files protected at start", path.display()),
+            });
+        }
+        self.relatives(path).find_map(|(rel, home)| {
+            let guarded = if self.scan_complete {
+                self.globs.guards_inside_new_names(&rel, home)
+            } else {
+                self.globs.guards_inside(&rel, home)
+            };
+            (!rel.is_empty() && guarded).then(|| Refusal {
+                rule: format!("{rel} may hold protected names"),
+            })
         })
     }
 
     /// Whether a new name at `path` would be a directory protected names
-    /// live in (`mv x .git`), leaving out whether `path` itself matches.
+    /// live in (`mv x .git`, or a symlink `.git/hooks -> elsewhere`),
+    /// leaving out whether `path` itself matches. A plain `mkdir` there is
+    /// fine: an empty directory holds nothing, and what is created in it
+    /// later is judged by name.
     pub fn check_structure_of_new(&self, path: &Path) -> Option<Refusal> {
-        self.relatives(path).find_map(|rel| {
-            (!rel.is_empty() && self.globs.guards_inside(&rel)).then(|| Refusal {
-                rule: format!("{rel} may hold protected names"),
-            })
-        })
+        self.structural(path)
     }
 
     /// Whether the directory at `path` may hold protected names, so that
     /// renaming it, removing it, or renaming something onto it is refused
     /// (`mv x .git` would turn `x/hooks/*` into `.git/hooks/*`).
     pub fn check_structure(&self, path: &Path) -> Option<Refusal> {
-        if let Some(refusal) = self.check_name(path) {
-            return Some(refusal);
-        }
-        self.relatives(path).find_map(|rel| {
-            (!rel.is_empty() && self.globs.guards_inside(&rel)).then(|| Refusal {
-                rule: format!("{rel} may hold protected names"),
-            })
-        })
+        self.check_name(path).or_else(|| self.structural(path))
     }
 }
 
@@ -181,7 +239,8 @@ mod tests {
     fn rules() -> Rules {
         Rules::new(&GuardConfig {
             globs: DEFAULT_GLOBS.iter().map(|g| (*g).to_owned()).collect(),
-            roots: vec!["/work/proj".into(), "/home/u".into(), "/work".into()],
+            roots: vec!["/work/proj".into(), "/work".into()],
+            home: Some("/home/u".into()),
         })
         .unwrap()
     }
@@ -260,12 +319,102 @@ mod tests {
         assert!(r.check_name(Path::new("/work/proj/.env")).is_some());
     }
 
+    /// Issue 14 item 5: `~/` globs refuse at `$HOME` only, even when a
+    /// writable root holds it.
+    #[test]
+    fn home_globs_apply_at_home_only() {
+        let r = rules();
+        for path in [
+            "/home/u/bin/git",
+            "/home/u/.ssh/authorized_keys",
+            "/home/u/.gitconfig",
+        ] {
+            assert!(r.check_create(Path::new(path)).is_some(), "{path}");
+        }
+        for path in [
+            "/work/proj/bin/tool",
+            "/work/proj/.ssh/x",
+            "/work/.gitconfig",
+        ] {
+            assert!(r.check_create(Path::new(path)).is_none(), "{path}");
+        }
+        let nested = Rules::new(&GuardConfig {
+            globs: DEFAULT_GLOBS.iter().map(|g| (*g).to_owned()).collect(),
+            roots: vec!["/".into()],
+            home: Some("/home/u".into()),
+        })
+        .unwrap();
+        assert!(
+            nested
+                .check_create(Path::new("/home/u/.local/bin/git"))
+                .is_some()
+        );
+        assert!(nested.check_create(Path::new("/srv/bin/git")).is_none());
+    }
+
+    /// Issue 15 item 5: the empty hooks directory may be made, nothing in
+    /// it, and nothing may take its place but a directory.
+    #[test]
+    fn an_empty_hooks_directory_may_be_made() {
+        let r = rules();
+        let hooks = Path::new("/work/proj/demo/.git/hooks");
+        assert!(r.check_create(hooks).is_none(), "mkdir");
+        assert!(
+            r.check_structure_of_new(hooks).is_some(),
+            "rename or symlink"
+        );
+        assert!(
+            r.check_create(Path::new("/work/proj/demo/.git/hooks/pre-commit"))
+                .is_some()
+        );
+        assert!(
+            r.check_structure_of_new(Path::new("/work/proj/demo/.git"))
+                .is_some(),
+            "a `.git` symlink"
+        );
+    }
+
+    /// A file protected at start cannot be replaced by moving things: its
+    /// directories cannot be moved, nor its path made again; while git's
+    /// lock files beside it stay ordinary names.
+    #[test]
+    fn what_was_protected_at_start_cannot_be_swapped_out() {
+        let mut r = rules();
+        let config = Path::new("/work/proj/repo/.git/modules/libs/a/config");
+        r.protect_existing(config.to_path_buf());
+        r.scan_completed();
+        for dir in [
+            "/work/proj/repo",
+            "/work/proj/repo/.git",
+            "/work/proj/repo/.git/modules/libs",
+            "/work/proj/repo/.git/modules/libs/a",
+        ] {
+            assert!(r.check_structure(Path::new(dir)).is_some(), "{dir}");
+            assert!(r.check_structure_of_new(Path::new(dir)).is_some(), "{dir}");
+        }
+        assert!(r.check_create(config).is_some(), "made again");
+        assert!(r.check_name(config).is_some());
+        for lock in [
+            "/work/proj/repo/.git/modules/libs/a/config.lock",
+            "/work/proj/repo/.git/modules/sub/config.lock",
+            "/work/proj/repo/.git/modules/sub/config",
+            "/work/proj/other",
+        ] {
+            assert!(r.check_structure(Path::new(lock)).is_none(), "{lock}");
+            assert!(
+                r.check_structure_of_new(Path::new(lock)).is_none(),
+                "{lock}"
+            );
+        }
+    }
+
     #[test]
     fn bad_globs_and_inactive_configs() {
         assert!(
             Rules::new(&GuardConfig {
                 globs: vec!["/abs".into()],
-                roots: vec![]
+                roots: vec![],
+                home: None,
             })
             .is_err()
         );
