@@ -814,6 +814,131 @@ fn a_missing_git_hooks_dir_cannot_be_created() {
     assert_line(&out, "hook=failed");
 }
 
+/// `cc_server run --backend bwrap` with the create-time guard off and the
+/// dispatch policy lowered (`examples/without-create-guard.toml`, plus
+/// `guard = false`): the plan's read-only mounts are all there is.
+fn unguarded_sh(plugins: &Plugins, cwd: &Path, script: &str) -> Output {
+    let guarded = format!("{ONLY_IN_A_SANDBOX}{script}");
+    let out = CcServer::new(plugins)
+        .config(&format!(
+            "{SANDBOX_LAYER_ONLY}[backends.bwrap]\nguard = false\n[dispatch_policy]\nwrite_deny_globs = []\n"
+        ))
+        .current_dir(cwd)
+        .args(["run", "--backend", "bwrap", "--", "sh", "-c", &guarded])
+        .output();
+    assert_ne!(code(&out), 125, "cc_server itself failed\n{}", both(&out));
+    out
+}
+
+/// G5, issue 14 item 5 (the plan's half, which holds with the guard off):
+/// in a repository at the top of the writable bind, a submodule's `config`
+/// and hooks and the per-worktree `config.worktree` are read-only mounts;
+/// in a worktree bound on its own, its `.git` file (`gitdir:`) is. Host:
+/// all unchanged, and `git status` in the superproject, the submodule and
+/// the worktree does not create the marker.
+#[test]
+fn without_the_guard_existing_git_internals_are_still_read_only() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let id = ["-c", "user.name=h", "-c", "user.email=h@example.com"];
+    let lib = tempfile::tempdir().unwrap();
+    git(lib.path(), &["init", "-q", "-b", "main", "."]);
+    std::fs::write(lib.path().join("a.txt"), "a\n").unwrap();
+    git(lib.path(), &["add", "a.txt"]);
+    git(
+        lib.path(),
+        &[&id[..], &["commit", "-q", "-m", "lib"]].concat(),
+    );
+    let proj = tempfile::tempdir().unwrap();
+    let p = proj.path();
+    git(p, &["init", "-q", "-b", "main", "."]);
+    let lib_s = s(lib.path());
+    git(
+        p,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            lib_s,
+            "sub",
+        ],
+    );
+    git(p, &[&id[..], &["commit", "-q", "-m", "sub"]].concat());
+    let trees = tempfile::tempdir().unwrap();
+    let wt = trees.path().join("wt");
+    git(p, &["worktree", "add", "-q", s(&wt)]);
+    git(p, &["config", "extensions.worktreeConfig", "true"]);
+    git(p, &["config", "--worktree", "user.name", "main"]);
+    let files = [
+        p.join(".git/config"),
+        p.join(".git/config.worktree"),
+        p.join(".git/modules/sub/config"),
+        wt.join(".git"),
+    ];
+    let read = || -> Vec<Vec<u8>> { files.iter().map(|f| std::fs::read(f).unwrap()).collect() };
+    let before = read();
+    let hooks_before = std::fs::read_dir(p.join(".git/modules/sub/hooks"))
+        .unwrap()
+        .count();
+    let outside = tempfile::tempdir().unwrap();
+    let marker = outside.path().join("MARKER");
+    let m = s(&marker);
+    let mut script = String::new();
+    script += &attempt(
+        "sub-config",
+        &format!("git -C sub config core.fsmonitor 'touch {m}'"),
+    );
+    script += &attempt(
+        "sub-config-append",
+        &format!("printf '[core]\\n\\tfsmonitor = touch {m}\\n' >> .git/modules/sub/config"),
+    );
+    script += &attempt(
+        "sub-hook",
+        &format!("printf '#!/bin/sh\\ntouch {m}\\n' > .git/modules/sub/hooks/post-checkout"),
+    );
+    script += &attempt(
+        "worktree-config",
+        &format!("git config --worktree core.fsmonitor 'touch {m}'"),
+    );
+    let out = unguarded_sh(&plugins, p, &script);
+    for label in [
+        "sub-config",
+        "sub-config-append",
+        "sub-hook",
+        "worktree-config",
+    ] {
+        assert!(
+            lines(&out).contains(&format!("{label}=failed")),
+            "{label} was not refused\n{}",
+            both(&out)
+        );
+    }
+    let out_wt = unguarded_sh(
+        &plugins,
+        &wt,
+        &attempt("gitfile", "printf 'gitdir: /tmp/evil\\n' > .git"),
+    );
+    assert_line(&out_wt, "gitfile=failed");
+    assert_eq!(read(), before, "{}\n{}", both(&out), both(&out_wt));
+    assert_eq!(
+        std::fs::read_dir(p.join(".git/modules/sub/hooks"))
+            .unwrap()
+            .count(),
+        hooks_before
+    );
+    for dir in [p.to_path_buf(), p.join("sub"), wt.clone()] {
+        git(&dir, &["status", "--short"]);
+        assert!(
+            !marker.exists(),
+            "git status in {} ran the payload\n{}",
+            dir.display(),
+            both(&out)
+        );
+    }
+}
+
 /// C1 (mandatory denies): a ~/.bashrc that does not exist yet cannot be
 /// created through a writable $HOME bind (it would run at the next login).
 #[test]
