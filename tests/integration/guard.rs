@@ -2034,6 +2034,7 @@ fn git_internals(w: &Path) -> Vec<(String, Vec<u8>)> {
         "proj/libs/a/.git",
         "wt/.git",
         "proj/.git/modules/sub/hooks",
+        "proj/.git/modules/libs/a/hooks",
     ]
     .iter()
     .map(|rel| {
@@ -2101,10 +2102,16 @@ fn later_git_attempts(marker: &Path) -> (String, Vec<&'static str>) {
             "(mv proj proj2 && git -C proj2/sub config core.fsmonitor 'touch {m}'; rc=$?; mv proj2 proj; exit $rc)"
         ),
     );
-    // A submodule whose name holds `/`.
+    // A submodule whose name holds `/`: its config and its hooks.
     script += &attempt(
         "libs-config",
         &format!("git -C proj/libs/a config core.fsmonitor 'touch {m}'"),
+    );
+    script += &attempt(
+        "libs-hook",
+        &format!(
+            "printf '#!/bin/sh\\ntouch {m}\\n' > proj/.git/modules/libs/a/hooks/post-checkout"
+        ),
     );
     // The whole repository swapped for a prepared one.
     script += &attempt(
@@ -2115,6 +2122,7 @@ fn later_git_attempts(marker: &Path) -> (String, Vec<&'static str>) {
     );
     let labels = vec![
         "libs-config",
+        "libs-hook",
         "swap",
         "moved-config",
         "sub-config",

@@ -23,14 +23,16 @@ use self::rules::Rules;
 const INODE_SCAN_LIMIT: usize = 200_000;
 
 /// Records `(dev, ino)` of every existing file under the roots that a glob
-/// matches, so other names of them (hard links) are refused too, and which
-/// files `existing:` globs protect. Returns `false` when the scan stopped at
+/// matches, so other names of them (hard links) are refused too, which
+/// files `existing:` globs protect, and every git directory's hooks
+/// directory below a `.git` (whatever a submodule's name). Returns `false` when the scan stopped at
 /// its limit (then `existing:` globs protect every match: fail closed).
 pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
     let mut seen = 0usize;
     let roots: Vec<_> = rules.roots().to_vec();
     let mut found = Vec::new();
     let mut existing = Vec::new();
+    let mut hooks = Vec::new();
     let mut stack: Vec<std::path::PathBuf> = roots;
     while let Some(dir) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -43,6 +45,9 @@ pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
                 for (dev, ino) in found {
                     rules.protect_inode(dev, ino);
                 }
+                for dir in hooks {
+                    rules.protect_hooks_dir(dir);
+                }
                 return false;
             }
             let Ok(kind) = entry.file_type() else {
@@ -50,6 +55,9 @@ pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
             };
             let path = entry.path();
             if kind.is_dir() {
+                if is_git_hooks_dir(&path) {
+                    hooks.push(path.clone());
+                }
                 stack.push(path);
             } else if kind.is_file() {
                 if rules.matches_existing_only(&path) {
@@ -70,8 +78,21 @@ pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
     for path in existing {
         rules.protect_existing(path);
     }
+    for dir in hooks {
+        rules.protect_hooks_dir(dir);
+    }
     rules.scan_completed();
     true
+}
+
+/// Whether `dir` is the hooks directory of a git directory inside a `.git`
+/// (`.git/hooks`, `.git/modules/<any name>/hooks`): named `hooks`, beside a
+/// `HEAD`, below a `.git`.
+fn is_git_hooks_dir(dir: &std::path::Path) -> bool {
+    dir.file_name().is_some_and(|n| n == "hooks")
+        && dir.parent().is_some_and(|gitdir| {
+            gitdir.join("HEAD").is_file() && gitdir.components().any(|c| c.as_os_str() == ".git")
+        })
 }
 
 /// Serves one listener until no process uses it. `report` gets every

@@ -45,6 +45,10 @@ pub struct Rules {
     /// moving a prepared tree into its place would fill it (`mv proj old &&
     /// mv evil proj`). So they are as structural as a `.git` directory.
     existing_dirs: HashSet<PathBuf>,
+    /// The hooks directories of git directories seen at start, at any depth
+    /// below a `.git` (a submodule's whose name holds `/`, or nested
+    /// deeper than the globs reach, included): nothing may be made in them.
+    hooks_dirs: HashSet<PathBuf>,
     /// Whether the start-up scan saw everything; if not, every existing file
     /// an `existing:` glob matches is protected (fail closed).
     scan_complete: bool,
@@ -74,6 +78,7 @@ impl Rules {
             inodes: HashSet::new(),
             existing: HashSet::new(),
             existing_dirs: HashSet::new(),
+            hooks_dirs: HashSet::new(),
             scan_complete: false,
         })
     }
@@ -96,6 +101,19 @@ impl Rules {
     /// Records a file an `existing:` glob matched at start, and the
     /// directories between it and its nearest root.
     pub fn protect_existing(&mut self, path: PathBuf) {
+        self.pin_directories_of(&path);
+        self.existing.insert(path);
+    }
+
+    /// Records a git directory's hooks directory found at start: nothing
+    /// may be made in it, and neither it nor a directory above it (below
+    /// its root) may be moved.
+    pub fn protect_hooks_dir(&mut self, dir: PathBuf) {
+        self.pin_directories_of(&dir.join("x"));
+        self.hooks_dirs.insert(dir);
+    }
+
+    fn pin_directories_of(&mut self, path: &Path) {
         if let Some(root) = self.roots.iter().find(|r| path.starts_with(r)) {
             for dir in path
                 .ancestors()
@@ -105,7 +123,6 @@ impl Rules {
                 self.existing_dirs.insert(dir.to_path_buf());
             }
         }
-        self.existing.insert(path);
     }
 
     /// Marks the start-up scan as complete.
@@ -149,6 +166,7 @@ impl Rules {
     pub fn could_refuse(&self, path: &Path) -> bool {
         self.relatives(path)
             .any(|(rel, home)| !rel.is_empty() && self.globs.matching(&rel, home).is_some())
+            || path.parent().is_some_and(|d| self.hooks_dirs.contains(d))
     }
 
     /// Whether changing or removing the existing file at `path` (canonical,
@@ -187,6 +205,12 @@ impl Rules {
             .or_else(|| {
                 (self.scan_complete && self.existing.contains(path)).then(|| Refusal {
                     rule: format!("{} was protected at start", path.display()),
+                })
+            })
+            .or_else(|| {
+                let dir = path.parent().filter(|d| self.hooks_dirs.contains(*d))?;
+                Some(Refusal {
+                    rule: format!("{} is a git hooks directory", dir.display()),
                 })
             })
     }
@@ -406,6 +430,30 @@ mod tests {
                 "{lock}"
             );
         }
+    }
+
+    /// A hooks directory the scan found (a submodule named `libs/a`,
+    /// beyond the globs' reach) takes no new names and cannot be moved.
+    #[test]
+    fn a_hooks_directory_seen_at_start_takes_nothing() {
+        let mut r = rules();
+        let hooks = Path::new("/work/proj/repo/.git/modules/libs/a/hooks");
+        let hook = hooks.join("post-checkout");
+        assert!(r.check_create(&hook).is_none(), "beyond the globs");
+        r.protect_hooks_dir(hooks.to_path_buf());
+        r.scan_completed();
+        assert!(r.could_refuse(&hook), "the open path asks");
+        assert!(r.check_create(&hook).is_some());
+        assert!(r.check_name(&hooks.join("pre-commit.sample")).is_some());
+        assert!(r.check_structure(hooks).is_some());
+        assert!(
+            r.check_structure(Path::new("/work/proj/repo/.git/modules/libs/a"))
+                .is_some()
+        );
+        assert!(
+            r.check_create(Path::new("/work/proj/repo/.git/modules/libs/a/config.lock"))
+                .is_none()
+        );
     }
 
     #[test]
