@@ -84,10 +84,11 @@ pub const DEFAULT_GLOBS: &[&str] = &[
     // Hooks of submodules: `modules/<name>` and one level of nesting. Not
     // `**` between `modules` and `hooks`: the structural-prefix rule would
     // make every name below `modules` (a `config.lock` git renames into
-    // place) a directory protected names live in. Hooks of submodules whose
-    // name holds `/`, or nested deeper, are the plan's where they exist (at
-    // the top of a root, any depth). `existing:` globs may use `**`: the
-    // Linux guard protects their directories by the files they matched.
+    // place) a directory protected names live in. Hooks directories of
+    // submodules whose name holds `/`, or nested deeper, are protected where
+    // they exist at launch: by the Linux guard's start-up scan and bwrap's
+    // plan. `existing:` globs may use `**`: the Linux guard protects their
+    // directories by the files they matched.
     "**/.git/hooks/*",
     "**/.git/modules/*/hooks/*",
     "**/.git/modules/*/modules/*/hooks/*",
