@@ -228,8 +228,28 @@ impl Program {
 
     /// [`guard_sh`] with this program's directory in the system view.
     fn sh(&self, plugins: &Plugins, cwd: &Path, flags: &[&str], script: &str) -> Output {
+        self.sh_with(plugins, "", cwd, flags, script)
+    }
+
+    /// [`Program::sh`] in the same sandbox without the guard (`guard =
+    /// false`, the policy lowered): what the kernel alone answers.
+    fn sh_unguarded(&self, plugins: &Plugins, cwd: &Path, script: &str) -> Output {
+        let unguarded = "guard = false\n[dispatch_policy]\nwrite_deny_globs = []\n";
+        self.sh_with(plugins, unguarded, cwd, &[], script)
+    }
+
+    /// [`Program::sh`] with more config after `system_paths` (in
+    /// `[backends.bwrap]`).
+    fn sh_with(
+        &self,
+        plugins: &Plugins,
+        more: &str,
+        cwd: &Path,
+        flags: &[&str],
+        script: &str,
+    ) -> Output {
         let config = format!(
-            "{SANDBOX_LAYER_ONLY}[backends.bwrap]\nsystem_paths = [{:?}]\n",
+            "{SANDBOX_LAYER_ONLY}[backends.bwrap]\nsystem_paths = [{:?}]\n{more}",
             s(self.dir.path())
         );
         let guarded = format!("{ONLY_IN_A_SANDBOX}{script}");
@@ -2599,6 +2619,295 @@ fn a_bound_home_keeps_every_family_that_runs_code_later() {
     assert!(
         !marker.exists(),
         "git status on the host ran the payload\n{}",
+        both(&out)
+    );
+}
+
+/// The start of the programs that aim at the sandbox's own long-lived
+/// processes: `find_sandbox_processes()` fills `targets` (PID 1, the
+/// supervisor; the egress forwarder; the commands' namespace reaper) with
+/// their pids as the sandbox's `/proc` numbers them, found by their command
+/// lines, so nothing outside the sandbox can be picked.
+const SANDBOX_PROCESSES: &str = r#"
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+static const char *names[3] = {"sup", "fwd", "reaper"};
+static int targets[3] = {1, -1, -1};
+
+static int find(const char *file, const char *needle) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int found = -1;
+    while (d && (e = readdir(d))) {
+        int pid = atoi(e->d_name);
+        if (pid <= 1) continue;
+        char p[64], buf[4096];
+        snprintf(p, sizeof p, "/proc/%d/%s", pid, file);
+        int fd = open(p, O_RDONLY);
+        if (fd < 0) continue;
+        ssize_t n = read(fd, buf, sizeof buf);
+        close(fd);
+        if (n > 0 && memmem(buf, (size_t)n, needle, strlen(needle))) { found = pid; break; }
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+static void find_sandbox_processes(void) {
+    targets[1] = find("cmdline", "--forwarder");
+    targets[2] = find("comm", "pidns-reaper");
+    for (int i = 0; i < 3; i++) printf("%s=%d\n", names[i], targets[i]);
+}
+"#;
+
+/// G1 (issue 14 item 4, no confused deputy): the supervisor keeps
+/// CAP_SYS_PTRACE and sits above the commands' Landlock domain, so if it
+/// opened `/proc` files for them it would hand over what they may not open
+/// — the forwarder's or PID 1's memory, writable. Every route to another
+/// sandbox process's `/proc` entry — `mem` with O_RDWR, `maps` with
+/// O_CREAT, a relative path from a `/proc/<pid>` working directory, a
+/// dirfd, an O_PATH descriptor reopened through `/proc/self/fd/N`, its
+/// descriptor through `/proc/<pid>/fd/1`, a link of it, a symlink planted
+/// in the work dir — gets exactly the errno the same sandbox gives without
+/// the guard (the kernel's own answer for a command), for PID 1, the
+/// forwarder and the reaper; the caller's own `/proc/self/mem` stays
+/// writable. Host: the work dir holds only what the program made (its
+/// symlinks and `after.txt`), `after.pem` refused — the guard kept serving.
+#[test]
+fn another_processs_proc_entries_get_the_kernels_answer() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let source = format!(
+        "{SANDBOX_PROCESSES}{}",
+        r#"
+static void report(const char *who, const char *how, int rc) {
+    printf("%s_%s=%d\n", who, how, rc < 0 ? errno : 0);
+    if (rc >= 0) close(rc);
+}
+
+int main(void) {
+    only_in_a_sandbox();
+    find_sandbox_processes();
+    char p[128], q[128];
+    int here = open(".", O_PATH | O_DIRECTORY);
+    for (int i = 0; i < 3; i++) {
+        const char *who = names[i];
+        int pid = targets[i];
+        if (pid <= 0) continue;
+        snprintf(p, sizeof p, "/proc/%d/mem", pid);
+        report(who, "mem", open(p, O_RDWR));
+        report(who, "mem_creat", open(p, O_RDWR | O_CREAT, 0644));
+        snprintf(p, sizeof p, "/proc/%d/maps", pid);
+        report(who, "maps_creat", open(p, O_RDONLY | O_CREAT, 0644));
+        snprintf(p, sizeof p, "/proc/%d", pid);
+        int dir = open(p, O_PATH | O_DIRECTORY);
+        report(who, "dirfd", openat(dir, "mem", O_RDWR));
+        report(who, "dirfd_maps", openat(dir, "maps", O_RDONLY | O_CREAT, 0644));
+        if (fchdir(dir) == 0) {
+            report(who, "relative", open("mem", O_RDWR));
+            fchdir(here);
+        }
+        close(dir);
+        snprintf(p, sizeof p, "/proc/%d/mem", pid);
+        int path = open(p, O_PATH);
+        snprintf(q, sizeof q, "/proc/self/fd/%d", path);
+        report(who, "reopen", open(q, O_RDWR));
+        snprintf(q, sizeof q, "/dev/fd/%d", path);
+        report(who, "devfd", open(q, O_WRONLY));
+        close(path);
+        snprintf(p, sizeof p, "/proc/%d/fd/1", pid);
+        report(who, "their_fd", open(p, O_WRONLY));
+        snprintf(q, sizeof q, "stolen-%s.txt", who);
+        printf("%s_link=%d\n", who, linkat(AT_FDCWD, p, AT_FDCWD, q, AT_SYMLINK_FOLLOW) < 0 ? errno : 0);
+        snprintf(p, sizeof p, "/proc/%d/mem", pid);
+        snprintf(q, sizeof q, "link-%s", who);
+        printf("%s_symlink_made=%d\n", who, symlink(p, q) < 0 ? errno : 0);
+        report(who, "symlink", open(q, O_RDWR));
+        snprintf(p, sizeof p, "/proc/%d/x.pem", pid);
+        report(who, "create", open(p, O_CREAT | O_WRONLY, 0644));
+    }
+    report("own", "mem", open("/proc/self/mem", O_RDWR));
+    report("own", "stdout", open("/proc/self/fd/1", O_WRONLY));
+    try_create("after.pem", "after.pem");
+    try_create("after.txt", "after.txt");
+    return 0;
+}
+"#
+    );
+    let prog = c_program("deputy", &source);
+    let run = |guarded: bool| {
+        let work = tempfile::tempdir().unwrap();
+        let w = work.path();
+        let out = if guarded {
+            prog.sh(&plugins, w, &[], &prog.path())
+        } else {
+            prog.sh_unguarded(&plugins, w, &prog.path())
+        };
+        assert_eq!(code(&out), 0, "{}", both(&out));
+        let made: Vec<String> = snapshot(w)
+            .iter()
+            .map(|(path, _)| path.strip_prefix(w).unwrap().display().to_string())
+            .collect();
+        (out, made)
+    };
+    let (guarded, made) = run(true);
+    let (kernel, _) = run(false);
+    for who in ["sup", "fwd", "reaper"] {
+        assert!(
+            reading(&guarded, who) > 1 || who == "sup",
+            "no {who} found\n{}",
+            both(&guarded)
+        );
+        for how in [
+            "mem",
+            "mem_creat",
+            "maps_creat",
+            "dirfd",
+            "dirfd_maps",
+            "relative",
+            "reopen",
+            "devfd",
+            "their_fd",
+            "link",
+            "symlink",
+            "create",
+        ] {
+            let label = format!("{who}_{how}");
+            let (got, want) = (reading(&guarded, &label), reading(&kernel, &label));
+            assert_ne!(
+                want,
+                0,
+                "{label}: the kernel itself allowed it\n{}",
+                both(&kernel)
+            );
+            assert_eq!(
+                got,
+                want,
+                "{label}: the guard answered {got}, the kernel {want}\nguarded:\n{}\nkernel:\n{}",
+                both(&guarded),
+                both(&kernel)
+            );
+        }
+    }
+    assert_eq!(reading(&guarded, "own_mem"), 0, "{}", both(&guarded));
+    assert_eq!(reading(&guarded, "own_stdout"), 0, "{}", both(&guarded));
+    assert_eq!(
+        reading(&guarded, "after.pem"),
+        i64::from(libc::EACCES),
+        "{}",
+        both(&guarded)
+    );
+    assert_eq!(reading(&guarded, "after.txt"), 0, "{}", both(&guarded));
+    let mut expected = vec![
+        "after.txt".to_owned(),
+        "link-fwd".to_owned(),
+        "link-reaper".to_owned(),
+        "link-sup".to_owned(),
+    ];
+    expected.sort();
+    assert_eq!(made, expected, "{}", both(&guarded));
+}
+
+/// G1 (issue 14 item 4): the sandbox's long-lived processes — PID 1 (the
+/// supervisor), the egress forwarder and the commands' namespace reaper —
+/// are out of the commands' reach: `ptrace` and `process_vm_writev` are
+/// refused (EPERM, the hardening filter), and signals sent through a
+/// `/proc/<pid>` descriptor reach neither PID 1 nor the forwarder (EINVAL:
+/// not in the commands' pid namespace) — SIGSTOP and SIGKILL included —
+/// while the reaper, their namespace's init, ignores them. Host: afterwards
+/// the command is alive and the guard still serves (`alive.txt` created,
+/// `alive.pem` refused), and a connection to the forwarder's port still
+/// reaches it (the forwarder answered).
+#[test]
+fn the_sandboxs_own_processes_are_out_of_reach() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let source = format!(
+        "{SANDBOX_PROCESSES}{}",
+        r#"
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+
+int main(void) {
+    only_in_a_sandbox();
+    find_sandbox_processes();
+    char p[64], byte = 0;
+    for (int i = 0; i < 3; i++) {
+        const char *who = names[i];
+        int pid = targets[i];
+        if (pid <= 0) continue;
+        printf("%s_ptrace=%d\n", who, ptrace(PTRACE_ATTACH, pid, 0, 0) < 0 ? errno : 0);
+        struct iovec local = { &byte, 1 }, remote = { (void *)0x400000, 1 };
+        printf("%s_vm_writev=%d\n", who,
+               process_vm_writev(pid, &local, 1, &remote, 1, 0) < 0 ? errno : 0);
+        snprintf(p, sizeof p, "/proc/%d", pid);
+        int dir = open(p, O_RDONLY | O_DIRECTORY);
+        int sigs[3] = {SIGSTOP, SIGKILL, SIGTERM};
+        const char *sig_names[3] = {"stop", "kill", "term"};
+        for (int s = 0; s < 3; s++)
+            printf("%s_%s=%d\n", who, sig_names[s],
+                   syscall(SYS_pidfd_send_signal, dir, sigs[s], NULL, 0) < 0 ? errno : 0);
+        close(dir);
+    }
+    usleep(300000);
+    printf("alive=1\n");
+    fflush(stdout);
+    try_create("alive.pem", "alive.pem");
+    try_create("alive.txt", "alive.txt");
+    return 0;
+}
+"#
+    );
+    let prog = c_program("reach", &source);
+    // Through the forwarder to the session's HTTP proxy, which answers a
+    // CONNECT to a loopback port with a refusal: only a live forwarder
+    // relays it.
+    let script = format!(
+        "{}\n{}",
+        prog.path(),
+        r#"reply=$(bash -c 'exec 3<>/dev/tcp/127.0.0.1/3128 && printf "CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n" >&3 && timeout 20 head -c 12 <&3' 2>/dev/null)
+echo "proxy-reply=$reply"
+"#
+    );
+    let out = prog.sh(&plugins, w, &[], &script);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert!(reading(&out, "fwd") > 1, "no forwarder\n{}", both(&out));
+    assert!(reading(&out, "reaper") > 1, "no reaper\n{}", both(&out));
+    for who in ["sup", "fwd", "reaper"] {
+        for how in ["ptrace", "vm_writev"] {
+            assert_eq!(
+                reading(&out, &format!("{who}_{how}")),
+                i64::from(libc::EPERM),
+                "{who} {how}\n{}",
+                both(&out)
+            );
+        }
+    }
+    for who in ["sup", "fwd"] {
+        for how in ["stop", "kill", "term"] {
+            assert_eq!(
+                reading(&out, &format!("{who}_{how}")),
+                i64::from(libc::EINVAL),
+                "{who} {how}\n{}",
+                both(&out)
+            );
+        }
+    }
+    assert_eq!(reading(&out, "alive"), 1, "{}", both(&out));
+    assert_eq!(reading(&out, "alive.pem"), i64::from(libc::EACCES));
+    assert_absent(&w.join("alive.pem"), &out);
+    assert_eq!(reading(&out, "alive.txt"), 0, "{}", both(&out));
+    assert!(w.join("alive.txt").exists(), "{}", both(&out));
+    assert!(
+        lines(&out)
+            .iter()
+            .any(|l| l.starts_with("proxy-reply=HTTP/1.")),
+        "the forwarder did not relay\n{}",
         both(&out)
     );
 }

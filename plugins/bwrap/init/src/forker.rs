@@ -11,21 +11,40 @@
 //! from then on forks each command on request. The children are still PID
 //! 1's to wait for (any thread of a process may wait for the children of
 //! another), and PID 1 sees them under its own pids.
+//!
+//! One more job comes with owning that namespace:
+//! [`Forker::open_as_command`] opens a file in a one-shot process with
+//! exactly a command's credentials (this namespace, the commands' Landlock
+//! domain, no capabilities), for the guard's supervisor, which must never
+//! open another process's `/proc` entry with its own (SPEC G1, no confused
+//! deputy).
 
+use std::ffi::CStr;
 use std::io;
-use std::sync::mpsc;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::{Mutex, mpsc};
+use std::time::Duration;
 
 /// A request to fork and run the `&dyn Fn()` at this address in the child.
 /// It lives until the answer comes back (the caller waits for it); only the
 /// child runs it, in a copy of this address space.
 struct Request(usize);
 
-/// Makes the commands' processes in their pid namespace.
+/// Makes the commands' processes in their pid namespace. Shared by PID 1's
+/// main thread and the guard's threads: one request at a time.
 pub struct Forker {
-    requests: mpsc::Sender<Request>,
-    answers: mpsc::Receiver<io::Result<libc::pid_t>>,
+    channel: Mutex<Channel>,
     reaper: libc::pid_t,
 }
+
+struct Channel {
+    requests: mpsc::Sender<Request>,
+    answers: mpsc::Receiver<io::Result<libc::pid_t>>,
+}
+
+/// How long a one-shot open may take before it is given up (a command can
+/// stop the process doing it: then that command's call fails, nothing else).
+const OPEN_LIMIT: Duration = Duration::from_secs(10);
 
 impl Forker {
     /// Starts the fork thread. The calling thread must hold CAP_SYS_ADMIN
@@ -34,12 +53,13 @@ impl Forker {
     pub fn start() -> io::Result<Forker> {
         let (requests, incoming) = mpsc::channel::<Request>();
         let (answer, answers) = mpsc::channel();
+        let (setup, started) = mpsc::channel();
         std::thread::Builder::new()
             .name("fork".into())
             .spawn(move || {
-                let reaper = enter_namespace();
-                let ok = reaper.is_ok();
-                if answer.send(reaper).is_err() || !ok {
+                let entered = enter_namespace();
+                let ok = entered.is_ok();
+                if setup.send(entered).is_err() || !ok {
                     return;
                 }
                 for Request(address) in incoming {
@@ -64,12 +84,11 @@ impl Forker {
                     }
                 }
             })?;
-        let reaper = answers
+        let reaper = started
             .recv()
             .map_err(|_| io::Error::other("the fork thread ended before it started"))??;
         Ok(Forker {
-            requests,
-            answers,
+            channel: Mutex::new(Channel { requests, answers }),
             reaper,
         })
     }
@@ -83,12 +102,65 @@ impl Forker {
     pub unsafe fn fork(&self, child: &dyn Fn()) -> io::Result<libc::pid_t> {
         let reference: &dyn Fn() = child;
         let address = &raw const reference as usize;
-        self.requests
+        let gone = || io::Error::other("the fork thread is gone");
+        let channel = self.channel.lock().map_err(|_| gone())?;
+        channel
+            .requests
             .send(Request(address))
-            .map_err(|_| io::Error::other("the fork thread is gone"))?;
-        self.answers
-            .recv()
-            .map_err(|_| io::Error::other("the fork thread is gone"))?
+            .map_err(|_| gone())?;
+        channel.answers.recv().map_err(|_| gone())?
+    }
+
+    /// `openat(dir, name, flags, mode)` done by a one-shot process in the
+    /// commands' namespace and Landlock domain, without capabilities — a
+    /// command's credentials exactly — so the kernel gives the answer it
+    /// would give a command (for another process's `/proc/<pid>/mem`:
+    /// EACCES). The process is a copy of PID 1 (so it holds `dir` at the same
+    /// number) that opens, sends the descriptor back and exits; it is not
+    /// dumpable and its memory belongs to bubblewrap's user namespace, so no
+    /// command can reach into it while it lives.
+    pub fn open_as_command(
+        &self,
+        dir: RawFd,
+        name: &CStr,
+        flags: i32,
+        mode: u32,
+    ) -> io::Result<OwnedFd> {
+        let (ours, theirs) = seqpacket_pair()?;
+        let report = theirs.as_raw_fd();
+        let name = name.as_ptr();
+        let child = move || {
+            // SAFETY: async-signal-safe calls on memory prepared before the
+            // fork (the name, the descriptors); ends in _exit.
+            unsafe {
+                let fd = libc::openat(dir, name, flags | libc::O_CLOEXEC, mode);
+                if fd < 0 {
+                    let errno = (*libc::__errno_location()).to_le_bytes();
+                    libc::send(
+                        report,
+                        errno.as_ptr().cast(),
+                        errno.len(),
+                        libc::MSG_NOSIGNAL,
+                    );
+                } else {
+                    send_fd(report, fd);
+                }
+                libc::_exit(0)
+            }
+        };
+        // SAFETY: the child runs only `child`: async-signal-safe, ends in _exit.
+        let pid = unsafe { self.fork(&child) }?;
+        drop(theirs);
+        match recv_answer(&ours, OPEN_LIMIT) {
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                // Stopped (a command may signal it): it must not outlive the
+                // call it was made for. Not yet reaped: it never answered.
+                // SAFETY: plain syscall on our own child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                Err(io::Error::from_raw_os_error(libc::EIO))
+            }
+            answer => answer,
+        }
     }
 
     /// The pid (in PID 1's namespace) of the namespace's reaper. If it ends,
@@ -132,6 +204,108 @@ fn enter_namespace() -> io::Result<libc::pid_t> {
     Ok(reaper)
 }
 
+fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut pair = [0 as RawFd; 2];
+    // SAFETY: socketpair writes two descriptors into `pair`.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            pair.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both were just created and are ours.
+    Ok(unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) })
+}
+
+/// Sends one descriptor with a one-byte message (async-signal-safe).
+///
+/// # Safety
+/// Call only in the forked child.
+unsafe fn send_fd(socket: RawFd, fd: RawFd) {
+    let mut byte = [b'F'];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut space = [0u64; 4];
+    // SAFETY: stack buffers only; the CMSG macros stay inside `space`.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = space.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize;
+        let header = libc::CMSG_FIRSTHDR(&msg);
+        (*header).cmsg_level = libc::SOL_SOCKET;
+        (*header).cmsg_type = libc::SCM_RIGHTS;
+        (*header).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<RawFd>(), fd);
+        libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL);
+    }
+}
+
+/// The one-shot opener's answer: a descriptor, or the errno it got.
+fn recv_answer(socket: &OwnedFd, limit: Duration) -> io::Result<OwnedFd> {
+    let mut polled = libc::pollfd {
+        fd: socket.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let millis = i32::try_from(limit.as_millis()).unwrap_or(i32::MAX);
+    loop {
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut polled, 1, millis) };
+        if n > 0 {
+            break;
+        }
+        if n == 0 {
+            return Err(io::Error::from(io::ErrorKind::TimedOut));
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    let mut buf = [0u8; 4];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut space = [0u64; 4];
+    // SAFETY: an all-zero msghdr is a valid empty message; we point it at our buffers.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = space.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&space);
+    // SAFETY: msg describes valid buffers that outlive the call.
+    let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel filled the control buffer; the macros stay inside it.
+    unsafe {
+        let header = libc::CMSG_FIRSTHDR(&msg);
+        if !header.is_null()
+            && (*header).cmsg_level == libc::SOL_SOCKET
+            && (*header).cmsg_type == libc::SCM_RIGHTS
+        {
+            let fd = std::ptr::read_unaligned(libc::CMSG_DATA(header).cast::<RawFd>());
+            return Ok(OwnedFd::from_raw_fd(fd));
+        }
+    }
+    if n == 4 {
+        return Err(io::Error::from_raw_os_error(i32::from_le_bytes(buf)));
+    }
+    // It ended without an answer (killed by a command, say).
+    Err(io::Error::from_raw_os_error(libc::EIO))
+}
+
 /// The namespace's PID 1: sleeps, with `SIGCHLD` ignored so the kernel
 /// reaps the orphans handed to it. As a namespace's init it receives no
 /// signal from inside that it has no handler for (it has none); it is not
@@ -158,5 +332,11 @@ unsafe fn reap_forever() -> ! {
         loop {
             libc::pause();
         }
+    }
+}
+
+impl crate::guard::emulate::AsCommand for Forker {
+    fn openat(&self, dir: RawFd, name: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+        self.open_as_command(dir, name, flags, mode)
     }
 }

@@ -97,7 +97,12 @@ fn main() -> ExitCode {
         eprintln!("sandbox-init: cannot install the seccomp filter: {e}");
         return ExitCode::from(125);
     }
-    match serve(control.as_fd(), rules.map(Arc::new), &forwards, &forker) {
+    match serve(
+        control.as_fd(),
+        rules.map(Arc::new),
+        &forwards,
+        Arc::new(forker),
+    ) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sandbox-init: {e}");
@@ -278,7 +283,7 @@ fn serve(
     control: BorrowedFd<'_>,
     rules: Option<Arc<Rules>>,
     forwards: &[Forward],
-    forker: &Forker,
+    forker: Arc<Forker>,
 ) -> io::Result<()> {
     let children = ChildSignals::new()?;
     // Before `ready`: a command must find its proxies listening.
@@ -333,7 +338,7 @@ fn serve(
                         fds,
                         &mut running,
                         &filters,
-                        forker,
+                        &forker,
                         rules.as_ref(),
                         &outbox,
                     );
@@ -435,7 +440,7 @@ fn handle(
     fds: Vec<OwnedFd>,
     running: &mut Running,
     filters: &Filters,
-    forker: &Forker,
+    forker: &Arc<Forker>,
     rules: Option<&Arc<Rules>>,
     outbox: &Outbox,
 ) -> Reply {
@@ -446,12 +451,27 @@ fn handle(
             env,
             cwd,
             stdin,
-        } => match spawn(&argv, &env, &cwd, stdin, fds, &[], filters, Some(forker)) {
+        } => match spawn(
+            &argv,
+            &env,
+            &cwd,
+            stdin,
+            fds,
+            &[],
+            filters,
+            Some(forker.as_ref()),
+        ) {
             Ok((pid, listener)) => {
                 running.by_pid.insert(pid, id);
                 running.by_id.insert(id, pid);
                 if let (Some(rules), Some(listener)) = (rules, listener) {
-                    supervise(id, listener, Arc::clone(rules), outbox.clone());
+                    supervise(
+                        id,
+                        listener,
+                        Arc::clone(rules),
+                        Arc::clone(forker),
+                        outbox.clone(),
+                    );
                 }
                 Reply::Started { pid }
             }
@@ -478,7 +498,13 @@ fn handle(
 }
 
 /// Serves an exec's listener on a thread until its last process is gone.
-fn supervise(exec_id: u64, listener: OwnedFd, rules: Arc<Rules>, outbox: Outbox) {
+fn supervise(
+    exec_id: u64,
+    listener: OwnedFd,
+    rules: Arc<Rules>,
+    forker: Arc<Forker>,
+    outbox: Outbox,
+) {
     let spawned = std::thread::Builder::new()
         .name(format!("guard-{exec_id}"))
         .spawn(move || {
@@ -492,7 +518,7 @@ fn supervise(exec_id: u64, listener: OwnedFd, rules: Arc<Rules>, outbox: Outbox)
                 };
                 let _ = outbox.send(0, &violation);
             };
-            guard::serve(&listener, &rules, &report);
+            guard::serve(&listener, &rules, forker.as_ref(), &report);
         });
     if let Err(e) = spawned {
         // Without a supervisor every guarded call of this exec fails: closed.

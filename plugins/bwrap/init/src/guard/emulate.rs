@@ -9,6 +9,18 @@
 //! A symlink in final position is followed here, hop by hop, each hop
 //! checked. The result (a descriptor, a value or an errno) goes back to the
 //! tracee; nothing is re-read from its memory, so there is no TOCTOU window.
+//!
+//! No confused deputy: the supervisor holds more than a command — it keeps
+//! CAP_SYS_PTRACE, it is in the Landlock domain above the commands', and it
+//! is a thread of PID 1 — and all three matter in one place only: `/proc`,
+//! where opening another process's entry (`mem`, `maps`, `fd/N`, …) is a
+//! ptrace access check. So the supervisor opens in `/proc` only the caller's
+//! own entries (which the caller may open whatever it is); any other file
+//! there, reached by any route (a path, a dirfd, a symlink, a `/proc/self/fd`
+//! reopen), is opened by [`AsCommand`], with a command's credentials, and
+//! the caller gets the kernel's own answer. Elsewhere the supervisor and a
+//! command have the same rights: the same uid and groups, the same mounts
+//! (read-only and masked paths included), the same Landlock write rules.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -20,6 +32,46 @@ use super::tracee;
 
 /// Symlinks followed before giving up, as the kernel (ELOOP).
 const MAX_HOPS: usize = 40;
+
+/// Opens a file with a command's credentials (see the module doc): in the
+/// sandbox, a one-shot process the forker makes (`crate::forker`).
+pub trait AsCommand {
+    /// `openat(dir, name, flags, mode)` as a command would make it.
+    fn openat(&self, dir: RawFd, name: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd>;
+}
+
+/// `PROC_SUPER_MAGIC`.
+const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+
+/// Whether the file or directory `fd` is on procfs.
+fn on_procfs(fd: RawFd) -> bool {
+    // SAFETY: zeroed statfs is a valid out-parameter.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatfs on a descriptor we hold, writing into `st`.
+    (unsafe { libc::fstatfs(fd, &mut st) } == 0) && st.f_type as i64 == PROC_SUPER_MAGIC
+}
+
+/// The pid of `/proc/<pid>/…` (or `/proc/<pid>` itself).
+fn proc_entry_pid(path: &Path) -> Option<u32> {
+    let mut parts = path.strip_prefix("/proc").ok()?.components();
+    parts.next()?.as_os_str().to_str()?.parse().ok()
+}
+
+/// Whether the file or directory `fd`, at `path`, is in `/proc` but not an
+/// entry of the caller's own process (any of its threads): then only a
+/// command's credentials may open it.
+fn foreign_proc(tid: u32, fd: RawFd, path: &Path) -> bool {
+    if !on_procfs(fd) {
+        return false;
+    }
+    match proc_entry_pid(path) {
+        Some(pid) => match (tracee::tgid(pid), tracee::tgid(tid)) {
+            (Some(theirs), Some(ours)) => theirs != ours,
+            _ => true,
+        },
+        None => true,
+    }
+}
 
 /// One notification, decoded.
 #[derive(Debug, Clone, Copy)]
@@ -184,23 +236,36 @@ fn resolve(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
         // A chrooted tracee's "/" is its root, not ours (confused deputy).
         resolve_flags |= libc::RESOLVE_IN_ROOT;
     }
-    let parent = if dir.is_empty() || dir == b"/" {
-        base
-    } else {
-        let dir_c = CString::new(dir).map_err(|_| Outcome::error(libc::EINVAL))?;
-        io(tracee::openat2(
+    let dir_c = CString::new(dir).map_err(|_| Outcome::error(libc::EINVAL))?;
+    let walk = |base: &OwnedFd, flags: u64| {
+        tracee::openat2(
             base.as_raw_fd(),
             &dir_c,
             libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
             0,
-            resolve_flags,
-        ))?
+            flags,
+        )
+    };
+    let (parent, walked_from) = if dir_c.is_empty() || dir_c.as_bytes() == b"/" {
+        (base, None)
+    } else {
+        (io(walk(&base, resolve_flags))?, Some(base))
     };
     let mut parent_path = io(tracee::fd_path(parent.as_raw_fd()))?;
     // `/dev/fd` leads to `/proc/self/fd`, which the supervisor resolves to
-    // its *own* /proc entry: the tracee meant its own. (PID 1 is not
-    // dumpable, so the tracee could never reach PID 1's entry itself.)
-    if let Ok(rest) = parent_path.strip_prefix(own_proc_dir()) {
+    // its *own* /proc entry: the tracee meant its own. Only a symlink on the
+    // way can have done that; a path that names PID 1's entry outright
+    // (`/proc/1/mem`) is left as it is — another process's entry, which
+    // only a command's credentials open (see `foreign_proc`).
+    let via_symlink = || {
+        walked_from.as_ref().is_some_and(|base| {
+            walk(base, resolve_flags | libc::RESOLVE_NO_SYMLINKS)
+                .is_err_and(|e| e.raw_os_error() == Some(libc::ELOOP))
+        })
+    };
+    if let Ok(rest) = parent_path.strip_prefix(own_proc_dir())
+        && via_symlink()
+    {
         let theirs = Path::new("/proc").join(tid.to_string()).join(rest);
         let theirs_c =
             CString::new(tracee::bytes(&theirs)).map_err(|_| Outcome::error(libc::EINVAL))?;
@@ -326,6 +391,7 @@ const TMPFILE_BIT: i32 = 0o20000000;
 #[allow(clippy::too_many_arguments)]
 fn open(
     rules: &Rules,
+    as_command: &dyn AsCommand,
     memo: &mut Memo,
     tid: u32,
     dirfd: i32,
@@ -369,9 +435,18 @@ fn open(
         let start = holder.as_ref().map_or(Start::Tracee(dirfd), Start::Dir);
         let t = resolve(tid, start, &text)?;
         if let Some(owner) = proc_fd_owner(&t.parent_path) {
-            return magic_open(rules, owner, &t, flags, write, syscall);
+            return magic_open(rules, as_command, tid, owner, &t, flags, write, syscall);
         }
         let name = t.name_c()?;
+        if foreign_proc(tid, t.parent.as_raw_fd(), &t.parent_path) {
+            // Another process's /proc entry: the kernel decides, for a
+            // command (symlinks there followed by it, as a command's would be).
+            let fd = io(as_command.openat(t.parent.as_raw_fd(), &name, flags, create_mode))?;
+            if write {
+                judge_file(rules, &fd, syscall)?;
+            }
+            return Ok(fd);
+        }
         let target = t.path();
         if write && rules.could_refuse(&target) {
             let existed = exists(&t.parent, &name);
@@ -423,38 +498,72 @@ fn open(
     Err(Outcome::error(libc::ELOOP))
 }
 
-/// `/proc/<n>/fd/<k>` (`/dev/stdout`, `/dev/fd/3`): take the tracee's very
-/// file, judge its path and identity, and reopen it.
+/// Refuses a write to the file we hold when its path or identity is protected.
+fn judge_file(rules: &Rules, file: &OwnedFd, syscall: &'static str) -> Step<()> {
+    let target = io(tracee::fd_path(file.as_raw_fd()))?;
+    if let Some(refusal) = rules.check_name(&target) {
+        return Err(deny("file-write-data", &target, refusal, syscall));
+    }
+    if let Some((dev, ino)) = fstat(file.as_raw_fd())
+        && rules.is_protected_inode(dev, ino)
+    {
+        let refusal = Refusal {
+            rule: "another name of a protected file".into(),
+        };
+        return Err(deny("file-write-data", &target, refusal, syscall));
+    }
+    Ok(())
+}
+
+/// Whether `pid` is a thread of the caller's own process.
+fn own_process(tid: u32, pid: u32) -> bool {
+    let ours = tracee::tgid(tid);
+    ours.is_some() && tracee::tgid(pid) == ours
+}
+
+/// The file behind the magic link `t` (`/proc/<owner>/fd/<k>`): the
+/// caller's own descriptor taken as it is; another process's only as a
+/// command could reach it (the kernel's ptrace check, for a command).
+fn magic_file(as_command: &dyn AsCommand, tid: u32, owner: u32, t: &Target) -> Step<OwnedFd> {
+    let k: i32 = std::str::from_utf8(&t.name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| Outcome::error(libc::ENOENT))?;
+    if own_process(tid, owner) {
+        return io(tracee::steal_fd(owner, k));
+    }
+    let name = t.name_c()?;
+    io(as_command.openat(t.parent.as_raw_fd(), &name, libc::O_PATH, 0))
+}
+
+/// `/proc/<n>/fd/<k>` (`/dev/stdout`, `/dev/fd/3`): take the file, judge its
+/// path and identity, and reopen it — with a command's credentials when it
+/// is another process's `/proc` entry (an `O_PATH` descriptor of
+/// `/proc/<pid>/mem`, reopened for writing, is still that process's memory).
+#[allow(clippy::too_many_arguments)]
 fn magic_open(
     rules: &Rules,
+    as_command: &dyn AsCommand,
+    tid: u32,
     owner: u32,
     t: &Target,
     flags: i32,
     write: bool,
     syscall: &'static str,
 ) -> Step<OwnedFd> {
-    let k: i32 = std::str::from_utf8(&t.name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| Outcome::error(libc::ENOENT))?;
-    let file = io(tracee::steal_fd(owner, k))?;
-    let target = io(tracee::fd_path(file.as_raw_fd()))?;
+    let file = magic_file(as_command, tid, owner, t)?;
     if write {
-        if let Some(refusal) = rules.check_name(&target) {
-            return Err(deny("file-write-data", &target, refusal, syscall));
-        }
-        if let Some((dev, ino)) = fstat(file.as_raw_fd())
-            && rules.is_protected_inode(dev, ino)
-        {
-            let refusal = Refusal {
-                rule: "another name of a protected file".into(),
-            };
-            return Err(deny("file-write-data", &target, refusal, syscall));
-        }
+        judge_file(rules, &file, syscall)?;
     }
     let again = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))
         .map_err(|_| Outcome::error(libc::EINVAL))?;
     let reopen = (flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW)) | libc::O_CLOEXEC;
+    let target = io(tracee::fd_path(file.as_raw_fd()))?;
+    if foreign_proc(tid, file.as_raw_fd(), &target) {
+        // `/proc/self` of the one-shot opener is a copy of ours: it holds
+        // `file` at the same number.
+        return io(as_command.openat(libc::AT_FDCWD, &again, reopen, 0));
+    }
     // SAFETY: open of our own magic link with a valid C string.
     fd_result(unsafe { libc::open(again.as_ptr(), reopen) })
 }
@@ -471,6 +580,7 @@ fn arg_int(args: &[u64; 6], i: usize) -> i32 {
 /// tid) is still live after the tracee's memory was read.
 pub fn handle(
     rules: &Rules,
+    as_command: &dyn AsCommand,
     memo: &mut Memo,
     call: &Call,
     still_valid: &dyn Fn() -> bool,
@@ -483,13 +593,14 @@ pub fn handle(
             denial: None,
         };
     }
-    match run(rules, memo, call, still_valid) {
+    match run(rules, as_command, memo, call, still_valid) {
         Ok(outcome) | Err(outcome) => outcome,
     }
 }
 
 fn run(
     rules: &Rules,
+    as_command: &dyn AsCommand,
     memo: &mut Memo,
     call: &Call,
     still_valid: &dyn Fn() -> bool,
@@ -524,7 +635,9 @@ fn run(
             };
             let path = string(tid, path_at)?;
             valid()?;
-            let fd = open(rules, memo, tid, dirfd, &path, flags, mode, name)?;
+            let fd = open(
+                rules, as_command, memo, tid, dirfd, &path, flags, mode, name,
+            )?;
             Ok(opened(fd, flags))
         }
         libc::SYS_truncate => {
@@ -532,6 +645,7 @@ fn run(
             valid()?;
             let fd = open(
                 rules,
+                as_command,
                 memo,
                 tid,
                 libc::AT_FDCWD,
@@ -603,7 +717,7 @@ fn run(
                 unsafe { libc::symlinkat(contents.as_ptr(), t.parent.as_raw_fd(), cname.as_ptr()) };
             Ok(unit_result(i64::from(rc)))
         }
-        libc::SYS_link | libc::SYS_linkat => link(rules, call, &valid),
+        libc::SYS_link | libc::SYS_linkat => link(rules, as_command, call, &valid),
         libc::SYS_rename | libc::SYS_renameat | libc::SYS_renameat2 => rename(rules, call, &valid),
         libc::SYS_unlink | libc::SYS_unlinkat | libc::SYS_rmdir => {
             let (dirfd, path_at, flags, name) = match call.nr {
@@ -630,7 +744,12 @@ fn run(
     }
 }
 
-fn link(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -> Step<Outcome> {
+fn link(
+    rules: &Rules,
+    as_command: &dyn AsCommand,
+    call: &Call,
+    valid: &dyn Fn() -> Step<()>,
+) -> Step<Outcome> {
     let (tid, a) = (call.tid, &call.args);
     let (olddirfd, old_at, newdirfd, new_at, flags) = if call.nr == libc::SYS_link {
         (libc::AT_FDCWD, a[0], libc::AT_FDCWD, a[1], 0)
@@ -650,11 +769,8 @@ fn link(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -> Step<Outcom
         if follow_links && let Some(owner) = proc_fd_owner(&t.parent_path) {
             // `/proc/self/fd/N` with AT_SYMLINK_FOLLOW (how an O_TMPFILE file
             // gets a name): the file is the tracee's descriptor N.
-            let k: i32 = std::str::from_utf8(&t.name)
-                .ok()
-                .and_then(|n| n.parse().ok())
-                .ok_or_else(|| Outcome::error(libc::ENOENT))?;
-            return link_file(rules, io(tracee::steal_fd(owner, k))?, tid, newdirfd, &new);
+            let file = magic_file(as_command, tid, owner, &t)?;
+            return link_file(rules, file, tid, newdirfd, &new);
         }
         let follow = if follow_links { 0 } else { libc::O_NOFOLLOW };
         io(tracee::openat2(
@@ -769,6 +885,35 @@ mod tests {
         assert_eq!(proc_fd_owner(Path::new("/proc/42/task/43/fd")), Some(43));
         assert_eq!(proc_fd_owner(Path::new("/proc/42/fdinfo")), None);
         assert_eq!(proc_fd_owner(Path::new("/work/proc/42/fd")), None);
+    }
+
+    #[test]
+    fn proc_entries_are_told_by_their_pid() {
+        assert_eq!(proc_entry_pid(Path::new("/proc/42/mem")), Some(42));
+        assert_eq!(proc_entry_pid(Path::new("/proc/42")), Some(42));
+        assert_eq!(proc_entry_pid(Path::new("/proc/42/task/43/fd")), Some(42));
+        assert_eq!(proc_entry_pid(Path::new("/proc/sys/vm")), None);
+        assert_eq!(proc_entry_pid(Path::new("/proc")), None);
+        assert_eq!(proc_entry_pid(Path::new("/work/proc/42")), None);
+    }
+
+    #[test]
+    fn only_procfs_can_hold_foreign_entries() {
+        let here = std::fs::File::open(".").unwrap();
+        let fd = here.as_raw_fd();
+        let tid = std::process::id();
+        assert!(
+            !foreign_proc(tid, fd, Path::new("/proc/1/mem")),
+            "not on procfs"
+        );
+        let ours = std::fs::File::open(format!("/proc/{tid}")).unwrap();
+        assert!(!foreign_proc(
+            tid,
+            ours.as_raw_fd(),
+            &PathBuf::from(format!("/proc/{tid}"))
+        ));
+        let top = std::fs::File::open("/proc").unwrap();
+        assert!(foreign_proc(tid, top.as_raw_fd(), Path::new("/proc")));
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub mod notify;
 pub mod rules;
 pub mod tracee;
 
-use self::emulate::{Answer, Denial};
+use self::emulate::{Answer, AsCommand, Denial};
 use self::notify::Listener;
 use self::rules::Rules;
 
@@ -96,8 +96,14 @@ fn is_git_hooks_dir(dir: &std::path::Path) -> bool {
 }
 
 /// Serves one listener until no process uses it. `report` gets every
-/// refusal (before the refused call returns).
-pub fn serve(listener: &Listener, rules: &Rules, report: &dyn Fn(&Denial, u32)) {
+/// refusal (before the refused call returns); `as_command` opens what the
+/// supervisor must not open with its own credentials (see `emulate`).
+pub fn serve(
+    listener: &Listener,
+    rules: &Rules,
+    as_command: &dyn AsCommand,
+    report: &dyn Fn(&Denial, u32),
+) {
     listener.sync_wake_up();
     let mut memo = emulate::Memo::default();
     let mut storms = Storms::default();
@@ -106,7 +112,7 @@ pub fn serve(listener: &Listener, rules: &Rules, report: &dyn Fn(&Denial, u32)) 
             continue;
         };
         let id = notification.id;
-        let outcome = emulate::handle(rules, &mut memo, &notification.call, &|| {
+        let outcome = emulate::handle(rules, as_command, &mut memo, &notification.call, &|| {
             listener.id_valid(id)
         });
         if let Some(denial) = &outcome.denial

@@ -134,6 +134,15 @@ pub fn umask(tid: u32) -> u32 {
         .unwrap_or(0o022)
 }
 
+/// The process (thread group) thread `tid` belongs to.
+pub fn tgid(tid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// The command name of thread `tid`, for violation reports.
 pub fn comm(tid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{tid}/comm"))
@@ -221,6 +230,7 @@ mod tests {
     fn umask_and_comm_of_ourselves() {
         let tid = std::process::id();
         assert!(umask(tid) <= 0o777);
+        assert_eq!(tgid(tid), Some(tid));
         assert!(!comm(tid).is_empty());
     }
 }
