@@ -2911,3 +2911,156 @@ echo "proxy-reply=$reply"
         both(&out)
     );
 }
+
+/// C1, G1 (issue 14 item 8): a program written into a memfd does not run,
+/// any more than one written to a file. As root, the reaper of the
+/// commands' pid namespace sets `vm.memfd_noexec = 2` there:
+/// `memfd_create(MFD_EXEC)` is refused (EACCES) and every other memfd is
+/// sealed non-executable. Any other account may not write that setting, so
+/// the commands' filter lets `memfd_create` through only with
+/// `MFD_NOEXEC_SEAL` (ENOSYS otherwise, as on a kernel without memfds).
+/// Either way `fexecve` (execveat AT_EMPTY_PATH), `execve("/proc/self/fd/N")`
+/// and `chmod +x` of the memfd fail, and sealed memfds keep working; the
+/// same with and without the guard. (As root this runs both as root and as
+/// `nobody`.) Host: the copied `echo` never printed its marker.
+#[test]
+fn a_program_in_a_memfd_cannot_be_executed() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let prog = c_program(
+        "memexec",
+        r#"
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x10U
+#endif
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x8U
+#endif
+
+static void run_from(const char *label, int fd, int how) {
+    pid_t child = fork();
+    if (child == 0) {
+        char *argv[] = {"echo", "MEMFD-RAN", NULL};
+        char *envp[] = {NULL};
+        char p[64];
+        snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+        if (how == 0) syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH);
+        else execve(p, argv, envp);
+        printf("%s=%d\n", label, errno);
+        fflush(stdout);
+        _exit(0);
+    }
+    int status;
+    waitpid(child, &status, 0);
+}
+
+int main(void) {
+    only_in_a_sandbox();
+    int fd = memfd_create("prog", 0);
+    printf("memfd=%d\n", fd < 0 ? errno : 0);
+    if (fd < 0) fd = memfd_create("prog", MFD_NOEXEC_SEAL);
+    printf("sealed=%d\n", fd < 0 ? errno : 0);
+    if (fd < 0) return 1;
+    int bin = open("/usr/bin/echo", O_RDONLY);
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(bin, buf, sizeof buf)) > 0)
+        if (write(fd, buf, (size_t)n) != n) return 1;
+    close(bin);
+    printf("chmod=%d\n", fchmod(fd, 0755) < 0 ? errno : 0);
+    run_from("execveat", fd, 0);
+    run_from("execve", fd, 1);
+    int exec_flag = memfd_create("exec", MFD_EXEC);
+    printf("mfd_exec=%d\n", exec_flag < 0 ? errno : 0);
+    printf("readback=%d\n", pread(fd, buf, 4, 0) == 4 && memcmp(buf, "\177ELF", 4) == 0 ? 0 : 1);
+    return 0;
+}
+"#,
+    );
+    // SAFETY: plain getter.
+    let root = unsafe { libc::geteuid() } == 0;
+    // As root: root itself (the sysctl), then `nobody` (the filter).
+    let mut accounts = vec![None];
+    if root {
+        accounts.push(Some((65534, 65534)));
+        std::fs::set_permissions(prog.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // `nobody` may not be able to enter the checkout (root's home): a copy
+    // of the binary anyone can run.
+    let bin_dir = tempfile::tempdir().unwrap();
+    let program = bin_dir.path().join("cc_server");
+    std::fs::copy(cc_server_bin(), &program).unwrap();
+    std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    for account in accounts {
+        for guarded in [true, false] {
+            let work = tempfile::tempdir().unwrap();
+            let more = if guarded {
+                ""
+            } else {
+                "guard = false\n[dispatch_policy]\nwrite_deny_globs = []\n"
+            };
+            let config = format!(
+                "{SANDBOX_LAYER_ONLY}[backends.bwrap]\nsystem_paths = [{:?}]\n{more}",
+                s(prog.dir.path())
+            );
+            let mut server = CcServer::with_program(&plugins, &program)
+                .config(&config)
+                .current_dir(work.path());
+            if let Some((uid, gid)) = account {
+                std::os::unix::fs::chown(work.path(), Some(uid), Some(gid)).unwrap();
+                server = server.run_as(uid, gid);
+            }
+            let script = format!("{ONLY_IN_A_SANDBOX}{}", prog.path());
+            let out = server
+                .args(["run", "--backend", "bwrap", "--", "sh", "-c", &script])
+                .output();
+            let case = format!("account {account:?}, guarded={guarded}");
+            assert_eq!(code(&out), 0, "{case}\n{}", both(&out));
+            assert!(
+                !text(&out.stdout).contains("MEMFD-RAN"),
+                "{case}\n{}",
+                both(&out)
+            );
+            // As root the kernel seals what it makes; otherwise only a
+            // sealed memfd may be made (an unsealed one: ENOSYS).
+            let (memfd, mfd_exec) = match (root, account) {
+                (true, None) => (0, libc::EACCES),
+                (false, _) => (reading(&out, "memfd"), reading(&out, "mfd_exec") as i32),
+                (true, Some(_)) => (i64::from(libc::ENOSYS), libc::ENOSYS),
+            };
+            assert_eq!(reading(&out, "memfd"), memfd, "{case}\n{}", both(&out));
+            assert!(
+                [libc::EACCES, libc::ENOSYS].contains(&mfd_exec),
+                "{case}\n{}",
+                both(&out)
+            );
+            assert_eq!(
+                reading(&out, "mfd_exec"),
+                i64::from(mfd_exec),
+                "{case}\n{}",
+                both(&out)
+            );
+            assert_eq!(reading(&out, "sealed"), 0, "{case}\n{}", both(&out));
+            assert_eq!(reading(&out, "readback"), 0, "{case}\n{}", both(&out));
+            assert_eq!(
+                reading(&out, "chmod"),
+                i64::from(libc::EPERM),
+                "{case}\n{}",
+                both(&out)
+            );
+            for label in ["execveat", "execve"] {
+                assert_eq!(
+                    reading(&out, label),
+                    i64::from(libc::EACCES),
+                    "{label}, {case}\n{}",
+                    both(&out)
+                );
+            }
+        }
+    }
+}

@@ -12,12 +12,20 @@
 //! 1's to wait for (any thread of a process may wait for the children of
 //! another), and PID 1 sees them under its own pids.
 //!
-//! One more job comes with owning that namespace:
-//! [`Forker::open_as_command`] opens a file in a one-shot process with
-//! exactly a command's credentials (this namespace, the commands' Landlock
-//! domain, no capabilities), for the guard's supervisor, which must never
-//! open another process's `/proc` entry with its own (SPEC G1, no confused
-//! deputy).
+//! Two more jobs come with owning that namespace:
+//! - its reaper sets `vm.memfd_noexec` to 2 there (Linux 6.3: the setting
+//!   is per pid namespace, and a namespace below can only raise it), so no
+//!   command can make an executable memfd: a program written into memory
+//!   cannot be exec'd any more than one written to a file. Only global root
+//!   may write it, through a descriptor PID 1 opened before `/proc/sys`
+//!   became read-only (`crate::layout`); for any other account
+//!   [`MemfdExec::FilterOnly`] tells the caller to have the commands'
+//!   filter do it;
+//! - [`Forker::open_as_command`] opens a file in a one-shot process with
+//!   exactly a command's credentials (this namespace, the commands' Landlock
+//!   domain, no capabilities), for the guard's supervisor, which must never
+//!   open another process's `/proc` entry with its own (SPEC G1, no
+//!   confused deputy).
 
 use std::ffi::CStr;
 use std::io;
@@ -35,11 +43,25 @@ struct Request(usize);
 pub struct Forker {
     channel: Mutex<Channel>,
     reaper: libc::pid_t,
+    memfd: MemfdExec,
 }
 
 struct Channel {
     requests: mpsc::Sender<Request>,
     answers: mpsc::Receiver<io::Result<libc::pid_t>>,
+}
+
+/// How the commands' namespace keeps memfds from being exec'd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemfdExec {
+    /// `vm.memfd_noexec = 2` there: `MFD_EXEC` is refused (EACCES) and
+    /// every other memfd is sealed non-executable.
+    Sysctl,
+    /// The setting could not be made — writing it takes global root (the
+    /// account running bubblewrap), and Linux 6.3 — so the commands' filter
+    /// must allow only memfds made with `MFD_NOEXEC_SEAL`
+    /// (`crate::seccomp::hardening_filter_sealed_memfds`).
+    FilterOnly,
 }
 
 /// How long a one-shot open may take before it is given up (a command can
@@ -50,14 +72,19 @@ impl Forker {
     /// Starts the fork thread. The calling thread must hold CAP_SYS_ADMIN
     /// in its user namespace (the new thread inherits it, uses it once and
     /// drops every capability before it answers).
-    pub fn start() -> io::Result<Forker> {
+    ///
+    /// `memfd_sysctl`, when the caller could open it for writing before
+    /// `/proc/sys` became read-only, is `/proc/sys/vm/memfd_noexec`: the
+    /// reaper writes it (the setting is the writer's pid namespace's).
+    pub fn start(memfd_sysctl: Option<&OwnedFd>) -> io::Result<Forker> {
+        let sysctl = memfd_sysctl.map(AsRawFd::as_raw_fd);
         let (requests, incoming) = mpsc::channel::<Request>();
         let (answer, answers) = mpsc::channel();
         let (setup, started) = mpsc::channel();
         std::thread::Builder::new()
             .name("fork".into())
             .spawn(move || {
-                let entered = enter_namespace();
+                let entered = enter_namespace(sysctl);
                 let ok = entered.is_ok();
                 if setup.send(entered).is_err() || !ok {
                     return;
@@ -84,12 +111,13 @@ impl Forker {
                     }
                 }
             })?;
-        let reaper = started
+        let (reaper, memfd) = started
             .recv()
             .map_err(|_| io::Error::other("the fork thread ended before it started"))??;
         Ok(Forker {
             channel: Mutex::new(Channel { requests, answers }),
             reaper,
+            memfd,
         })
     }
 
@@ -109,6 +137,11 @@ impl Forker {
             .send(Request(address))
             .map_err(|_| gone())?;
         channel.answers.recv().map_err(|_| gone())?
+    }
+
+    /// What the commands' namespace does with executable memfds.
+    pub fn memfd_exec(&self) -> MemfdExec {
+        self.memfd
     }
 
     /// `openat(dir, name, flags, mode)` done by a one-shot process in the
@@ -172,9 +205,11 @@ impl Forker {
 }
 
 /// On the fork thread: no signals (they are PID 1's main thread's to
-/// take), a pid namespace for our children, no capabilities, a Landlock
-/// domain below PID 1's, then the reaper as the namespace's first process.
-fn enter_namespace() -> io::Result<libc::pid_t> {
+/// take), a pid namespace for our children, a Landlock domain below PID
+/// 1's, the reaper as the namespace's first process (it sets the
+/// namespace's `vm.memfd_noexec` with the capabilities it was forked with,
+/// then drops them), then no capabilities.
+fn enter_namespace(memfd_sysctl: Option<RawFd>) -> io::Result<(libc::pid_t, MemfdExec)> {
     // SAFETY: a full set, applied to this thread only.
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
@@ -185,13 +220,13 @@ fn enter_namespace() -> io::Result<libc::pid_t> {
     if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    // The reaper and every command are forked without any.
-    crate::layout::drop_capabilities()?;
-    // ... and in a Landlock domain below PID 1's (see `commands_domain`).
+    // The reaper and every command are in a Landlock domain below PID 1's
+    // (see `commands_domain`).
     let domain = crate::landlock::commands_domain()?;
-    if !crate::landlock::restrict_self(std::os::fd::AsRawFd::as_raw_fd(&domain)) {
+    if !crate::landlock::restrict_self(domain.as_raw_fd()) {
         return Err(io::Error::last_os_error());
     }
+    let (told, tell) = pipe()?;
     // SAFETY: the child makes only async-signal-safe calls and never returns.
     let reaper = unsafe { libc::fork() };
     if reaper < 0 {
@@ -199,9 +234,84 @@ fn enter_namespace() -> io::Result<libc::pid_t> {
     }
     if reaper == 0 {
         // SAFETY: async-signal-safe calls only; never returns.
-        unsafe { reap_forever() }
+        unsafe {
+            let errno = match memfd_sysctl {
+                Some(fd) => set_memfd_noexec(fd),
+                None => libc::EACCES,
+            };
+            libc::write(tell.as_raw_fd(), errno.to_le_bytes().as_ptr().cast(), 4);
+            drop_all_capabilities();
+            reap_forever()
+        }
     }
-    Ok(reaper)
+    drop(tell);
+    // Every command is forked without any.
+    crate::layout::drop_capabilities()?;
+    let mut answer = [0u8; 4];
+    // SAFETY: reads into a local buffer from our pipe.
+    let n = unsafe { libc::read(told.as_raw_fd(), answer.as_mut_ptr().cast(), 4) };
+    if n != 4 {
+        return Err(io::Error::other(
+            "the reaper did not say whether it set vm.memfd_noexec",
+        ));
+    }
+    let memfd = match i32::from_le_bytes(answer) {
+        0 => MemfdExec::Sysctl,
+        _ => MemfdExec::FilterOnly,
+    };
+    Ok((reaper, memfd))
+}
+
+/// Writes `2` to the namespace's `vm.memfd_noexec` through `fd`; returns
+/// 0 or the errno. Async-signal-safe.
+///
+/// # Safety
+/// `fd` is open; call only in a freshly forked child.
+unsafe fn set_memfd_noexec(fd: RawFd) -> i32 {
+    // SAFETY: raw syscalls on a descriptor we hold and a local buffer.
+    unsafe {
+        let written = libc::pwrite(fd, b"2\n".as_ptr().cast(), 2, 0);
+        if written == 2 {
+            0
+        } else {
+            (*libc::__errno_location()).max(libc::EIO)
+        }
+    }
+}
+
+/// Empties this process's capability sets (it never execs, so the
+/// bounding set does not matter). Async-signal-safe.
+///
+/// # Safety
+/// Call only in a freshly forked child.
+unsafe fn drop_all_capabilities() {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    let header = Header {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+        pid: 0,
+    };
+    let none = [0u32; 6];
+    // SAFETY: capset reads a v3 header and two data structs (six u32).
+    let done = unsafe { libc::syscall(libc::SYS_capset, &raw const header, none.as_ptr()) };
+    if done != 0 {
+        // A reaper with capabilities must not stay: end the namespace.
+        // SAFETY: plain syscall.
+        unsafe { libc::_exit(1) };
+    }
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut ends = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `ends`.
+    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both were just created and are ours.
+    Ok(unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) })
 }
 
 fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {

@@ -21,7 +21,8 @@
 //!    trusts that uid alone — host root is never root here;
 //! 3. makes a pid namespace for the commands (`crate::forker`): a command
 //!    cannot name the supervisor in `kill`, `ptrace`, `pidfd_open` or
-//!    `process_vm_*`;
+//!    `process_vm_*`; its reaper sets `vm.memfd_noexec` there, through a
+//!    descriptor opened before `/proc/sys` became read-only;
 //! 4. drops every capability, bounding set included, with the securebits
 //!    locked, so no command (not even uid 0) gets one back at exec.
 //!
@@ -218,6 +219,14 @@ pub fn enter<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
         .collect();
     std::fs::write("/proc/sys/user/max_user_namespaces", "0")
         .map_err(LayoutError::UserNamespaces)?;
+    // For the commands' namespace reaper, before `/proc/sys` is read-only;
+    // only global root may open it (`crate::forker`), and before Linux 6.3
+    // it does not exist: then the commands' filter keeps memfds sealed.
+    let memfd_sysctl: Option<std::os::fd::OwnedFd> = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/sys/vm/memfd_noexec")
+        .ok()
+        .map(Into::into);
     let proc_flags = mounts.iter().rev().find(|m| m.point == "/proc").map_or(
         libc::MS_REMOUNT | libc::MS_BIND | libc::MS_NOEXEC,
         noexec_flags,
@@ -231,7 +240,8 @@ pub fn enter<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     confine(&writable).map_err(|e| LayoutError::Confine(e.into()))?;
     // While we still hold CAP_SYS_ADMIN here: the thread inherits it to make
     // the pid namespace, then drops it like we do below.
-    let forker = Forker::start().map_err(LayoutError::PidNamespace)?;
+    let forker = Forker::start(memfd_sysctl.as_ref()).map_err(LayoutError::PidNamespace)?;
+    drop(memfd_sysctl);
     let keep = if supervise { 1 << CAP_SYS_PTRACE } else { 0 };
     keep_only(keep).map_err(LayoutError::Capabilities)?;
     Ok(forker)

@@ -31,7 +31,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
-use sandbox_init::forker::Forker;
+use sandbox_init::forker::{Forker, MemfdExec};
 use sandbox_init::forward::{self, Route};
 use sandbox_init::guard::rules::{GuardConfig, Rules};
 use sandbox_init::guard::{self, notify::Listener};
@@ -299,7 +299,10 @@ fn serve(
         },
     )?;
     let filters = Filters {
-        hardening: seccomp::hardening_filter(),
+        hardening: match forker.memfd_exec() {
+            MemfdExec::Sysctl => seccomp::hardening_filter(),
+            MemfdExec::FilterOnly => seccomp::hardening_filter_sealed_memfds(),
+        },
         guard: rules.as_ref().map(|_| seccomp::guard_filter()),
         umask: commands_umask(rules.is_some()),
     };

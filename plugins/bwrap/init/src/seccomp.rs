@@ -179,6 +179,16 @@ pub enum Rule {
         /// Action taken when any bit of `mask` is set.
         action: Action,
     },
+    /// Take `action` unless the low 32 bits of `args[arg]` have a bit of
+    /// `mask` set (then allow).
+    UnlessArgBits {
+        /// Argument index, `0..6`.
+        arg: u8,
+        /// Bits that allow the syscall.
+        mask: u32,
+        /// Action taken when no bit of `mask` is set.
+        action: Action,
+    },
 }
 
 /// How an `open`-style flags argument is judged by the guard filter.
@@ -273,6 +283,14 @@ impl Program {
                     .jump_if_any_set(mask, 0, 1)
                     .ret(action)
                     .ret(Action::Allow)
+            }
+            Rule::UnlessArgBits { arg, mask, action } => {
+                // jeq nr, +0, +4 ; ld arg ; jset mask, +0, +1 ; ret allow ; ret action
+                self.jump_if_equal(entry.nr, 0, 4)
+                    .load_word(arg_low_offset(arg))
+                    .jump_if_any_set(mask, 0, 1)
+                    .ret(Action::Allow)
+                    .ret(action)
             }
         }
     }
@@ -398,6 +416,21 @@ mod table {
         entry!(SYS_mknod, no_set_id(1), "creating a node setuid"),
         entry!(SYS_mknodat, no_set_id(2), "creating a node setuid"),
     ];
+
+    /// `MFD_NOEXEC_SEAL` (Linux 6.3).
+    pub(super) const MFD_NOEXEC_SEAL: u32 = 0x8;
+
+    /// Added for commands when the commands' namespace could not be given
+    /// `vm.memfd_noexec = 2` (see `crate::forker`).
+    pub(super) const SEALED_MEMFDS_ONLY: Entry = entry!(
+        SYS_memfd_create,
+        Rule::UnlessArgBits {
+            arg: 1,
+            mask: MFD_NOEXEC_SEAL,
+            action: Action::Errno(ENOSYS),
+        },
+        "only a memfd sealed non-executable cannot be exec'd; callers fall back as on an old kernel"
+    );
 }
 
 /// The decision table for the native ABI. Syscalls not listed are allowed;
@@ -423,6 +456,25 @@ pub fn hardening_filter() -> Vec<SockFilter> {
     if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
         compile(policy()).into_instructions()
     } else {
+        Vec::new()
+    }
+}
+
+/// The commands' filter when their pid namespace could not be given
+/// `vm.memfd_noexec = 2` (it takes global root, and Linux 6.3; see
+/// `crate::forker`): the hardening filter, and `memfd_create` gets ENOSYS
+/// unless the caller asks for `MFD_NOEXEC_SEAL` — so no memfd a command
+/// makes can be exec'd (fail closed: what uses memfds falls back to files,
+/// as on a kernel without them; before 6.3 the flag itself is refused).
+pub fn hardening_filter_sealed_memfds() -> Vec<SockFilter> {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    {
+        let mut entries = policy().to_vec();
+        entries.push(table::SEALED_MEMFDS_ONLY);
+        compile(&entries).into_instructions()
+    }
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    {
         Vec::new()
     }
 }
@@ -801,6 +853,26 @@ mod tests {
         }
 
         const NOTIFY: u32 = super::super::SECCOMP_RET_USER_NOTIF;
+
+        #[test]
+        fn only_sealed_memfds_when_the_namespace_cannot_seal_them() {
+            let sealed_only = hardening_filter_sealed_memfds();
+            let memfd =
+                |flags: u64| Data::native(libc::SYS_memfd_create, [0x1000, flags, 0, 0, 0, 0]);
+            let (cloexec, seal, exec) = (0x1u64, 0x8u64, 0x10u64);
+            for flags in [0, cloexec, exec, cloexec | exec, 0x8_0000_0000] {
+                assert_eq!(run(&sealed_only, &memfd(flags)), E_NOSYS, "{flags:#x}");
+                assert_eq!(decide(&memfd(flags)), ALLOW, "the sysctl seals these");
+            }
+            for flags in [seal, seal | cloexec, seal | 0x2] {
+                assert_eq!(run(&sealed_only, &memfd(flags)), ALLOW, "{flags:#x}");
+            }
+            // Everything else as the hardening filter decides.
+            for nr in [libc::SYS_ptrace, libc::SYS_read, libc::SYS_mount] {
+                let data = Data::native(nr, [0; 6]);
+                assert_eq!(run(&sealed_only, &data), decide(&data), "{nr}");
+            }
+        }
 
         #[test]
         fn the_supervisor_may_read_tracee_memory_and_nothing_else_more() {
