@@ -176,7 +176,7 @@ impl Forker {
                         libc::MSG_NOSIGNAL,
                     );
                 } else {
-                    send_fd(report, fd);
+                    send_fd(report, fd, b'F');
                 }
                 libc::_exit(0)
             }
@@ -332,12 +332,14 @@ fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) })
 }
 
-/// Sends one descriptor with a one-byte message (async-signal-safe).
+/// Sends one descriptor with the one-byte message `tag`
+/// (async-signal-safe: the forked children of PID 1 and of the fork thread
+/// hand descriptors back with it).
 ///
 /// # Safety
-/// Call only in the forked child.
-unsafe fn send_fd(socket: RawFd, fd: RawFd) {
-    let mut byte = [b'F'];
+/// Call only in a forked child (it allocates nothing and takes no lock).
+pub unsafe fn send_fd(socket: RawFd, fd: RawFd, tag: u8) {
+    let mut byte = [tag];
     let mut iov = libc::iovec {
         iov_base: byte.as_mut_ptr().cast(),
         iov_len: 1,

@@ -916,7 +916,7 @@ unsafe fn child(p: &Prepared<'_>, report: RawFd) -> ! {
         if let Some(filter) = p.guard_filter {
             match seccomp::install_listener(filter) {
                 Ok(listener) => {
-                    send_fd(report, listener.as_raw_fd());
+                    sandbox_init::forker::send_fd(report, listener.as_raw_fd(), b'L');
                     // The command must never hold its own listener.
                     drop(listener);
                 }
@@ -951,33 +951,6 @@ unsafe fn child(p: &Prepared<'_>, report: RawFd) -> ! {
             *libc::__errno_location() = libc::EACCES;
         }
         fail(report, STAGE_EXEC)
-    }
-}
-
-/// Sends one descriptor over the report socket (async-signal-safe).
-///
-/// # Safety
-/// Call only in the forked child.
-unsafe fn send_fd(socket: RawFd, fd: RawFd) {
-    let mut byte = [b'L'];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let mut space = [0u64; 4];
-    // SAFETY: stack buffers only; the CMSG macros stay inside `space`.
-    unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = space.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize;
-        let header = libc::CMSG_FIRSTHDR(&msg);
-        (*header).cmsg_level = libc::SOL_SOCKET;
-        (*header).cmsg_type = libc::SCM_RIGHTS;
-        (*header).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
-        std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<RawFd>(), fd);
-        libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL);
     }
 }
 
