@@ -607,13 +607,15 @@ fn connect_owner(server: &Server) -> std::io::BufReader<std::net::TcpStream> {
 
 /// A stand-in the classifier calls a package install (`./pip install …` is
 /// `pip install`), which touches no network: it prints its arguments and
-/// its open descriptors, what it reads on stdin, and leaves a marker file.
+/// its open descriptors, whether it can open `/dev/tty`, what it reads on
+/// stdin, and leaves a marker file.
 fn stand_in_pip(dir: &Path) {
     let script = dir.join("pip");
     std::fs::write(
         &script,
         "#!/bin/sh\necho \"stand-in pip $*\"; touch installed\n\
-         for fd in /proc/$$/fd/*; do echo \"fd $(readlink $fd)\"; done\ncat\n",
+         for fd in /proc/$$/fd/*; do echo \"fd $(readlink $fd)\"; done\n\
+         (: </dev/tty) 2>/dev/null && echo 'opened /dev/tty'\ncat\n",
     )
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -687,6 +689,42 @@ fn run_ask_asks_the_terminal_and_y_runs_the_command() {
         !work.path().join("installed").exists(),
         "a refused command never ran"
     );
+}
+
+/// The same in bwrap: the question is asked after the sandbox started, and
+/// the command — in a session of its own (`--new-session`) — can neither
+/// hold nor open the terminal that answered it.
+#[test]
+fn run_ask_in_bwrap_the_command_cannot_reach_the_terminal() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    stand_in_pip(work.path());
+    let (out, shown) = CcServer::new(&plugins)
+        .current_dir(work.path())
+        .args([
+            "run",
+            "--backend",
+            "bwrap",
+            "--ask",
+            "--",
+            "./pip",
+            "install",
+            "demo",
+        ])
+        .output_on_terminal(b"stdin for the command\n", THE_QUESTION, b"y\n");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}\nterminal:\n{shown}");
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("stand-in pip install demo") && stdout.contains("stdin for the command"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("opened /dev/tty") && !stdout.contains("fd /dev/pts"),
+        "the sandboxed command reached the terminal:\n{stdout}"
+    );
+    assert!(work.path().join("installed").exists());
 }
 
 /// Without a terminal `--ask` denies, saying there is none, and a `y` on
