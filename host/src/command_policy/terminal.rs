@@ -51,29 +51,63 @@ impl Terminal {
     }
 }
 
+/// Why the terminal's answer is deny; the text the refusal shows (sources
+/// included, [`sandbox_plugin_api::error_chain`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Denial {
+    #[error(
+        "no terminal to ask on ({}): `--ask` needs cc_server to run at a terminal, so the answer is deny",
+        device.display()
+    )]
+    NoTerminal {
+        device: PathBuf,
+        #[source]
+        error: std::io::Error,
+    },
+    #[error("denied at the terminal")]
+    Denied,
+    #[error(
+        "no answer at the terminal within {secs} s ([policy] approval_timeout_secs), so the answer is deny"
+    )]
+    TimedOut { secs: f64 },
+    #[error("the terminal closed before an answer, so the answer is deny")]
+    Closed,
+    #[error("interrupted at the terminal prompt (^C), so the answer is deny")]
+    Interrupted,
+    #[error("the terminal prompt was abandoned, so the answer is deny")]
+    Abandoned,
+    #[error("cannot wait for the terminal's answer, so the answer is deny")]
+    Waiting(#[source] std::io::Error),
+    #[error("the terminal prompt failed, so the answer is deny")]
+    Join(#[source] tokio::task::JoinError),
+}
+
 impl Approver for Terminal {
     fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            let text = plan_question(question, self.timeout);
-            // Dropping `wake` (this future dropped, or ^C below) ends the
-            // read at once instead of leaving a thread on the terminal.
-            let (wake, woken) = UnixStream::pair().map_err(|e| {
-                format!("cannot wait for the terminal's answer ({e}), so the answer is deny")
-            })?;
-            let device = self.device.clone();
-            let timeout = self.timeout;
-            let reading =
-                tokio::task::spawn_blocking(move || ask_on(&device, &text, timeout, &woken));
-            tokio::select! {
-                answer = reading => answer.unwrap_or_else(|e| {
-                    Err(format!("the terminal prompt failed ({e}), so the answer is deny"))
-                }),
-                _ = tokio::signal::ctrl_c() => {
-                    drop(wake);
-                    Err("interrupted at the terminal prompt (^C), so the answer is deny".into())
-                }
-            }
+            self.ask_person(question)
+                .await
+                .map_err(|denial| sandbox_plugin_api::error_chain(&denial))
         })
+    }
+}
+
+impl Terminal {
+    async fn ask_person(&self, question: &Question) -> Result<(), Denial> {
+        let text = plan_question(question, self.timeout);
+        // Dropping `wake` (this future dropped, or ^C below) ends the read
+        // at once instead of leaving a thread on the terminal.
+        let (wake, woken) = UnixStream::pair().map_err(Denial::Waiting)?;
+        let device = self.device.clone();
+        let timeout = self.timeout;
+        let reading = tokio::task::spawn_blocking(move || ask_on(&device, &text, timeout, &woken));
+        tokio::select! {
+            answer = reading => answer.map_err(Denial::Join)?,
+            _ = tokio::signal::ctrl_c() => {
+                drop(wake);
+                Err(Denial::Interrupted)
+            }
+        }
     }
 }
 
@@ -126,41 +160,33 @@ const MAX_ANSWER: usize = 256;
 
 /// Opens the terminal, asks, reads one line until `timeout`; `woken`
 /// becoming readable (its peer dropped) gives up.
-fn ask_on(device: &Path, text: &str, timeout: Duration, woken: &UnixStream) -> Result<(), String> {
+fn ask_on(device: &Path, text: &str, timeout: Duration, woken: &UnixStream) -> Result<(), Denial> {
     let mut tty = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC)
         .open(device)
-        .map_err(|e| {
-            format!(
-                "no terminal to ask on ({}: {e}): `--ask` needs cc_server to run at a terminal, so the answer is deny",
-                device.display()
-            )
+        .map_err(|error| Denial::NoTerminal {
+            device: device.to_path_buf(),
+            error,
         })?;
     // SAFETY: tcflush on a descriptor we own; it only discards queued input.
     unsafe { libc::tcflush(tty.as_raw_fd(), libc::TCIFLUSH) };
     let _ = tty.write_all(text.as_bytes()).and_then(|()| tty.flush());
-    let answer = read_line(&mut tty, timeout, woken);
-    let closing = match &answer {
-        Ok(line) if allows(line) => "cc_server: allowed, this once\n".to_owned(),
-        Ok(_) => "cc_server: denied\n".to_owned(),
-        Err(Wait::Gone) => {
-            return Err("the terminal prompt was abandoned, so the answer is deny".into());
-        }
-        Err(Wait::TimedOut) => "\ncc_server: no answer in time: denied\n".to_owned(),
-        Err(Wait::Closed) => String::new(),
+    let (closing, answer) = match read_line(&mut tty, timeout, woken) {
+        Ok(line) if allows(&line) => ("cc_server: allowed, this once\n", Ok(())),
+        Ok(_) => ("cc_server: denied\n", Err(Denial::Denied)),
+        Err(Wait::TimedOut) => (
+            "\ncc_server: no answer in time: denied\n",
+            Err(Denial::TimedOut {
+                secs: timeout.as_secs_f64(),
+            }),
+        ),
+        Err(Wait::Closed) => ("", Err(Denial::Closed)),
+        Err(Wait::Gone) => ("", Err(Denial::Abandoned)),
     };
     let _ = tty.write_all(closing.as_bytes());
-    match answer {
-        Ok(line) if allows(&line) => Ok(()),
-        Ok(_) => Err("denied at the terminal".into()),
-        Err(Wait::TimedOut) => Err(format!(
-            "no answer at the terminal within {} s ([policy] approval_timeout_secs), so the answer is deny",
-            timeout.as_secs_f64()
-        )),
-        Err(_) => Err("the terminal closed before an answer, so the answer is deny".into()),
-    }
+    answer
 }
 
 /// Why no line came.
@@ -323,7 +349,7 @@ mod tests {
         let person = answer(master, typed);
         let (_wake, woken) = UnixStream::pair().unwrap();
         let text = plan_question(&question(), timeout);
-        let answer = ask_on(&path, &text, timeout, &woken);
+        let answer = ask_on(&path, &text, timeout, &woken).map_err(|d| d.to_string());
         (answer, person.join().unwrap().0)
     }
 
@@ -349,7 +375,7 @@ mod tests {
         let (wake, woken) = UnixStream::pair().unwrap();
         drop(wake);
         let err = ask_on(&path, "?", Duration::from_secs(3600), &woken).unwrap_err();
-        assert!(err.contains("abandoned"), "{err}");
+        assert!(matches!(err, Denial::Abandoned), "{err}");
     }
 
     #[tokio::test]
@@ -362,5 +388,6 @@ mod tests {
         let err = terminal.ask(&question()).await.unwrap_err();
         assert!(err.contains("no terminal to ask on"), "{err}");
         assert!(err.contains("--ask"), "{err}");
+        assert!(err.contains("No such file"), "the source is shown: {err}");
     }
 }
