@@ -304,7 +304,7 @@ fn dispatch(w: &mut Walker, name: &str, c: Cmd) {
 
         // ----- packages -----
         "yarn" => yarn(w, c),
-        "npx" => npx(w, c, 1, false),
+        "npx" => npx(w, c, 1, Npx::Npx),
         "npm" => npm(w, c),
         "pnpx" | "bunx" | "uvx" => w.found(InstallPackage, c.args, "downloads and runs a package"),
         "uv" => uv(w, c),
@@ -2485,7 +2485,7 @@ fn npm(w: &mut Walker, c: Cmd) {
                     ]
                     .contains(&name)
             });
-            npx(w, c, i + 1, moved);
+            npx(w, c, i + 1, Npx::NpmExec { moved });
         }
         _ => run_tool(w, c, "npm"),
     }
@@ -2523,8 +2523,17 @@ fn npm_init(w: &mut Walker, c: Cmd, start: usize) {
     }
 }
 
-/// `npx …` and `npm exec …` (their options start at `start`; `moved`: the
-/// tool's own options already moved the lookup): download a
+/// Which of the two spellings of the same tool.
+#[derive(Clone, Copy)]
+enum Npx {
+    /// `npx`: its options end at the first operand (the rest is the bin's).
+    Npx,
+    /// `npm exec`: npm reads options anywhere before `--`; `moved` when
+    /// npm's own options before `exec` already moved the lookup.
+    NpmExec { moved: bool },
+}
+
+/// `npx …` and `npm exec …` (their options start at `start`): download a
 /// package and run it — unless it certainly runs something installed
 /// already (issue 15 item 6). `--no` / `--no-install` before the operand
 /// forbid the download (npm cancels instead); a plain bin name the host
@@ -2533,10 +2542,10 @@ fn npm_init(w: &mut Walker, c: Cmd, start: usize) {
 /// earlier in the line) or names packages to fetch (`--package`). `--call`
 /// runs a shell string this classifier does not read, so with it the
 /// command stays an install whatever else it says.
-fn npx(w: &mut Walker, c: Cmd, start: usize, moved: bool) {
+fn npx(w: &mut Walker, c: Cmd, start: usize, spelling: Npx) {
     let mut no_download = false;
     let mut call = false;
-    let mut elsewhere = moved;
+    let mut elsewhere = matches!(spelling, Npx::NpmExec { moved: true });
     let mut operand = None;
     let mut i = start;
     while let Some(a) = c.args.get(i) {
@@ -2547,12 +2556,18 @@ fn npx(w: &mut Walker, c: Cmd, start: usize, moved: bool) {
             break;
         }
         if t == "--" {
-            operand = c.args.get(i + 1);
+            operand = operand.or(c.args.get(i + 1));
             break;
         }
         if !t.starts_with('-') || t == "-" {
-            operand = Some(a);
-            break;
+            operand = operand.or(Some(a));
+            match spelling {
+                Npx::Npx => break,
+                Npx::NpmExec { .. } => {
+                    i += 1;
+                    continue;
+                }
+            }
         }
         let (name, inline_value) = match t.split_once('=') {
             Some((name, _)) => (name, true),
