@@ -342,6 +342,14 @@ fn an_owner_answers_prompts_and_no_owner_means_deny() {
             .contains("push to a remote"),
         "{prompt}"
     );
+    // What asks, by class, as the terminal of `run --ask` shows it too.
+    assert!(
+        prompt["asking"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("push to a remote: git"),
+        "{prompt}"
+    );
     let id = prompt["id"].as_str().unwrap();
     let answered = answer(&server, id, "deny");
     assert_eq!(answered.status, 204, "{}", text(&answered.body));
