@@ -10,9 +10,9 @@
 //! before the question was shown is thrown away (`tcflush`), so type-ahead
 //! cannot answer it; control characters and bidirectional overrides in the
 //! command line are shown escaped, so the line cannot repaint the question.
-//! `y` (or `yes`) and Enter allow this one command; anything else, ^C, the
-//! terminal going away, or no answer within `[policy] approval_timeout_secs`
-//! deny. With no terminal the answer is deny at once, saying so.
+//! `y` (or `yes`) and Enter allow this one command; anything else, ^C (or
+//! SIGTERM, SIGHUP), the terminal going away, or no answer within
+//! `[policy] approval_timeout_secs` deny. With no terminal the answer is deny at once, saying so.
 //!
 //! Opt-in, because whoever owns the terminal answers: agent harnesses often
 //! run commands in a terminal they drive, where the agent itself could type
@@ -72,8 +72,8 @@ pub enum Denial {
     TimedOut { secs: f64 },
     #[error("the terminal closed before an answer, so the answer is deny")]
     Closed,
-    #[error("interrupted at the terminal prompt (^C), so the answer is deny")]
-    Interrupted,
+    #[error("interrupted at the terminal prompt ({0}), so the answer is deny")]
+    Interrupted(&'static str),
     #[error("the terminal prompt was abandoned, so the answer is deny")]
     Abandoned,
     #[error("cannot wait for the terminal's answer, so the answer is deny")]
@@ -95,19 +95,39 @@ impl Approver for Terminal {
 impl Terminal {
     async fn ask_person(&self, question: &Question) -> Result<(), Denial> {
         let text = plan_question(question, self.timeout);
-        // Dropping `wake` (this future dropped, or ^C below) ends the read
-        // at once instead of leaving a thread on the terminal.
+        // Dropping `wake` (this future dropped, or a signal below) ends the
+        // read at once instead of leaving a thread on the terminal.
         let (wake, woken) = UnixStream::pair().map_err(Denial::Waiting)?;
         let device = self.device.clone();
         let timeout = self.timeout;
         let reading = tokio::task::spawn_blocking(move || ask_on(&device, &text, timeout, &woken));
-        tokio::select! {
+        let answer = tokio::select! {
             answer = reading => answer.map_err(Denial::Join)?,
-            _ = tokio::signal::ctrl_c() => {
-                drop(wake);
-                Err(Denial::Interrupted)
-            }
-        }
+            signal = interrupted() => Err(Denial::Interrupted(signal)),
+        };
+        drop(wake);
+        answer
+    }
+}
+
+/// The first of SIGINT (^C), SIGTERM or SIGHUP: each ends the question as
+/// a deny rather than waiting out the timeout (the run's own handlers,
+/// which pass them on to a running command, see them too, and there is
+/// no command to pass them to).
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        // Not catchable: only the answer or the timeout end the question.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => "SIGINT, ^C",
+        _ = term.recv() => "SIGTERM",
+        _ = hup.recv() => "SIGHUP",
     }
 }
 
