@@ -382,6 +382,31 @@ mod tests {
         assert_eq!(answer.unwrap_err(), "denied at the terminal");
     }
 
+    /// A `y` already waiting on the terminal (typed ahead, or pushed there
+    /// before the question was shown) is thrown away, not taken for the
+    /// answer.
+    #[test]
+    fn type_ahead_is_not_an_answer() {
+        let (mut master, slave, path) = pty();
+        master.write_all(b"y\n").unwrap();
+        // Wait until the line is readable on the terminal, so it is there
+        // before the question.
+        let mut fd = libc::pollfd {
+            fd: slave.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the duration of the call.
+        assert_eq!(unsafe { libc::poll(&mut fd, 1, 10_000) }, 1);
+        let person = answer(master, b"n\n");
+        let (_wake, woken) = UnixStream::pair().unwrap();
+        let text = plan_question(&question(), Duration::from_secs(3600));
+        let answer = ask_on(&path, &text, Duration::from_secs(3600), &woken);
+        assert!(matches!(answer, Err(Denial::Denied)), "{answer:?}");
+        drop(person.join().unwrap());
+        drop(slave);
+    }
+
     #[test]
     fn no_answer_in_time_is_a_deny_naming_the_setting() {
         let (answer, _) = ask_pty(b"", Duration::from_millis(200));
