@@ -159,7 +159,8 @@ impl CommandPolicy {
         let line = command_line(argv);
         let workdir = match place {
             Some(place) if workdir::matters_for(&line) => {
-                tokio::task::spawn_blocking(move || workdir::look(&place))
+                let line = line.clone();
+                tokio::task::spawn_blocking(move || workdir::look(&place, &line))
                     .await
                     .unwrap_or_default()
             }

@@ -60,7 +60,10 @@ pub fn matters_for(line: &str) -> bool {
 
 /// The names in `node_modules/.bin` of `place.dir` and of each ancestor up
 /// to `place.root`, as npm looks them up (regular files, links followed).
-pub fn look(place: &HostDir) -> Workdir {
+/// Only names that occur in `line` are checked (an operand the classifier
+/// looks up is in the line), so a project with thousands of bins costs a
+/// directory listing, not a `stat` per bin.
+pub fn look(place: &HostDir, line: &str) -> Workdir {
     let mut npm_bins = BTreeSet::new();
     let Ok(root) = place.root.canonicalize() else {
         return Workdir::default();
@@ -80,6 +83,9 @@ pub fn look(place: &HostDir) -> Workdir {
             let Ok(name) = entry.file_name().into_string() else {
                 continue;
             };
+            if !line.contains(name.as_str()) {
+                continue;
+            }
             let inside = entry
                 .path()
                 .canonicalize()
@@ -142,19 +148,35 @@ mod tests {
         std::fs::write(bins.join("vite"), "").unwrap();
         std::os::unix::fs::symlink(outside.path().join("evil.js"), bins.join("evil")).unwrap();
         std::os::unix::fs::symlink("missing.js", bins.join("dangling")).unwrap();
-        let found = look(&HostDir {
-            dir: web.clone(),
-            root: root.path().to_path_buf(),
-        });
+        let line = "npx vite; npx jest; npx evil; npx dangling; npx hoisted-dir";
+        let found = look(
+            &HostDir {
+                dir: web.clone(),
+                root: root.path().to_path_buf(),
+            },
+            line,
+        );
         let names: Vec<&str> = found.npm_bins.iter().map(String::as_str).collect();
         assert_eq!(names, ["jest", "vite"]);
         // Nothing above the root is read.
-        let found = look(&HostDir {
-            dir: web.clone(),
-            root: web,
-        });
+        let found = look(
+            &HostDir {
+                dir: web.clone(),
+                root: web.clone(),
+            },
+            line,
+        );
         let names: Vec<&str> = found.npm_bins.iter().map(String::as_str).collect();
         assert_eq!(names, ["vite"]);
+        // Names the line does not mention are not looked at.
+        let found = look(
+            &HostDir {
+                dir: web.clone(),
+                root: web,
+            },
+            "npx jest",
+        );
+        assert!(found.npm_bins.is_empty(), "{found:?}");
     }
 
     #[test]

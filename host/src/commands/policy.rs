@@ -24,10 +24,13 @@ pub fn check(settings: &Settings, args: &CheckArgs) -> ExitCode {
     let line = args.line.join(" ");
     // As `run` would see it here: the current directory is its bind.
     let workdir = match std::env::current_dir() {
-        Ok(cwd) if workdir::matters_for(&line) => workdir::look(&workdir::HostDir {
-            dir: cwd.clone(),
-            root: cwd,
-        }),
+        Ok(cwd) if workdir::matters_for(&line) => workdir::look(
+            &workdir::HostDir {
+                dir: cwd.clone(),
+                root: cwd,
+            },
+            &line,
+        ),
         _ => Default::default(),
     };
     let verdict = policy.check_in(&line, args.mode, &workdir);
