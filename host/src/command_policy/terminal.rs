@@ -12,7 +12,12 @@
 //! command line are shown escaped, so the line cannot repaint the question.
 //! `y` (or `yes`) and Enter allow this one command; anything else, ^C (or
 //! SIGTERM, SIGHUP), the terminal going away, or no answer within
-//! `[policy] approval_timeout_secs` deny. With no terminal the answer is deny at once, saying so.
+//! `[policy] approval_timeout_secs` deny. With no terminal the answer is
+//! deny at once, saying so.
+//!
+//! In bwrap the command runs in a session of its own (`--new-session`), so
+//! it cannot open `/dev/tty` either; under `none`, which is no boundary, it
+//! shares `cc_server`'s terminal like any program started from it.
 //!
 //! Opt-in, because whoever owns the terminal answers: agent harnesses often
 //! run commands in a terminal they drive, where the agent itself could type
