@@ -375,6 +375,9 @@ pub fn analyze_in(line: &str, workdir: &Workdir) -> Analysis {
 /// line. It is read when the command is admitted; a command that removes
 /// the file before `npx` runs makes it download after all — the policy is a
 /// guardrail, and the sandbox's egress rules still govern that download.
+/// In a member of an npm workspace npm starts its lookup at the workspace
+/// root, so a bin found only in the member's own `node_modules/.bin` counts
+/// here although npm would fetch instead: the same guardrail caveat.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Workdir {
     /// The file names in `node_modules/.bin` of the working directory and
