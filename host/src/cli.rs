@@ -134,6 +134,14 @@ pub struct RunArgs {
     /// Print every event as one JSON object per line on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Ask the person at this terminal about a command the policy asks
+    /// about, on /dev/tty (never the command's stdin): `y` allows this one
+    /// command; anything else, or no answer within `[policy]
+    /// approval_timeout_secs`, denies. Without it, or with no terminal,
+    /// such a command is refused. Whoever owns the terminal answers, so do
+    /// not use it where an agent drives the terminal.
+    #[arg(long)]
+    pub ask: bool,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,

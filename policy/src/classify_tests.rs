@@ -1,11 +1,18 @@
 //! Checks every row of the table (`table.rs`) and the decision rules.
 
 use crate::Decision::{Allow as A, Deny as D, Prompt as P};
-use crate::table::{TABLE, code};
-use crate::{Class, SandboxMode, analyze, class_decision, classify, decide, opaque_decision};
+use crate::table::{IN_PROJECT, PROJECT_BINS, TABLE, code};
+use crate::{
+    Class, SandboxMode, Workdir, analyze, analyze_in, class_decision, classify, decide,
+    opaque_decision,
+};
 
 fn codes_of(line: &str) -> Vec<&'static str> {
-    let a = analyze(line);
+    codes_in(line, &Workdir::default())
+}
+
+fn codes_in(line: &str, workdir: &Workdir) -> Vec<&'static str> {
+    let a = analyze_in(line, workdir);
     let mut codes: Vec<&'static str> = a.classes.iter().map(|(c, _)| code(*c)).collect();
     if a.is_opaque() {
         codes.push("opaque");
@@ -79,6 +86,68 @@ fn table_decisions_per_mode() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// Issue 15 item 6: the rows run in a project whose `node_modules/.bin`
+/// holds [`PROJECT_BINS`]; every row's class and decision in every mode.
+#[test]
+fn table_in_a_project_with_local_bins() {
+    let workdir = Workdir {
+        npm_bins: PROJECT_BINS.iter().map(|b| (*b).to_owned()).collect(),
+    };
+    let mut failures = Vec::new();
+    for row in IN_PROJECT {
+        let mut want: Vec<&str> = row.codes.split_whitespace().collect();
+        want.sort_unstable();
+        let got = codes_in(row.line, &workdir);
+        if got != want {
+            failures.push(format!("{:?}: want {want:?}, got {got:?}", row.line));
+        }
+        for mode in SandboxMode::ALL {
+            let want = if mode.is_read_only() {
+                row.ro
+            } else {
+                row.chat
+            };
+            let v = decide(&analyze_in(row.line, &workdir), mode);
+            if v.decision != want {
+                failures.push(format!(
+                    "{:?} in {}: want {want}, got {} ({})",
+                    row.line,
+                    mode.as_str(),
+                    v.decision,
+                    v.rule
+                ));
+            }
+        }
+        // Without the fact, every npx row is an install.
+        if row.line.contains("npx") || row.line.contains("npm exec") {
+            assert!(codes_of(row.line).contains(&"install"), "{:?}", row.line);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} rows differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn a_prompt_says_what_asks() {
+    let v = classify("ls && npm install && git push", SandboxMode::Chat);
+    assert_eq!(
+        v.asking,
+        [
+            "install a package: npm install",
+            "push to a remote: git push"
+        ]
+    );
+    assert!(classify("ls", SandboxMode::Chat).asking.is_empty());
+    assert!(classify("sudo ls", SandboxMode::Chat).asking.is_empty());
+    let v = classify("eval $X", SandboxMode::Chat);
+    assert_eq!(v.asking.len(), 1);
+    assert!(v.asking[0].starts_with("an opaque command line"), "{v:?}");
 }
 
 #[test]

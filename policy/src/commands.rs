@@ -58,6 +58,9 @@ pub(crate) fn classify(w: &mut Walker, args: &[Arg], stdin: &Stdin, appended: bo
         appended,
     };
     let name = program_name(&first.text);
+    if matches!(name.as_str(), "cd" | "pushd" | "popd") {
+        w.moved = true;
+    }
     if w.is_function(&first.text) {
         w.found(
             ReadOnly,
@@ -301,9 +304,9 @@ fn dispatch(w: &mut Walker, name: &str, c: Cmd) {
 
         // ----- packages -----
         "yarn" => yarn(w, c),
-        "npx" | "pnpx" | "bunx" | "uvx" => {
-            w.found(InstallPackage, c.args, "downloads and runs a package")
-        }
+        "npx" => npx(w, c, 1, Npx::Npx),
+        "npm" => npm(w, c),
+        "pnpx" | "bunx" | "uvx" => w.found(InstallPackage, c.args, "downloads and runs a package"),
         "uv" => uv(w, c),
         "cargo" => cargo(w, c),
         "rustup" => rustup(w, c),
@@ -2295,7 +2298,7 @@ const TOOLS: &[Tool] = &[
     Tool { names: &["npm"], value_opts: &["--prefix", "-w", "--workspace", "--userconfig", "--registry", "--cache", "-C"], skip: NO, default: Other, subs: &[
         (&["install", "i", "in", "ins", "inst", "insta", "instal", "isnt", "isnta", "isntal", "isntall", "add", "ci", "clean-install",
            "ic", "install-clean", "isntall-clean", "install-test", "it", "install-ci-test", "cit", "update", "up", "upgrade", "udpate",
-           "link", "ln", "exec", "x", "init", "create"], InstallPackage),
+           "link", "ln"], InstallPackage),
         (&["publish", "unpublish", "deprecate", "dist-tag", "owner", "access", "star", "unstar"], PublishPackage),
         (&["view", "v", "info", "show", "outdated", "search", "s", "se", "find", "audit", "ping", "doctor", "whoami", "repo", "docs", "bugs", "fund"], AccessNetwork),
         (&["ls", "list", "ll", "la", "help", "version", "-v", "--version", "prefix", "root", "bin", "explain", "why", "query"], ReadOnly),
@@ -2457,6 +2460,169 @@ fn run_tool(w: &mut Walker, c: Cmd, name: &str) {
         .find(|(subs, _)| subs.contains(&a.text.as_str()))
         .map_or(t.default, |(_, class)| *class);
     w.found(class, c.args, "");
+}
+
+/// `npm`: by the [`TOOLS`] table, except `init`/`create` and `exec`/`x`,
+/// whose effect depends on their operands.
+fn npm(w: &mut Walker, c: Cmd) {
+    let sub = tool("npm")
+        .and_then(|t| positional_index(c, 1, t.value_opts))
+        .filter(|&i| c.args[i].literal);
+    match sub.map(|i| (i, c.args[i].text.as_str())) {
+        Some((i, "init" | "create")) => npm_init(w, c, i + 1),
+        Some((i, "exec" | "x")) => {
+            // npm's own options before the subcommand can move the lookup.
+            let moved = c.args[1..i].iter().any(|a| {
+                let name = a.text.split_once('=').map_or(a.text.as_str(), |(n, _)| n);
+                !a.literal
+                    || [
+                        "--prefix",
+                        "-C",
+                        "-w",
+                        "--workspace",
+                        "--workspaces",
+                        "--ws",
+                    ]
+                    .contains(&name)
+            });
+            npx(w, c, i + 1, Npx::NpmExec { moved });
+        }
+        _ => run_tool(w, c, "npm"),
+    }
+}
+
+/// `npm init` / `npm create` with no initializer writes a `package.json`
+/// and installs nothing (issue 15 item 6); with one (`npm init vite`,
+/// `npm init @scope`) it is `npm exec create-vite`, which downloads it.
+/// An option whose value is not listed here is taken for an initializer:
+/// the stricter reading.
+fn npm_init(w: &mut Walker, c: Cmd, start: usize) {
+    const VALUE_OPTS: &[&str] = &[
+        "-w",
+        "--workspace",
+        "--scope",
+        "--init-author-name",
+        "--init-author-email",
+        "--init-author-url",
+        "--init-license",
+        "--init-module",
+        "--init-version",
+    ];
+    if positional_index(c, start, VALUE_OPTS).is_some() || c.appended {
+        w.found(
+            InstallPackage,
+            c.args,
+            "an initializer is `npm exec create-<name>`, which downloads it",
+        );
+    } else {
+        w.found(
+            Other,
+            c.args,
+            "writes package.json; without an initializer it installs nothing",
+        );
+    }
+}
+
+/// Which of the two spellings of the same tool.
+#[derive(Clone, Copy)]
+enum Npx {
+    /// `npx`: its options end at the first operand (the rest is the bin's).
+    Npx,
+    /// `npm exec`: npm reads options anywhere before `--`; `moved` when
+    /// npm's own options before `exec` already moved the lookup.
+    NpmExec { moved: bool },
+}
+
+/// `npx …` and `npm exec …` (their options start at `start`): download a
+/// package and run it — unless it certainly runs something installed
+/// already (issue 15 item 6). `--no` / `--no-install` before the operand
+/// forbid the download (npm cancels instead); a plain bin name the host
+/// found in `node_modules/.bin` ([`crate::Workdir`]) runs that local file,
+/// as long as nothing moves the lookup (`--prefix`, `--workspace`, a `cd`
+/// earlier in the line) or names packages to fetch (`--package`). `--call`
+/// runs a shell string this classifier does not read, so with it the
+/// command stays an install whatever else it says.
+fn npx(w: &mut Walker, c: Cmd, start: usize, spelling: Npx) {
+    let mut no_download = false;
+    let mut call = false;
+    let mut elsewhere = matches!(spelling, Npx::NpmExec { moved: true });
+    let mut operand = None;
+    let mut i = start;
+    while let Some(a) = c.args.get(i) {
+        let t = a.text.as_str();
+        if !a.literal {
+            // Computed options or operand: nothing certain, so an install.
+            elsewhere = true;
+            break;
+        }
+        if t == "--" {
+            operand = operand.or(c.args.get(i + 1));
+            break;
+        }
+        if !t.starts_with('-') || t == "-" {
+            operand = operand.or(Some(a));
+            match spelling {
+                Npx::Npx => break,
+                Npx::NpmExec { .. } => {
+                    i += 1;
+                    continue;
+                }
+            }
+        }
+        let (name, inline_value) = match t.split_once('=') {
+            Some((name, _)) => (name, true),
+            None => (t, false),
+        };
+        let takes_value = match name {
+            "--no" | "--no-install" => {
+                no_download = true;
+                false
+            }
+            "-c" | "--call" => {
+                call = true;
+                true
+            }
+            "-p" | "--package" | "--prefix" | "-w" | "--workspace" => {
+                elsewhere = true;
+                true
+            }
+            "--workspaces" | "--ws" | "--include-workspace-root" => {
+                elsewhere = true;
+                false
+            }
+            // A cluster of short flags (`-yc`): the strict reading.
+            cluster if !cluster.starts_with("--") && cluster.len() > 2 => {
+                call |= cluster.contains('c');
+                elsewhere |= cluster.contains(['p', 'w']);
+                false
+            }
+            _ => false,
+        };
+        i += if takes_value && !inline_value { 2 } else { 1 };
+    }
+    if call {
+        w.found(
+            InstallPackage,
+            c.args,
+            "downloads packages and runs a shell string (`--call`)",
+        );
+    } else if no_download {
+        w.found(
+            Other,
+            c.args,
+            "`--no` forbids downloading: runs a package already installed",
+        );
+    } else if let Some(bin) = operand
+        .filter(|a| !elsewhere && !w.moved && !c.appended && w.workdir.npm_bins.contains(&a.text))
+    {
+        let why = format!(
+            "node_modules/.bin/{} exists in the working directory: runs local code, downloads nothing",
+            bin.text
+        );
+        w.found(Other, c.args, &why);
+    } else {
+        w.found(InstallPackage, c.args, "downloads and runs a package");
+    }
 }
 
 fn yarn(w: &mut Walker, c: Cmd) {

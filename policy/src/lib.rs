@@ -19,7 +19,8 @@
 //! assert_eq!(classify("git commit -m x", SandboxMode::Plan).decision, Decision::Deny);
 //! ```
 //!
-//! The crate is pure: no I/O, no environment, no file system. Work is bounded
+//! The crate is pure: no I/O, no environment, no file system (the one fact
+//! about the working directory it uses comes in as data, [`Workdir`]). Work is bounded
 //! (input length, nesting, re-parses, bytes parsed, commands), and anything
 //! past a bound — like anything the parser rejects — is **opaque** and gets
 //! the mode's strict value (see [`opaque_decision`]).
@@ -121,7 +122,9 @@ pub enum Class {
     /// (workflow runs, secrets, labels, `gh api` with a write method).
     WriteExternalTracker,
     /// Package installs and download-and-run tools (`npm install`, `npx`,
-    /// `pip install`, `cargo install`, `apt-get install`, …).
+    /// `pip install`, `cargo install`, `apt-get install`, …). Not `npm init`
+    /// without an initializer, `npx --no …`, or `npx` of a bin the project
+    /// already has (see [`Workdir`]): those are [`Class::Other`].
     InstallPackage,
     /// `npm publish`, `cargo publish`, `twine upload`, `gem push`,
     /// `docker push`, `gh release create`, ….
@@ -279,6 +282,10 @@ pub struct Verdict {
     pub opaque: bool,
     /// What decided, e.g. `chat: privilege escalation is denied (sudo)`.
     pub rule: String,
+    /// Each part that asks first, as an approver is shown it
+    /// (`install a package: npm install`); empty unless the decision is
+    /// [`Decision::Prompt`] somewhere in the line.
+    pub asking: Vec<String>,
 }
 
 /// The decision for one class in one mode (SPEC H3, H6).
@@ -336,8 +343,47 @@ pub fn opaque_decision(mode: SandboxMode) -> Decision {
 }
 
 /// Parse `line` and classify every command it would run; no mode applied.
+/// Nothing is known about the working directory ([`Workdir::default`]).
 pub fn analyze(line: &str) -> Analysis {
-    walk::analyze(line)
+    walk::analyze(line, &Workdir::default())
+}
+
+/// [`analyze`] for a line run in a directory the host looked at first.
+pub fn analyze_in(line: &str, workdir: &Workdir) -> Analysis {
+    walk::analyze(line, workdir)
+}
+
+/// What the host found in the directory a command line will run in — the
+/// only fact about the file system the classifier takes, given as data so
+/// the crate stays pure and table-testable.
+///
+/// It exists for one misclassification (issue 15 item 6): `npx vite` in a
+/// project whose `node_modules/.bin/vite` exists runs that local file and
+/// downloads nothing (npm's `libnpmexec` looks for the name in
+/// `node_modules/.bin` of the project and its ancestors before it asks the
+/// registry), so it is [`Class::Other`] — local code, like `npm run` —
+/// not [`Class::InstallPackage`]. Whether the file exists cannot be read
+/// from the line, so the host lists those directories before it classifies
+/// and passes the names here. The alternatives were weaker: a callback
+/// would put I/O inside the classifier; asking for `npx --no vite` (which
+/// can never download, and is classified [`Class::Other`] with no fact at
+/// all) does not match what agents and `package.json` scripts type.
+///
+/// The fact is used only where it certainly applies: a plain bin name as
+/// the first operand of `npx` / `npm exec`, with no `--package`, `--call`,
+/// `--prefix` or `--workspace`, and no `cd`/`pushd`/`popd` earlier in the
+/// line. It is read when the command is admitted; a command that removes
+/// the file before `npx` runs makes it download after all — the policy is a
+/// guardrail, and the sandbox's egress rules still govern that download.
+/// In a member of an npm workspace npm starts its lookup at the workspace
+/// root, so a bin found only in the member's own `node_modules/.bin` counts
+/// here although npm would fetch instead: the same guardrail caveat.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Workdir {
+    /// The file names in `node_modules/.bin` of the working directory and
+    /// of its ancestors inside the shared tree (only regular files, links
+    /// followed, as npm checks them).
+    pub npm_bins: std::collections::BTreeSet<String>,
 }
 
 /// Apply a mode's decision table ([`class_decision`], [`opaque_decision`])
@@ -352,6 +398,7 @@ pub fn decide_with(analysis: &Analysis, mode: SandboxMode, guardrails: &Guardrai
     let m = mode.as_str();
     let mut decision = Decision::Allow;
     let mut reasons = Vec::with_capacity(analysis.classes.len() + analysis.opaque.len());
+    let mut asking = Vec::new();
     // The first entry reaching the final decision names the rule.
     let mut decider: Option<String> = None;
     // A guardrail that let a command through that the mode would not have.
@@ -373,6 +420,9 @@ pub fn decide_with(analysis: &Analysis, mode: SandboxMode, guardrails: &Guardrai
         };
         let by = guardrail.map(|g| format!(" by {g}")).unwrap_or_default();
         reasons.push(format!("{command}: {}{why} → {d}{by}", class.description()));
+        if d == Decision::Prompt {
+            asking.push(format!("{}: {command}", class.description()));
+        }
         let rule = match (guardrail, mode.is_read_only(), d) {
             (Some(g), _, _) => format!("{m}: {g} ({command})"),
             (None, true, _) => format!(
@@ -392,6 +442,9 @@ pub fn decide_with(analysis: &Analysis, mode: SandboxMode, guardrails: &Guardrai
     let od = opaque_decision(mode);
     for why in &analysis.opaque {
         reasons.push(format!("opaque: {why} → {od}"));
+        if od == Decision::Prompt {
+            asking.push(format!("an opaque command line: {why}"));
+        }
         let verb = if od == Decision::Deny {
             "is denied"
         } else {
@@ -418,6 +471,7 @@ pub fn decide_with(analysis: &Analysis, mode: SandboxMode, guardrails: &Guardrai
         reasons,
         opaque: analysis.is_opaque(),
         rule,
+        asking,
     }
 }
 

@@ -176,6 +176,20 @@ pub(crate) const TABLE: &[Row] = &[
     t("yum install gcc", "install", P, D),
     t("apk add curl", "install", P, D),
     t("npx create-react-app x", "install", P, D),
+    // issue 15 item 6: what installs nothing is not an install.
+    t("npm init", "other", A, D),
+    t("npm init -y", "other", A, D),
+    t("npm init -w packages/web --yes", "other", A, D),
+    t("npm create", "other", A, D),
+    t("npm init vite@latest my-app", "install", P, D),
+    t("npm create @scope", "install", P, D),
+    t("npm init --init-bogus x", "install", P, D),
+    t("npx --no eslint .", "other", A, D),
+    t("npx --no-install cap sync ios", "other", A, D),
+    t("npx --no -c 'eslint .'", "install", P, D),
+    t("npx vite build", "install", P, D),
+    t("npm exec -- vite", "install", P, D),
+    t("npm x --no vite", "other", A, D),
     t("npm list", "ro", A, A),
     t("npm run build", "other", A, D),
     t("npm test", "other", A, D),
@@ -376,6 +390,40 @@ pub(crate) const TABLE: &[Row] = &[
     t("99999999999999999999>x", "opaque", P, D),
     t("echo ~99999999999999999999999", "opaque", P, D),
     t("((((((((((((((((((((((((((((((((((((ls))))))))))))))))))))))))))))))))))))", "opaque", P, D),
+];
+
+/// The bins [`IN_PROJECT`] runs with: what the host found in
+/// `node_modules/.bin` ([`crate::Workdir`]).
+#[cfg(test)]
+pub(crate) const PROJECT_BINS: &[&str] = &["vite", "jest"];
+
+/// Rows classified in a project where `node_modules/.bin` holds
+/// [`PROJECT_BINS`] (issue 15 item 6): running an installed bin downloads
+/// nothing, and every form that may still fetch stays an install.
+#[cfg(test)]
+#[rustfmt::skip]
+pub(crate) const IN_PROJECT: &[Row] = &[
+    t("npx vite build", "other", A, D),
+    t("npx jest --watch", "other", A, D),
+    t("npx --yes vite", "other", A, D),
+    t("npm exec vite", "other", A, D),
+    t("npm x -- jest", "other", A, D),
+    t("npx eslint .", "install", P, D),
+    t("npx vite@5 build", "install", P, D),
+    t("npx -p vite vite", "install", P, D),
+    t("npx --package=vite vite", "install", P, D),
+    t("npx --prefix web vite", "install", P, D),
+    t("npx -w web vite", "install", P, D),
+    t("npm --prefix web exec vite", "install", P, D),
+    t("npm exec vite --package=left-pad", "install", P, D),
+    t("npm exec vite -- --package=left-pad", "other", A, D),
+    t("npx vite --package=x -c y", "other", A, D),
+    t("npx -c 'vite build'", "install", P, D),
+    t("npx $TOOL vite", "install", P, D),
+    t("cd web && npx vite", "ro install", P, D),
+    t("(pushd web; npx jest)", "ro install", P, D),
+    t("bunx vite", "install", P, D),
+    t("pnpx vite", "install", P, D),
 ];
 
 /// Every line of the table, for benchmarks.

@@ -9,7 +9,7 @@ use brush_parser::word::{Parameter, ParameterExpr, WordPiece, WordPieceWithSourc
 
 use crate::guardrails::{BRANCH_SCOPED, Targets};
 use crate::parse;
-use crate::{Analysis, Class};
+use crate::{Analysis, Class, Workdir};
 
 /// Re-parses, unwraps and operand scans nested inside each other.
 const MAX_DEPTH: usize = 24;
@@ -28,8 +28,11 @@ const MAX_COMMANDS: usize = 4096;
 /// Longest command text kept in a finding.
 const MAX_SHOWN: usize = 160;
 
-pub(crate) fn analyze(line: &str) -> Analysis {
-    let mut w = Walker::default();
+pub(crate) fn analyze(line: &str, workdir: &Workdir) -> Analysis {
+    let mut w = Walker {
+        workdir: workdir.clone(),
+        ..Walker::default()
+    };
     if line.len() > parse::MAX_LINE_BYTES {
         w.opaque(
             format!("command line longer than {} bytes", parse::MAX_LINE_BYTES),
@@ -96,6 +99,11 @@ pub(crate) struct Walker {
     /// While > 0, opaque reasons are dropped: a template is being looked
     /// into for extra findings, and the line is already opaque.
     quiet: usize,
+    /// What the host found in the working directory (see [`Workdir`]).
+    pub(crate) workdir: Workdir,
+    /// A `cd`, `pushd` or `popd` was seen: from here on the working
+    /// directory may not be the one `workdir` describes.
+    pub(crate) moved: bool,
 }
 
 impl Walker {

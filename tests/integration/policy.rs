@@ -342,6 +342,14 @@ fn an_owner_answers_prompts_and_no_owner_means_deny() {
             .contains("push to a remote"),
         "{prompt}"
     );
+    // What asks, by class, as the terminal of `run --ask` shows it too.
+    assert!(
+        prompt["asking"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("push to a remote: git"),
+        "{prompt}"
+    );
     let id = prompt["id"].as_str().unwrap();
     let answered = answer(&server, id, "deny");
     assert_eq!(answered.status, 204, "{}", text(&answered.body));
@@ -603,4 +611,248 @@ fn connect_owner(server: &Server) -> std::io::BufReader<std::net::TcpStream> {
     );
     read_until(&mut owner, "\"connected\"");
     owner
+}
+
+/// A stand-in the classifier calls a package install (`./pip install …` is
+/// `pip install`), which touches no network: it prints its arguments and
+/// its open descriptors, whether it can open `/dev/tty`, what it reads on
+/// stdin, and leaves a marker file.
+fn stand_in_pip(dir: &Path) {
+    let script = dir.join("pip");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho \"stand-in pip $*\"; touch installed\n\
+         for fd in /proc/$$/fd/*; do echo \"fd $(readlink $fd)\"; done\n\
+         (: </dev/tty) 2>/dev/null && echo 'opened /dev/tty'\ncat\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+const ASK_INSTALL: [&str; 7] = [
+    "run",
+    "--backend",
+    "none",
+    "--ask",
+    "--",
+    "./pip",
+    "install",
+];
+const THE_QUESTION: &str = "[y/N]";
+
+/// Issue 15 item 6 (SPEC H4): `run --ask` asks the person at the terminal
+/// — on `/dev/tty`, not on the command's stdin — naming the class, the
+/// command and the rule; `y` runs this one command, `n` refuses it (126,
+/// the rule printed). The command's stdin reaches the command untouched,
+/// and it holds no descriptor of the terminal.
+#[test]
+fn run_ask_asks_the_terminal_and_y_runs_the_command() {
+    let plugins = Plugins::with_none();
+    let work = tempfile::tempdir().unwrap();
+    stand_in_pip(work.path());
+    let (out, shown) = CcServer::new(&plugins)
+        .current_dir(work.path())
+        .args(ASK_INSTALL)
+        .arg("demo")
+        .output_on_terminal(b"stdin for the command\n", THE_QUESTION, b"y\n");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}\nterminal:\n{shown}");
+    assert!(
+        shown.contains("class:   install a package: ./pip install demo")
+            && shown.contains("command: ./pip install demo")
+            && shown.contains("rule:    chat: install a package asks first"),
+        "the question names the class, the command and the rule:\n{shown}"
+    );
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("stand-in pip install demo") && stdout.contains("stdin for the command"),
+        "the command ran and got its own stdin:\n{stdout}"
+    );
+    assert!(work.path().join("installed").exists());
+    assert!(!stdout.contains(THE_QUESTION) && !stderr.contains(THE_QUESTION));
+    let terminals: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("fd /dev/pts") || l.starts_with("fd /dev/tty"))
+        .collect();
+    assert!(
+        terminals.is_empty(),
+        "the command holds a terminal descriptor: {terminals:?}\n{stdout}"
+    );
+
+    std::fs::remove_file(work.path().join("installed")).unwrap();
+    let (out, shown) = CcServer::new(&plugins)
+        .current_dir(work.path())
+        .args(ASK_INSTALL)
+        .arg("demo")
+        .output_on_terminal(b"y\n", THE_QUESTION, b"n\n");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(126), "{stderr}\nterminal:\n{shown}");
+    assert!(
+        stderr
+            .contains("refused by policy: chat: install a package asks first (./pip install demo)")
+            && stderr.contains("denied at the terminal"),
+        "{stderr}"
+    );
+    assert!(
+        !work.path().join("installed").exists(),
+        "a refused command never ran"
+    );
+}
+
+/// The same in bwrap: the question is asked after the sandbox started, and
+/// the command — in a session of its own (`--new-session`) — can neither
+/// hold nor open the terminal that answered it.
+#[test]
+fn run_ask_in_bwrap_the_command_cannot_reach_the_terminal() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    stand_in_pip(work.path());
+    let (out, shown) = CcServer::new(&plugins)
+        .current_dir(work.path())
+        .args([
+            "run",
+            "--backend",
+            "bwrap",
+            "--ask",
+            "--",
+            "./pip",
+            "install",
+            "demo",
+        ])
+        .output_on_terminal(b"stdin for the command\n", THE_QUESTION, b"y\n");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}\nterminal:\n{shown}");
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("stand-in pip install demo") && stdout.contains("stdin for the command"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("opened /dev/tty") && !stdout.contains("fd /dev/pts"),
+        "the sandboxed command reached the terminal:\n{stdout}"
+    );
+    assert!(work.path().join("installed").exists());
+}
+
+/// Without a terminal `--ask` denies, saying there is none, and a `y` on
+/// the command's stdin is no answer; without `--ask` a terminal is never
+/// asked (the prompt is a deny as before: no owner is connected).
+#[test]
+fn run_ask_without_a_terminal_denies_and_stdin_is_no_answer() {
+    let plugins = Plugins::with_none();
+    let work = tempfile::tempdir().unwrap();
+    stand_in_pip(work.path());
+    let out = CcServer::new(&plugins)
+        .current_dir(work.path())
+        .args(ASK_INSTALL)
+        .arg("demo")
+        .output_without_terminal(b"y\ny\nyes\n");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(126), "{stderr}");
+    assert!(
+        stderr.contains("install a package asks first")
+            && stderr.contains("no terminal to ask on")
+            && stderr.contains("--ask"),
+        "{stderr}"
+    );
+    assert!(!work.path().join("installed").exists());
+
+    let (out, shown) = CcServer::new(&plugins)
+        .current_dir(work.path())
+        .args(["run", "--backend", "none", "--", "./pip", "install", "demo"])
+        .output_on_terminal(b"", THE_QUESTION, b"y\n");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(126), "{stderr}");
+    assert!(stderr.contains("no owner is connected"), "{stderr}");
+    assert!(
+        !shown.contains(THE_QUESTION),
+        "asked without --ask:\n{shown}"
+    );
+    assert!(!work.path().join("installed").exists());
+}
+
+/// An unanswered question is a deny after `[policy] approval_timeout_secs`,
+/// naming the setting; ^C at the question is a deny too.
+#[test]
+fn run_ask_unanswered_or_interrupted_denies() {
+    let plugins = Plugins::with_none();
+    let work = tempfile::tempdir().unwrap();
+    stand_in_pip(work.path());
+    let (out, shown) = CcServer::new(&plugins)
+        .config("[policy]\napproval_timeout_secs = 1\n")
+        .current_dir(work.path())
+        .args(ASK_INSTALL)
+        .arg("demo")
+        .output_on_terminal(b"", THE_QUESTION, b"");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(126), "{stderr}\nterminal:\n{shown}");
+    assert!(
+        stderr.contains("no answer at the terminal") && stderr.contains("approval_timeout_secs"),
+        "{stderr}"
+    );
+    let (out, shown) = CcServer::new(&plugins)
+        .current_dir(work.path())
+        .args(ASK_INSTALL)
+        .arg("demo")
+        .output_on_terminal(b"", THE_QUESTION, b"\x03");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(126), "{stderr}\nterminal:\n{shown}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(!work.path().join("installed").exists());
+}
+
+/// Issue 15 item 6: `npx <bin>` of a bin already in the working
+/// directory's `node_modules/.bin` runs local code and downloads nothing, so
+/// `run` lets it through in chat like any local program; without the bin it
+/// is an install and asks (no owner: refused). `npm init` installs nothing.
+#[test]
+fn npx_of_a_local_bin_and_npm_init_are_not_installs() {
+    let plugins = Plugins::with_none();
+    let work = tempfile::tempdir().unwrap();
+    // A stand-in `npx` (the classifier goes by the program's name).
+    let npx = work.path().join("npx");
+    std::fs::write(&npx, "#!/bin/sh\necho \"stand-in npx $*\"\n").unwrap();
+    std::fs::set_permissions(&npx, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let run_npx = || {
+        CcServer::new(&plugins)
+            .current_dir(work.path())
+            .args(["run", "--backend", "none", "--", "./npx", "vite", "build"])
+            .output()
+    };
+    let check = |line: &str| {
+        CcServer::new(&plugins)
+            .current_dir(work.path())
+            .args(["policy", "check", "--", line])
+            .output()
+    };
+    let out = run_npx();
+    assert_eq!(out.status.code(), Some(126), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("install a package"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(check("npx vite build").status.code(), Some(3));
+
+    let bins = work.path().join("node_modules/.bin");
+    std::fs::create_dir_all(&bins).unwrap();
+    std::fs::write(bins.join("vite"), "#!/bin/sh\n").unwrap();
+    let out = run_npx();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("stand-in npx vite build"));
+    let out = check("npx vite build");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("node_modules/.bin/vite exists"),
+        "{}",
+        text(&out.stdout)
+    );
+    // What may still fetch stays an install.
+    assert_eq!(check("npx -p vite vite").status.code(), Some(3));
+    assert_eq!(check("cd web && npx vite").status.code(), Some(3));
+    assert_eq!(check("npx eslint .").status.code(), Some(3));
+
+    assert_eq!(check("npm init -y").status.code(), Some(0));
+    assert_eq!(check("npm init vite@latest app").status.code(), Some(3));
 }

@@ -377,6 +377,106 @@ impl CcServer {
         output
     }
 
+    /// Runs to completion in a session of its own with a fresh
+    /// pseudo-terminal as its controlling terminal (`/dev/tty`), while its
+    /// stdin, stdout and stderr stay pipes (`input` on stdin). Once the
+    /// terminal shows `prompt`, `typed` is typed on it. Returns the output
+    /// and what the terminal showed up to then.
+    pub fn output_on_terminal(
+        mut self,
+        input: &[u8],
+        prompt: &str,
+        typed: &[u8],
+    ) -> (Output, String) {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        use std::os::unix::process::CommandExt;
+        let (mut master, mut slave) = (0, 0);
+        // SAFETY: openpty fills two descriptors; null name/termios/winsize are allowed.
+        let rc = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+        for fd in [master, slave] {
+            // SAFETY: fcntl on descriptors we just opened: no other child keeps them.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
+        // SAFETY: both descriptors are open and owned by nothing else.
+        let (mut master, slave) = unsafe {
+            (
+                std::fs::File::from_raw_fd(master),
+                std::fs::File::from_raw_fd(slave),
+            )
+        };
+        let slave_fd = slave.as_raw_fd();
+        // SAFETY: setsid and ioctl are async-signal-safe; the slave is open in
+        // the child until exec (close-on-exec), and stays its controlling terminal.
+        unsafe {
+            self.command.pre_exec(move || {
+                if libc::setsid() < 0 || libc::ioctl(slave_fd, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let person = {
+            let done = Arc::clone(&done);
+            let (prompt, typed) = (prompt.to_owned(), typed.to_vec());
+            std::thread::spawn(move || {
+                let mut shown = Vec::new();
+                let mut buf = [0u8; 4096];
+                let mut answered = false;
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    let mut fd = libc::pollfd {
+                        fd: master.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd for the duration of the call.
+                    if unsafe { libc::poll(&mut fd, 1, 50) } <= 0 {
+                        continue;
+                    }
+                    match master.read(&mut buf) {
+                        Ok(n) => shown.extend_from_slice(&buf[..n]),
+                        Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                    }
+                    if !answered && String::from_utf8_lossy(&shown).contains(&prompt) {
+                        master.write_all(&typed).unwrap();
+                        answered = true;
+                    }
+                }
+                String::from_utf8_lossy(&shown).into_owned()
+            })
+        };
+        let output = self.output_with_stdin(input);
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        let shown = person.join().unwrap();
+        drop(slave);
+        (output, shown)
+    }
+
+    /// Runs to completion in a session of its own with no controlling
+    /// terminal (as under a daemon or an agent's pipes), `input` on stdin.
+    pub fn output_without_terminal(mut self, input: &[u8]) -> Output {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: setsid is async-signal-safe.
+        unsafe {
+            self.command.pre_exec(|| {
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        self.output_with_stdin(input)
+    }
+
     /// The private home, kept alive by whoever needs it to outlive `self`.
     pub fn home(&self) -> Arc<tempfile::TempDir> {
         Arc::clone(&self._home)

@@ -46,6 +46,8 @@ pub struct Question {
     pub mode: String,
     pub rule: String,
     pub reasons: Vec<String>,
+    /// What asks, one entry per class (`install a package: npm install`).
+    pub asking: Vec<String>,
 }
 
 /// The approver connections and the prompts waiting on them.
@@ -79,8 +81,10 @@ impl Approvals {
     }
 
     /// Connects an owner: prompts arrive on the receiver (one JSON object
-    /// each) until the returned [`Approver`] is dropped.
-    pub fn connect(self: &Arc<Self>) -> (Approver, mpsc::UnboundedReceiver<serde_json::Value>) {
+    /// each) until the returned [`OwnerConnection`] is dropped.
+    pub fn connect(
+        self: &Arc<Self>,
+    ) -> (OwnerConnection, mpsc::UnboundedReceiver<serde_json::Value>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut inner = self.lock();
         inner.next_id += 1;
@@ -95,7 +99,7 @@ impl Approvals {
             "an owner connected for approvals"
         );
         (
-            Approver {
+            OwnerConnection {
                 approvals: Arc::clone(self),
                 id,
             },
@@ -122,6 +126,7 @@ impl Approvals {
                 "mode": question.mode,
                 "rule": question.rule,
                 "reasons": question.reasons,
+                "asking": question.asking,
                 "timeoutSecs": self.timeout.as_secs(),
             });
             inner
@@ -190,12 +195,12 @@ fn answer_name(answer: Answer) -> &'static str {
 }
 
 /// One owner's connection; dropping it disconnects the owner.
-pub struct Approver {
+pub struct OwnerConnection {
     approvals: Arc<Approvals>,
     id: u64,
 }
 
-impl Drop for Approver {
+impl Drop for OwnerConnection {
     fn drop(&mut self) {
         self.approvals.disconnect(self.id);
     }
@@ -212,6 +217,7 @@ mod tests {
             mode: "chat".into(),
             rule: "chat: push to a remote asks first (git push)".into(),
             reasons: vec![],
+            asking: vec!["push to a remote: git push".into()],
         }
     }
 

@@ -3,17 +3,44 @@
 //! Every command any entry point runs passes [`CommandPolicy::admit`] inside
 //! `Session::exec` before the backend sees it: the argv becomes a shell line,
 //! `sandbox-policy` classifies every command in it, the mode's table and the
-//! guardrails decide, and a prompt goes to a connected owner (none connected
-//! means deny). The sandbox has no way to answer a prompt.
+//! guardrails decide, and a prompt goes to the policy's [`Approver`]: the
+//! owners connected to the API (none connected means deny), or for
+//! `cc_server run --ask` the person at its terminal. The sandbox has no way
+//! to answer a prompt.
 
 pub mod approvals;
+pub mod terminal;
+pub mod workdir;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sandbox_policy::{Decision, Guardrails, SandboxMode, Verdict};
+use futures_util::future::BoxFuture;
+use sandbox_policy::{Decision, Guardrails, SandboxMode, Verdict, Workdir};
 
 use self::approvals::{Answer, Approvals, Question};
+use self::workdir::HostDir;
+
+/// Who answers a prompt (SPEC H4): one seam, so every way of asking —
+/// owners on `GET /v1/approvals` ([`Approvals`]), the terminal of `run
+/// --ask` ([`terminal::Terminal`]) — gets the same question and its answer
+/// is applied in one place, [`CommandPolicy::admit`].
+pub trait Approver: Send + Sync {
+    /// Asks about one command: `Ok` lets this one command run; `Err` says
+    /// why the answer is deny, for the refusal the client sees.
+    fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Result<(), String>>;
+}
+
+impl Approver for Approvals {
+    fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            match Approvals::ask(self, question).await {
+                Answer::Allowed => Ok(()),
+                other => Err(other.refusal().unwrap_or("the owner denied it").to_owned()),
+            }
+        })
+    }
+}
 
 /// The warning logged at every start while the policy is off.
 pub const OFF_NOTICE: &str = "command policy OFF ([policy] enforce = false in the config): \
@@ -27,7 +54,11 @@ pub struct CommandPolicy {
     pub guardrails: Guardrails,
     /// The guardrails file, when one was given.
     pub guardrails_file: Option<PathBuf>,
+    /// The owners' connections, for the API's `/v1/approvals` routes.
     pub approvals: Arc<Approvals>,
+    /// Who a prompt goes to: `approvals` unless a run chose otherwise
+    /// ([`CommandPolicy::answered_by`]).
+    approver: Arc<dyn Approver>,
 }
 
 impl std::fmt::Debug for CommandPolicy {
@@ -42,11 +73,13 @@ impl std::fmt::Debug for CommandPolicy {
 
 impl Default for CommandPolicy {
     fn default() -> Self {
+        let approvals = Approvals::new(approvals::DEFAULT_TIMEOUT);
         Self {
             enforce: true,
             guardrails: Guardrails::default(),
             guardrails_file: None,
-            approvals: Approvals::new(approvals::DEFAULT_TIMEOUT),
+            approver: Arc::clone(&approvals) as Arc<dyn Approver>,
+            approvals,
         }
     }
 }
@@ -56,12 +89,12 @@ impl Default for CommandPolicy {
 pub struct Refusal {
     pub verdict: Verdict,
     /// For a prompt: why it ended as a deny.
-    pub answer: Option<&'static str>,
+    pub answer: Option<String>,
 }
 
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.answer {
+        match &self.answer {
             Some(answer) => write!(f, "refused by policy: {}; {answer}", self.verdict.rule),
             None => write!(f, "refused by policy: {}", self.verdict.rule),
         }
@@ -70,17 +103,33 @@ impl std::fmt::Display for Refusal {
 
 impl CommandPolicy {
     pub fn from_settings(settings: &crate::config::PolicySettings) -> Self {
+        let approvals = Approvals::new(settings.approval_timeout);
         Self {
             enforce: settings.enforce,
             guardrails: settings.guardrails.clone(),
             guardrails_file: settings.guardrails_file.clone(),
-            approvals: Approvals::new(settings.approval_timeout),
+            approver: Arc::clone(&approvals) as Arc<dyn Approver>,
+            approvals,
         }
     }
 
-    /// The verdict for one command line in one mode (no owner asked).
+    /// The same policy with prompts going to `approver` instead of the
+    /// API's owners (`run --ask`: the terminal).
+    pub fn answered_by(self, approver: Arc<dyn Approver>) -> Self {
+        Self { approver, ..self }
+    }
+
+    /// The verdict for one command line in one mode (no owner asked),
+    /// knowing nothing of the working directory.
     pub fn check(&self, line: &str, mode: SandboxMode) -> Verdict {
-        sandbox_policy::decide_with(&sandbox_policy::analyze(line), mode, &self.guardrails)
+        self.check_in(line, mode, &Workdir::default())
+    }
+
+    /// [`CommandPolicy::check`] for a line run in a directory whose facts
+    /// the host read ([`workdir::look`]).
+    pub fn check_in(&self, line: &str, mode: SandboxMode, workdir: &Workdir) -> Verdict {
+        let analysis = sandbox_policy::analyze_in(line, workdir);
+        sandbox_policy::decide_with(&analysis, mode, &self.guardrails)
     }
 
     /// The "Access the network" rule for a run in `mode`, read once at
@@ -94,18 +143,30 @@ impl CommandPolicy {
         (decision == Decision::Deny).then_some(rule)
     }
 
-    /// Lets a command through, asks the owner, or refuses it.
+    /// Lets a command through, asks the approver, or refuses it. `place` is
+    /// where it runs on the host, when that is in a bind: its
+    /// `node_modules/.bin` is read for the classifier ([`Workdir`]).
     pub async fn admit(
         &self,
         session_id: &str,
         mode: SandboxMode,
         argv: &[String],
+        place: Option<HostDir>,
     ) -> Result<Option<Verdict>, Refusal> {
         if !self.enforce {
             return Ok(None);
         }
         let line = command_line(argv);
-        let verdict = self.check(&line, mode);
+        let workdir = match place {
+            Some(place) if workdir::matters_for(&line) => {
+                let line = line.clone();
+                tokio::task::spawn_blocking(move || workdir::look(&place, &line))
+                    .await
+                    .unwrap_or_default()
+            }
+            _ => Workdir::default(),
+        };
+        let verdict = self.check_in(&line, mode, &workdir);
         match verdict.decision {
             Decision::Allow => Ok(Some(verdict)),
             Decision::Deny => Err(Refusal {
@@ -119,12 +180,13 @@ impl CommandPolicy {
                     mode: mode.as_str().to_owned(),
                     rule: verdict.rule.clone(),
                     reasons: verdict.reasons.clone(),
+                    asking: verdict.asking.clone(),
                 };
-                match self.approvals.ask(&question).await {
-                    Answer::Allowed => Ok(Some(verdict)),
-                    other => Err(Refusal {
+                match self.approver.ask(&question).await {
+                    Ok(()) => Ok(Some(verdict)),
+                    Err(why) => Err(Refusal {
                         verdict,
-                        answer: other.refusal(),
+                        answer: Some(why),
                     }),
                 }
             }
@@ -202,6 +264,7 @@ mod tests {
                 "s",
                 SandboxMode::Chat,
                 &argv(&["git", "push", "origin", "main"]),
+                None,
             )
             .await
             .unwrap_err();
@@ -221,7 +284,7 @@ mod tests {
         };
         assert!(
             policy
-                .admit("s", SandboxMode::Plan, &argv(&["sudo", "x"]))
+                .admit("s", SandboxMode::Plan, &argv(&["sudo", "x"]), None)
                 .await
                 .is_ok()
         );

@@ -1,12 +1,14 @@
 //! `cc_server policy check`: what the command policy would decide for a
-//! command line, and why (SPEC H6, H7). Nothing runs.
+//! command line run from the current directory, and why (SPEC H6, H7).
+//! Nothing runs; the one thing read is the directory's `node_modules/.bin`
+//! for `npx` (as `run` reads it).
 
 use std::process::ExitCode;
 
 use sandbox_policy::Decision;
 
 use crate::cli::CheckArgs;
-use crate::command_policy::{CommandPolicy, OFF_NOTICE};
+use crate::command_policy::{CommandPolicy, OFF_NOTICE, workdir};
 use crate::config::Settings;
 use crate::wire;
 
@@ -20,7 +22,18 @@ pub fn check(settings: &Settings, args: &CheckArgs) -> ExitCode {
         eprintln!("cc_server: warning: {OFF_NOTICE} (the decision below is not enforced)");
     }
     let line = args.line.join(" ");
-    let verdict = policy.check(&line, args.mode);
+    // As `run` would see it here: the current directory is its bind.
+    let workdir = match std::env::current_dir() {
+        Ok(cwd) if workdir::matters_for(&line) => workdir::look(
+            &workdir::HostDir {
+                dir: cwd.clone(),
+                root: cwd,
+            },
+            &line,
+        ),
+        _ => Default::default(),
+    };
+    let verdict = policy.check_in(&line, args.mode, &workdir);
     if args.json {
         let mut answer = wire::verdict_json(&verdict);
         answer["mode"] = args.mode.as_str().into();

@@ -6,7 +6,8 @@
 //! itself exit with 125, a command that is not found with 127, one that may
 //! not be executed — or that the command policy refused — with 126. `run`
 //! has no owner connection, so a command the policy would ask about is
-//! refused (SPEC H4).
+//! refused (SPEC H4) — unless `--ask` makes the person at the terminal its
+//! approver ([`Terminal`]; issue 15 item 6).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -17,6 +18,8 @@ use sandbox_plugin_api::{ErrorCode, EventBody, ExecRequest, SandboxBindMount, Sa
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cli::{OnOff, RunArgs};
+use crate::command_policy::CommandPolicy;
+use crate::command_policy::terminal::Terminal;
 use crate::config::Settings;
 use crate::sessions::{ExecStream, Session, SessionError, Sessions};
 use crate::{EXIT_FAILURE, backends, env, input, wire};
@@ -27,7 +30,13 @@ pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode>
     let settings_for_discovery = settings.clone();
     let registry =
         tokio::task::spawn_blocking(move || backends::discover(&settings_for_discovery)).await?;
-    let launch = backends::launch_settings(settings, &registry);
+    let mut launch = backends::launch_settings(settings, &registry);
+    if args.ask {
+        let terminal = Terminal::new(settings.policy.approval_timeout);
+        launch.commands = Arc::new(
+            CommandPolicy::from_settings(&settings.policy).answered_by(Arc::new(terminal)),
+        );
+    }
     let sessions = Sessions::new(Arc::new(registry), launch);
 
     let session = sessions.create(spec, args.backend.as_deref()).await?;

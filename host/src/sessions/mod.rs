@@ -21,7 +21,7 @@ use sandbox_registry::select::{SelectError, Selection};
 
 pub use self::plan::{EgressPlan, LaunchPlan, LaunchSettings, plan_launch};
 use self::router::Router;
-use crate::command_policy::{CommandPolicy, Refusal};
+use crate::command_policy::{CommandPolicy, Refusal, workdir};
 use crate::egress::{EgressError, Reach, SessionEgress};
 use crate::env;
 
@@ -212,6 +212,7 @@ impl Sessions {
         }
         let id = spec.session_id.clone();
         let (mode, network_enabled) = (spec.mode, spec.network_enabled);
+        let (binds, workdir) = (spec.bind_mounts.clone(), spec.guest_workdir.clone());
         let mut reservation = self.reserve(&id)?;
         let router = Arc::new(Router::default());
         // SPEC E1: this session's own proxies, before the sandbox exists.
@@ -256,6 +257,8 @@ impl Sessions {
             sandbox,
             router,
             mode,
+            binds,
+            workdir,
             network_enabled,
             network_rule,
             egress: tokio::sync::Mutex::new(reservation.egress.take()),
@@ -351,6 +354,10 @@ pub struct Session {
     router: Arc<Router>,
     /// The spec's mode: which command policy applies (SPEC H3).
     mode: SandboxMode,
+    /// The spec's binds and working directory: where a command runs on the
+    /// host, for the classifier's [`sandbox_policy::Workdir`].
+    binds: Vec<sandbox_plugin_api::SandboxBindMount>,
+    workdir: Option<std::path::PathBuf>,
     /// The network setting the backend was given (SPEC E5).
     network_enabled: bool,
     /// The rule that turned the network off, if one did (SPEC E5).
@@ -458,9 +465,14 @@ impl Session {
     ) -> Result<ExecStream, SessionError> {
         self.check_live()?;
         self.check_capabilities(&request)?;
+        let place = request
+            .cwd
+            .as_ref()
+            .or(self.workdir.as_ref())
+            .and_then(|cwd| workdir::plan_host_dir(&self.binds, cwd));
         let verdict = self
             .commands
-            .admit(&self.id, self.mode, &request.argv)
+            .admit(&self.id, self.mode, &request.argv, place)
             .await
             .map_err(|refusal| {
                 tracing::info!(session = %self.id, "{refusal}");
