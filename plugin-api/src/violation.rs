@@ -33,8 +33,8 @@ pub struct Explanation {
 pub fn explain(action: &str) -> Option<Explanation> {
     let (rule, remedy, inferred) = match action {
         FILE_WRITE_CREATE => (
-            "the dispatch policy forbids creating files of this name (secrets, rc files, git hooks, agent config)",
-            "the globs are `[dispatch_policy] write_deny_globs` in the config",
+            "the create-time guard refuses this name here: a glob of the dispatch policy (secrets, rc files, git hooks, agent config) or what protects a repository that existed at launch",
+            "the globs are `[dispatch_policy] write_deny_globs` in the config; a repository's protection is not configurable",
             false,
         ),
         FILE_WRITE => (

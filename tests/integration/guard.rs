@@ -3064,3 +3064,83 @@ int main(void) {
         }
     }
 }
+
+/// Issue 14 item 5, the nested-repository chain: in a repository that
+/// existed at launch, the index stays writable (`git add` needs it), so a
+/// command could register a submodule and give it a git directory of its
+/// own — a new `sub/.git` directory, a `sub/.git` file pointing anywhere
+/// (gitdir redirect), or a repository made next door and moved in — whose
+/// `core.fsmonitor` the host's next `git status` in the repository runs.
+/// Each is refused, naming the rule; outside the repository, and inside it
+/// for ordinary work, git works. Host: `git status` runs nothing.
+#[test]
+fn no_repository_of_the_commands_appears_inside_an_existing_one() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let proj = w.join("proj");
+    committed_repo(&proj, "p.txt");
+    // Not bound: only the host could touch it.
+    let host_only = tempfile::tempdir().unwrap();
+    let marker = host_only.path().join("MARKER");
+    let m = s(&marker);
+    let evil = format!(
+        "git init -q evil && git -C evil config core.fsmonitor 'touch {m}; false' && \
+         git -C evil commit -q --allow-empty -m e"
+    );
+    let link =
+        "git -C proj update-index --add --cacheinfo 160000,$(git -C evil rev-parse HEAD),sub";
+    let mut script = String::from(
+        "export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@example.com \
+         GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@example.com\n",
+    );
+    script += &attempt("outside", &evil);
+    script += &attempt("register", link);
+    // The redirect first: without the rule it alone completes the chain
+    // (checked by hand on the host: `git status` then runs the payload).
+    script += &attempt(
+        "gitfile",
+        &format!(
+            "mkdir -p proj/sub && echo 'gitdir: {}/evil/.git' > proj/sub/.git",
+            s(w)
+        ),
+    );
+    script += &attempt("moved-in", "rmdir proj/sub && mv evil proj/sub 2>/dev/null");
+    script += &attempt("nested-init", "git init -q proj/sub 2>/dev/null");
+    script += &attempt("clone-in", "git clone -q evil proj/vendor 2>/dev/null");
+    script += &attempt("mv-inside", "mkdir proj/a && mv proj/a proj/b");
+    script += &attempt("commit", "git -C proj commit -q --allow-empty -m inside");
+    script += &attempt("clone-outside", "git clone -q evil copy");
+    let out = guard_sh(&plugins, w, &[], &script);
+    for ok in [
+        "outside",
+        "register",
+        "mv-inside",
+        "commit",
+        "clone-outside",
+    ] {
+        assert_line(&out, &format!("{ok}=ok"));
+    }
+    assert_failed(&out, &["nested-init", "moved-in", "gitfile", "clone-in"]);
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("no new repository inside the existing repository"),
+        "{}",
+        both(&out)
+    );
+    assert!(!proj.join("sub/.git").exists(), "{}", both(&out));
+    // The host's own git, in the repository, as its user would run it.
+    let status = Command::new("git")
+        .args(["status", "--short"])
+        .current_dir(&proj)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", text(&status.stderr));
+    assert!(
+        !marker.exists(),
+        "the host's git ran the command's fsmonitor"
+    );
+}

@@ -248,6 +248,10 @@ async fn relay(stream: &mut ExecStream, session: &Arc<Session>, json: bool) -> E
             }
             EventBody::Violation(v) => {
                 eprintln!("cc_server: violation: {} {}", v.action, v.target);
+                // The guard names the very rule in its record.
+                if !json && let Some(rule) = v.raw.as_deref().and_then(guard_rule) {
+                    eprintln!("cc_server:   rule: {rule}");
+                }
                 // The rule and the remedy, once per kind of refusal.
                 if !json
                     && !explained.contains(&v.action)
@@ -283,6 +287,12 @@ async fn relay(stream: &mut ExecStream, session: &Arc<Session>, json: bool) -> E
         eprintln!("cc_server: error: {message}");
     }
     ExitCode::from(EXIT_FAILURE)
+}
+
+/// The rule of a create-time guard record (`… rule=RULE -> ERRNO`).
+fn guard_rule(raw: &str) -> Option<&str> {
+    let rest = raw.split_once(" rule=")?.1;
+    Some(rest.rsplit_once(" -> ").map_or(rest, |(rule, _)| rule))
 }
 
 /// Writes and flushes; `false` once the other end is gone.

@@ -321,6 +321,22 @@ fn exists(parent: &OwnedFd, name: &CStr) -> bool {
     }
 }
 
+/// Whether the name (not followed) is a directory.
+fn is_dir(parent: &OwnedFd, name: &CStr) -> bool {
+    // SAFETY: zeroed stat is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatat relative to a descriptor we hold.
+    let found = unsafe {
+        libc::fstatat(
+            parent.as_raw_fd(),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        ) == 0
+    };
+    found && st.st_mode & libc::S_IFMT == libc::S_IFDIR
+}
+
 /// Whether the name (not followed) is a file protected at start, under
 /// whatever path it has now: renaming an ancestor moves a protected file
 /// to a path its glob may not name (`existing:` globs protect the paths
@@ -858,6 +874,20 @@ fn rename(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -> Step<Outc
             .or_else(|| rules.check_structure_of_new(&to_path))
     };
     if let Some(refusal) = refusal {
+        return Err(deny("file-write-create", &to_path, refusal, "rename"));
+    }
+    // A directory moved into an existing repository from outside it (either
+    // way round for RENAME_EXCHANGE) could carry a repository of its own.
+    let exchange = flags & libc::RENAME_EXCHANGE != 0;
+    let moved_in = is_dir(&from.parent, &from_name_c)
+        .then(|| rules.check_move_into_repository(&from_path, &to_path))
+        .flatten()
+        .or_else(|| {
+            (exchange && is_dir(&to.parent, &to_name_c))
+                .then(|| rules.check_move_into_repository(&to_path, &from_path))
+                .flatten()
+        });
+    if let Some(refusal) = moved_in {
         return Err(deny("file-write-create", &to_path, refusal, "rename"));
     }
     let (from_name, to_name) = (from.name_c()?, to.name_c()?);

@@ -33,6 +33,7 @@ pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
     let mut found = Vec::new();
     let mut existing = Vec::new();
     let mut hooks = Vec::new();
+    let mut repositories = Vec::new();
     let mut stack: Vec<std::path::PathBuf> = roots;
     while let Some(dir) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -48,12 +49,20 @@ pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
                 for dir in hooks {
                     rules.protect_hooks_dir(dir);
                 }
+                for worktree in repositories {
+                    rules.protect_repository(worktree);
+                }
                 return false;
             }
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
             let path = entry.path();
+            if entry.file_name() == ".git"
+                && let Some(worktree) = path.parent()
+            {
+                repositories.push(worktree.to_path_buf());
+            }
             if kind.is_dir() {
                 if is_git_hooks_dir(&path) {
                     hooks.push(path.clone());
@@ -80,6 +89,9 @@ pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
     }
     for dir in hooks {
         rules.protect_hooks_dir(dir);
+    }
+    for worktree in repositories {
+        rules.protect_repository(worktree);
     }
     rules.scan_completed();
     true

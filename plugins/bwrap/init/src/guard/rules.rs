@@ -49,6 +49,13 @@ pub struct Rules {
     /// below a `.git` (a submodule's whose name holds `/`, or nested
     /// deeper than the globs reach, included): nothing may be made in them.
     hooks_dirs: HashSet<PathBuf>,
+    /// Worktrees of the repositories seen at start (a directory holding a
+    /// `.git`): no new repository may appear strictly inside one. Its git
+    /// directory would be the command's, and the host's next `git status`
+    /// in the outer repository runs it once the index names it a submodule
+    /// (the index stays writable: `git add` needs it) — its `config` can
+    /// hold `core.fsmonitor`.
+    repositories: HashSet<PathBuf>,
     /// Whether the start-up scan saw everything; if not, every existing file
     /// an `existing:` glob matches is protected (fail closed).
     scan_complete: bool,
@@ -79,6 +86,7 @@ impl Rules {
             existing: HashSet::new(),
             existing_dirs: HashSet::new(),
             hooks_dirs: HashSet::new(),
+            repositories: HashSet::new(),
             scan_complete: false,
         })
     }
@@ -111,6 +119,35 @@ impl Rules {
     pub fn protect_hooks_dir(&mut self, dir: PathBuf) {
         self.pin_directories_of(&dir.join("x"));
         self.hooks_dirs.insert(dir);
+    }
+
+    /// Records the worktree of a repository found at start.
+    pub fn protect_repository(&mut self, worktree: PathBuf) {
+        self.repositories.insert(worktree);
+    }
+
+    /// The repository seen at start whose worktree holds `path` strictly
+    /// inside it.
+    fn repository_around<'p>(&self, path: &'p Path) -> Option<&'p Path> {
+        path.ancestors()
+            .skip(1)
+            .find(|a| self.repositories.contains(*a))
+    }
+
+    /// Whether moving the directory at `from` to `to` (canonical) brings a
+    /// tree into an existing repository from outside it: the tree may hold
+    /// a `.git` (a repository made next door, then moved in), and judging
+    /// its contents would race with the command, so the move is refused
+    /// whole. Moves within a repository, and of files, are not.
+    pub fn check_move_into_repository(&self, from: &Path, to: &Path) -> Option<Refusal> {
+        let repository = self.repository_around(to)?;
+        (!from.starts_with(repository)).then(|| Refusal {
+            rule: format!(
+                "no directory may be moved into the existing repository {} from outside it \
+                 (it could carry a repository of the command's); copy it instead",
+                repository.display()
+            ),
+        })
     }
 
     fn pin_directories_of(&mut self, path: &Path) {
@@ -167,6 +204,10 @@ impl Rules {
         self.relatives(path)
             .any(|(rel, home)| !rel.is_empty() && self.globs.matching(&rel, home).is_some())
             || path.parent().is_some_and(|d| self.hooks_dirs.contains(d))
+            || (path.file_name().is_some_and(|n| n == ".git")
+                && path
+                    .parent()
+                    .is_some_and(|d| self.repository_around(d).is_some()))
     }
 
     /// Whether changing or removing the existing file at `path` (canonical,
@@ -211,6 +252,20 @@ impl Rules {
                 let dir = path.parent().filter(|d| self.hooks_dirs.contains(*d))?;
                 Some(Refusal {
                     rule: format!("{} is a git hooks directory", dir.display()),
+                })
+            })
+            .or_else(|| {
+                if path.file_name().is_none_or(|n| n != ".git") {
+                    return None;
+                }
+                let repository = self.repository_around(path.parent()?)?;
+                Some(Refusal {
+                    rule: format!(
+                        "no new repository inside the existing repository {}: the host's git \
+                         would run its git directory (a submodule's config runs code on the next \
+                         `git status`); clone or initialize it on the host, or outside {0}",
+                        repository.display()
+                    ),
                 })
             })
     }
@@ -454,6 +509,29 @@ mod tests {
             r.check_create(Path::new("/work/proj/repo/.git/modules/libs/a/config.lock"))
                 .is_none()
         );
+    }
+
+    /// Issue 14 item 5: no repository (a `.git` directory or gitdir file)
+    /// appears inside one that existed at start, and no directory moves in
+    /// from outside it; outside it, and inside its own `.git`, nothing
+    /// changes.
+    #[test]
+    fn no_new_repository_inside_an_existing_one() {
+        let mut rules = rules();
+        rules.protect_repository("/w/proj".into());
+        let refused = |p: &str| rules.check_create(Path::new(p)).is_some();
+        assert!(refused("/w/proj/sub/.git"));
+        assert!(refused("/w/proj/a/b/.git"));
+        assert!(!refused("/w/other/.git"));
+        assert!(!refused("/w/proj/sub/.gitignore"));
+        let moved = |from: &str, to: &str| {
+            rules
+                .check_move_into_repository(Path::new(from), Path::new(to))
+                .is_some()
+        };
+        assert!(moved("/w/evil", "/w/proj/sub"));
+        assert!(!moved("/w/proj/a", "/w/proj/b"));
+        assert!(!moved("/w/proj/a", "/w/elsewhere"));
     }
 
     #[test]
