@@ -609,8 +609,9 @@ struct Shown {
 impl Shown {
     /// Binds what no bind shows already: each toolchain read-only (an exec
     /// root), each cache read-only at its path for sandbox-init to mount
-    /// its overlay on, unless a bind lies inside it (the overlay would
-    /// hide the bind). Masks for secrets under a toolchain come later with
+    /// its overlay on — neither when a bind lies inside it (a toolchain
+    /// would show the bind's neighbours, an overlay would hide the bind).
+    /// Masks for secrets under a toolchain come later with
     /// the others; a cache's are whiteouts in its overlay.
     fn plan(found: &Found, views: &[View], args: &mut Args, exec_from: &mut Vec<PathBuf>) -> Self {
         let by_bind = |host: &Path| views.iter().any(|v| v.guest_of(host).is_some());
@@ -623,11 +624,22 @@ impl Shown {
                 .map(|(p, why)| (p.clone(), why.to_string()))
                 .collect(),
         };
+        // A directory holding a bind would show the bind's neighbours.
+        let holds_bind = |dir: &Path| {
+            views
+                .iter()
+                .any(|v| v.guest.starts_with(dir) || v.host.starts_with(dir))
+        };
         for t in &found.toolchains {
-            if by_bind(&t.host) {
-                shown
-                    .skipped
-                    .push((t.host.clone(), "a bind shows it".into()));
+            let why = if by_bind(&t.host) {
+                Some("a bind shows it")
+            } else if t.guests.iter().any(|g| holds_bind(g)) || holds_bind(&t.host) {
+                Some("a bind lies inside it")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                shown.skipped.push((t.host.clone(), why.into()));
                 continue;
             }
             for guest in &t.guests {
@@ -643,10 +655,7 @@ impl Shown {
         for cache in &found.caches {
             let why = if by_bind(&cache.path) {
                 Some("a bind shows it")
-            } else if views
-                .iter()
-                .any(|v| v.guest.starts_with(&cache.path) || v.host.starts_with(&cache.path))
-            {
+            } else if holds_bind(&cache.path) {
                 Some("a bind lies inside it")
             } else {
                 None

@@ -1071,6 +1071,21 @@ fn binds_win_over_toolchains_and_caches() {
         "{:?}",
         plan.skipped
     );
+    // A PATH entry holding the work dir would show its neighbours.
+    let found = found_on(&host, "/work", &[]);
+    let plan = run_with_toolchains(
+        &spec_with(vec![bind("/work/proj", false)]),
+        &host,
+        &[],
+        &found,
+    );
+    assert!(plan.toolchains.is_empty(), "{:?}", plan.toolchains);
+    assert!(
+        plan.skipped
+            .contains(&("/work".into(), "a bind lies inside it".into())),
+        "{:?}",
+        plan.skipped
+    );
 }
 
 /// C1: secrets are masked under configured `system_paths` too (they were
