@@ -28,6 +28,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::layout::{mount_fs as mount, read_only_bind};
+
 /// What PID 1 is told (`--caches JSON`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -175,12 +177,10 @@ impl CacheOverlays {
                     | libc::MS_RDONLY
                     | libc::MS_NOSUID
                     | libc::MS_NODEV;
-                mount(Some(dir), dir, None, libc::MS_BIND, None)
-                    .and_then(|()| mount(None, dir, None, flags, None))
-                    .map_err(|source| CacheError::ReadOnly {
-                        dir: dir.clone(),
-                        source,
-                    })?;
+                read_only_bind(dir, flags).map_err(|source| CacheError::ReadOnly {
+                    dir: dir.clone(),
+                    source,
+                })?;
             }
         }
         let target = c_string(&self.staging).map_err(|source| CacheError::Detach {
@@ -207,36 +207,6 @@ fn whiteout(at: &Path) -> io::Result<()> {
     let path = c_string(&at.display().to_string())?;
     // SAFETY: mknod of a valid C string path; a 0/0 device is a whiteout.
     if unsafe { libc::mknod(path.as_ptr(), libc::S_IFCHR, libc::makedev(0, 0)) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// `mount(2)` with optional source, type and data.
-fn mount(
-    source: Option<&str>,
-    target: &str,
-    fstype: Option<&str>,
-    flags: libc::c_ulong,
-    data: Option<&str>,
-) -> io::Result<()> {
-    let source = source.map(c_string).transpose()?;
-    let target = c_string(target)?;
-    let fstype = fstype.map(c_string).transpose()?;
-    let data = data.map(c_string).transpose()?;
-    let ptr = |s: &Option<CString>| s.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
-    // SAFETY: every pointer is a valid C string or null, alive for the call.
-    let done = unsafe {
-        libc::mount(
-            ptr(&source),
-            target.as_ptr(),
-            ptr(&fstype),
-            flags,
-            ptr(&data).cast(),
-        )
-    };
-    if done == 0 {
         Ok(())
     } else {
         Err(io::Error::last_os_error())

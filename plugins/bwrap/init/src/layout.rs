@@ -342,7 +342,7 @@ fn pipe() -> io::Result<(libc::c_int, libc::c_int)> {
 
 /// Binds `point` onto itself and remounts that bind with `flags` (which
 /// carry `MS_RDONLY`); a point that does not exist is skipped.
-fn read_only_bind(point: &str, flags: libc::c_ulong) -> io::Result<()> {
+pub(crate) fn read_only_bind(point: &str, flags: libc::c_ulong) -> io::Result<()> {
     if std::fs::symlink_metadata(point).is_err() {
         return Ok(());
     }
@@ -362,20 +362,31 @@ fn remount(point: &str, flags: libc::c_ulong) -> io::Result<()> {
 
 /// `mount(2)` of `source` (or none) at `point`, with no type or data.
 fn mount_at(source: Option<&str>, point: &str, flags: libc::c_ulong) -> io::Result<()> {
-    let target = std::ffi::CString::new(point).map_err(io::Error::other)?;
-    let source = source
-        .map(std::ffi::CString::new)
-        .transpose()
-        .map_err(io::Error::other)?;
-    // SAFETY: the paths are valid C strings (or null for no source); no
-    // type or data.
+    mount_fs(source, point, None, flags, None)
+}
+
+/// `mount(2)` with an optional source, file system type and data.
+pub(crate) fn mount_fs(
+    source: Option<&str>,
+    point: &str,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> io::Result<()> {
+    let c = |text: &str| std::ffi::CString::new(text).map_err(io::Error::other);
+    let target = c(point)?;
+    let source = source.map(c).transpose()?;
+    let fstype = fstype.map(c).transpose()?;
+    let data = data.map(c).transpose()?;
+    let ptr = |s: &Option<std::ffi::CString>| s.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
+    // SAFETY: every pointer is a valid C string or null, alive for the call.
     let done = unsafe {
         libc::mount(
-            source.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            ptr(&source),
             target.as_ptr(),
-            std::ptr::null(),
+            ptr(&fstype),
             flags,
-            std::ptr::null(),
+            ptr(&data).cast(),
         )
     };
     if done == 0 {
