@@ -287,6 +287,18 @@ mod tests {
         assert_eq!(env["GIT_TEMPLATE_DIR"], "");
     }
 
+    /// G4: an API exec looks commands up on the server's own PATH, where
+    /// the bwrap backend found the toolchains it shows.
+    #[test]
+    fn the_api_base_path_is_the_servers() {
+        let base = api_base();
+        match std::env::var("PATH") {
+            Ok(path) if !path.is_empty() => assert_eq!(base["PATH"], path),
+            _ => assert_eq!(base["PATH"], DEFAULT_PATH),
+        }
+        assert_eq!(base["LANG"], "C.UTF-8");
+    }
+
     #[test]
     fn every_entry_has_a_reason() {
         for (name, why) in STRIPPED.iter().chain(STRIPPED_PREFIXES) {

@@ -415,17 +415,119 @@ fn the_handle_lists_toolchains_and_an_api_exec_finds_cargo() {
             .any(|s| s["path"] == "." && s["why"].as_str().unwrap().contains("relative")),
         "{details}"
     );
-    let response = server.call(
-        "POST",
-        "/v1/sandboxes/tc/exec",
-        Some(&json!({"argv": ["cargo", "--version"]}).to_string()),
-    );
-    assert_eq!(response.status, 200, "{}", text(&response.body));
-    let events = response.lines();
+    let exec = |argv: &[&str]| {
+        let response = server.call(
+            "POST",
+            "/v1/sandboxes/tc/exec",
+            Some(&json!({ "argv": argv }).to_string()),
+        );
+        assert_eq!(response.status, 200, "{}", text(&response.body));
+        response.lines()
+    };
+    let events = exec(&["cargo", "--version"]);
     assert_eq!(exit_code(&events), 0, "{events:?}");
     assert!(
         joined(&events, "stdout").starts_with("cargo "),
         "{events:?}"
     );
+    // A publish token the host writes while the sandbox runs stays hidden:
+    // the overlay's whiteout is there from the start, file or no file.
+    let late = cargo_home.path().join("credentials");
+    std::fs::write(&late, format!("{marker}-late\n")).unwrap();
+    let script = format!("cat {0}; ls -A {1}", s(&late), s(cargo_home.path()));
+    let events = exec(&["sh", "-c", &script]);
+    let seen = format!("{}{}", joined(&events, "stdout"), joined(&events, "stderr"));
+    assert!(!seen.contains(&marker), "{events:?}");
+    assert!(
+        !joined(&events, "stdout").contains("credentials"),
+        "{events:?}"
+    );
     server.call("DELETE", "/v1/sandboxes/tc", None);
+}
+
+/// G6, G4: the caches' writes are capped (`cache_size_mib`): past the cap a
+/// write fails with ENOSPC inside, and nothing of it reaches the host.
+#[test]
+fn cache_writes_are_capped() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let home = user_home("unused");
+    let work = tempfile::tempdir_in(target_dir()).unwrap();
+    let before = listing(home.path());
+    let script = "dd if=/dev/zero of=\"$HOME/.npm/big\" bs=1M count=8 2>&1
+echo size=$(stat -c %s \"$HOME/.npm/big\")";
+    let config = format!("{SANDBOX_LAYER_ONLY}[backends.bwrap]\ncache_size_mib = 2\n");
+    let out = run_sh(
+        &plugins,
+        work.path(),
+        home.path(),
+        &[],
+        Some(&config),
+        script,
+    );
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("No space left on device"), "{}", both(&out));
+    let size: u64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("size="))
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(size <= 2 << 20, "{size}: {}", both(&out));
+    assert_eq!(listing(home.path()), before, "the host's home changed");
+}
+
+/// G4 as an ordinary user (the server run as `nobody` by root): the user's
+/// `~/.local/bin` on PATH is shown, its program runs, and the rest of the
+/// home stays private.
+#[test]
+fn an_ordinary_users_local_bin_runs() {
+    require_bwrap!();
+    // SAFETY: plain getter.
+    if unsafe { libc::geteuid() } != 0 {
+        return; // the others ran as an ordinary user already
+    }
+    let plugins = Plugins::with_bwrap();
+    let home = user_home("unused");
+    let bin = home.path().join(".local/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let tool = bin.join("hello-tool");
+    std::fs::write(&tool, "#!/bin/sh\necho hello from the users tool\n").unwrap();
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(&tool, mode).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    for dir in [home.path(), work.path()] {
+        chown_tree(dir, 65534);
+    }
+    let program_dir = tempfile::tempdir().unwrap();
+    let program = program_dir.path().join("cc_server");
+    std::fs::copy(cc_server_bin(), &program).unwrap();
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(program_dir.path(), mode).unwrap();
+    let out = CcServer::with_program(&plugins, &program)
+        .config(SANDBOX_LAYER_ONLY)
+        .run_as(65534, 65534)
+        .env("HOME", home.path())
+        .env("PATH", format!("{}:/usr/bin:/bin", s(&bin)))
+        .current_dir(work.path())
+        .args(["run", "--backend", "bwrap", "--", "sh", "-c"])
+        .arg("hello-tool; echo home=$(ls -A \"$HOME\" | tr '\\n' ' ')")
+        .output();
+    let stdout = text(&out.stdout);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert!(
+        stdout.contains("hello from the users tool"),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        stdout.contains("home=.cache .gitconfig .local .npm\n"),
+        "{}",
+        both(&out)
+    );
+}
+
+fn chown_tree(dir: &Path, uid: u32) {
+    for (path, _, _) in listing(dir) {
+        std::os::unix::fs::lchown(&path, Some(uid), Some(uid)).unwrap();
+    }
 }
