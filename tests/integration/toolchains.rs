@@ -213,7 +213,10 @@ cargo build --offline 2>&1
 ls -A \"$CARGO_HOME\" \"$CARGO_HOME/registry/src\"/*
 if cat \"$CARGO_HOME/credentials.toml\"; then echo token=read; fi
 echo token-written > \"$CARGO_HOME/credentials.toml\" && echo token=replaced-inside
-echo staging=$(ls -A /.sandbox-caches)";
+echo staging=$(ls -A /.sandbox-caches)
+touch \"$CARGO_HOME/bin/planted\" && echo bin=written
+touch \"$(dirname \"$(command -v cargo)\")/planted\" && echo toolchain=written
+true";
     let out = run_sh(
         &plugins,
         work.path(),
@@ -234,6 +237,14 @@ echo staging=$(ls -A /.sandbox-caches)";
     assert!(!stdout.contains(&marker), "{}", both(&out));
     assert!(!stdout.contains("token=read"), "{}", both(&out));
     assert!(stdout.contains("staging=\n"), "{}", both(&out));
+    // Binaries the host runs later cannot be replaced: cargo home's `bin`
+    // and the toolchain are read-only.
+    assert!(
+        !stdout.contains("bin=written") && !stdout.contains("toolchain=written"),
+        "{}",
+        both(&out)
+    );
+    assert!(!toolchain_bin().join("planted").exists());
     assert_eq!(
         listing(cargo_home.path()),
         before,
@@ -430,6 +441,19 @@ fn the_handle_lists_toolchains_and_an_api_exec_finds_cargo() {
         joined(&events, "stdout").starts_with("cargo "),
         "{events:?}"
     );
+    // An API sandbox grants no exec: what a command writes into a cache
+    // overlay does not run (the overlay is noexec, Landlock agrees).
+    let planted = format!(
+        "printf '#!/bin/sh\\necho planted ran\\n' > {0}/registry/planted.sh && chmod +x {0}/registry/planted.sh && {0}/registry/planted.sh",
+        s(cargo_home.path())
+    );
+    let events = exec(&["sh", "-c", &planted]);
+    assert_ne!(exit_code(&events), 0, "{events:?}");
+    assert!(
+        !joined(&events, "stdout").contains("planted ran"),
+        "{events:?}"
+    );
+    assert!(!cargo_home.path().join("registry/planted.sh").exists());
     // A publish token the host writes while the sandbox runs stays hidden:
     // the overlay's whiteout is there from the start, file or no file.
     let late = cargo_home.path().join("credentials");
@@ -443,6 +467,33 @@ fn the_handle_lists_toolchains_and_an_api_exec_finds_cargo() {
         "{events:?}"
     );
     server.call("DELETE", "/v1/sandboxes/tc", None);
+    // Granted (`execGrantRoots`), the cache overlay runs what is written
+    // there, and it still stays off the host.
+    let body = json!({
+        "sessionId": "tc2",
+        "bindMounts": [{"hostPath": work.path()}],
+        "guestWorkdir": work.path(),
+        "execGrantRoots": [cargo_home.path()],
+    });
+    let created = server.call(
+        "POST",
+        "/v1/sandboxes?backend=bwrap",
+        Some(&body.to_string()),
+    );
+    assert_eq!(created.status, 201, "{}", text(&created.body));
+    let response = server.call(
+        "POST",
+        "/v1/sandboxes/tc2/exec",
+        Some(&json!({ "argv": ["sh", "-c", &planted] }).to_string()),
+    );
+    let events = response.lines();
+    assert_eq!(exit_code(&events), 0, "{events:?}");
+    assert!(
+        joined(&events, "stdout").contains("planted ran"),
+        "{events:?}"
+    );
+    assert!(!cargo_home.path().join("registry/planted.sh").exists());
+    server.call("DELETE", "/v1/sandboxes/tc2", None);
 }
 
 /// G6, G4: the caches' writes are capped (`cache_size_mib`): past the cap a

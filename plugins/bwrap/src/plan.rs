@@ -225,8 +225,8 @@ impl std::fmt::Display for PlanError {
             Self::GrantNotWritable(p) => write!(
                 f,
                 "execGrantRoots entry {} is not writable in this sandbox: grant a directory inside a writable \
-                 bind, or /tmp, /var/tmp or the private $HOME themselves (a grant re-opens exec where commands \
-                 write; read-only binds need none)",
+                 bind, or /tmp, /var/tmp, the private $HOME or a cache overlay (details.caches) themselves (a \
+                 grant re-opens exec where commands write; read-only binds need none)",
                 p.display()
             ),
             Self::GrantMissing(p) => write!(
@@ -409,7 +409,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         let flag = if view.writable { "--bind" } else { "--ro-bind" };
         args.two(flag, &view.host, &view.guest);
     }
-    let grants = exec_grants(spec, &views, home.as_deref(), host)?;
+    let grants = exec_grants(spec, &views, home.as_deref(), &shown.overlays, host)?;
     // Configured system paths (`system_paths`) go on top of the private
     // /tmp and $HOME and of the binds: read-only and exec-able wherever
     // they are.
@@ -681,6 +681,7 @@ fn exec_grants(
     spec: &SandboxSpec,
     views: &[View],
     home: Option<&Path>,
+    caches: &[crate::toolchains::Cache],
     host: &dyn HostFacts,
 ) -> Result<Vec<PathBuf>, PlanError> {
     if !spec.binds_writable() {
@@ -692,9 +693,12 @@ fn exec_grants(
         if !root.is_absolute() {
             return Err(PlanError::NotAbsolute("execGrantRoots entry", root.clone()));
         }
+        // A private mount itself: a tmpfs, or a cache overlay (its writes
+        // stay in the sandbox too; `npx` runs what it put in `~/.npm`).
         let tmpfs = [Path::new("/tmp"), Path::new("/var/tmp")]
             .into_iter()
             .chain(private_home)
+            .chain(caches.iter().map(|c| c.path.as_path()))
             .any(|t| t == root.as_path());
         // The deepest view showing it decides (a read-only bind inside a
         // writable one is read-only).

@@ -1025,6 +1025,16 @@ fn toolchains_are_read_only_exec_roots_and_caches_overlays() {
     };
     let caches = caches_arg(&strings(&run_with_toolchains(&granted, &host, &[], &found))).unwrap();
     assert!(caches.overlays.iter().all(|o| o.exec), "{caches:?}");
+    // A cache overlay itself may be granted (npx runs what it put in ~/.npm).
+    let npm = SandboxSpec {
+        exec_grant_roots: vec!["/home/u/.npm".into()],
+        ..spec.clone()
+    };
+    let planned = run_with_toolchains(&npm, &host, &[], &found);
+    assert_eq!(planned.exec_grants, [PathBuf::from("/home/u/.npm")]);
+    let caches = caches_arg(&strings(&planned)).unwrap();
+    let exec: Vec<bool> = caches.overlays.iter().map(|o| o.exec).collect();
+    assert_eq!(exec, [false, true], "{caches:?}");
     // Nothing found: no overlay argument, no staging dir.
     let none = strings(&run_with_toolchains(&spec, &host, &[], &Default::default()));
     assert!(caches_arg(&none).is_none() && !has(&none, &["--dir", CACHES_STAGING]));
