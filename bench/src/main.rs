@@ -262,4 +262,24 @@ fn main() {
     }
     row("bwrap backend: launch → ready", &stats(launch_times), &raw);
     row("bwrap backend: destroy", &stats(destroy_times), &raw);
+    // What showing the user's toolchains and mounting the cache overlays
+    // costs (issue 15 item 3): the same launches with `toolchains = false`.
+    let off = ProbeContext {
+        options: serde_json::json!({ "toolchains": false }),
+        ..ProbeContext::default()
+    };
+    bwrap.probe(&off).unwrap();
+    let mut launch_times = Vec::new();
+    for _ in 0..launches {
+        let ends = Arc::new(Ends::default());
+        let start = Instant::now();
+        let sandbox = bwrap.launch(&spec(dir.path()), ends).unwrap();
+        launch_times.push(start.elapsed());
+        sandbox.destroy().unwrap();
+    }
+    row(
+        "bwrap backend: launch → ready, toolchains = false",
+        &stats(launch_times),
+        &raw,
+    );
 }

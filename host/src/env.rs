@@ -190,16 +190,38 @@ pub fn sanitize(env: &mut BTreeMap<String, String>) -> Vec<String> {
     removed
 }
 
-/// The base environment of an API exec: enough to run ordinary tools.
+/// `PATH` of an API exec when the server has none.
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The base environment of an API exec: enough to run ordinary tools. `PATH`
+/// is the server's own (SPEC G4: the user's toolchains on it are shown in
+/// the sandbox, found from the same variable), else [`DEFAULT_PATH`];
+/// toolchain homes (`CARGO_HOME`, `RUSTUP_HOME`, `PYENV_ROOT`, …) pass as
+/// the server has them, so the tools find what the sandbox shows.
 pub fn api_base() -> BTreeMap<String, String> {
+    let path = std::env::var("PATH")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| DEFAULT_PATH.to_owned());
     let mut env = BTreeMap::from([
-        (
-            "PATH".to_owned(),
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_owned(),
-        ),
+        ("PATH".to_owned(), path),
         ("LANG".to_owned(), "C.UTF-8".to_owned()),
     ]);
-    for name in ["HOME", "USER", "LOGNAME", "TMPDIR", "TZ"] {
+    for name in [
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "TMPDIR",
+        "TZ",
+        "CARGO_HOME",
+        "RUSTUP_HOME",
+        "RUSTUP_TOOLCHAIN",
+        "PYENV_ROOT",
+        "PYENV_VERSION",
+        "NVM_DIR",
+        "GOROOT",
+        "GOPATH",
+    ] {
         if let Ok(value) = std::env::var(name) {
             env.insert(name.to_owned(), value);
         }
@@ -263,6 +285,18 @@ mod tests {
         assert_eq!(removed, ["GH_TOKEN", "GIT_TEMPLATE_DIR", "NPM_TOKEN"]);
         assert_eq!(env.keys().collect::<Vec<_>>(), ["GIT_TEMPLATE_DIR"]);
         assert_eq!(env["GIT_TEMPLATE_DIR"], "");
+    }
+
+    /// G4: an API exec looks commands up on the server's own PATH, where
+    /// the bwrap backend found the toolchains it shows.
+    #[test]
+    fn the_api_base_path_is_the_servers() {
+        let base = api_base();
+        match std::env::var("PATH") {
+            Ok(path) if !path.is_empty() => assert_eq!(base["PATH"], path),
+            _ => assert_eq!(base["PATH"], DEFAULT_PATH),
+        }
+        assert_eq!(base["LANG"], "C.UTF-8");
     }
 
     #[test]

@@ -1019,7 +1019,10 @@ print(\"io_uring\", r, ctypes.get_errno())'\n";
 
 /// C2: only the system view and the binds are visible: no /home (unless
 /// HOME lives there), no /root contents, no unbound host temp dir, not the
-/// host's HOME or this repository.
+/// host's HOME or this repository. With `toolchains = false`: the user's
+/// toolchains (in /root here) are shown by default, and
+/// `toolchains::only_the_caches_of_a_home_are_shown_and_their_writes_stay_inside`
+/// checks that they are all that is.
 #[test]
 fn only_the_system_view_and_the_binds_are_visible() {
     require_bwrap!();
@@ -1042,7 +1045,14 @@ fn only_the_system_view_and_the_binds_are_visible() {
     script += &attempt("hidden-file", &format!("cat {}/secret", s(hidden.path())));
     script += &attempt("repo", &format!("test -e {}", s(&repo.join("Cargo.toml"))));
     script += &attempt("bound", &format!("test -d {}", s(work.path())));
-    let out = bwrap_sh(&plugins, work.path(), None, &[], &script);
+    let out = CcServer::new(&plugins)
+        .config(&format!(
+            "{SANDBOX_LAYER_ONLY}[backends.bwrap]\ntoolchains = false\n"
+        ))
+        .current_dir(work.path())
+        .args(["run", "--backend", "bwrap", "--", "sh", "-c"])
+        .arg(format!("{ONLY_IN_A_SANDBOX}{script}"))
+        .output();
     let stdout = text(&out.stdout);
     let top: Vec<&str> = stdout
         .split("root-begin")

@@ -56,16 +56,32 @@ print('walk done')
 "#;
 
 /// The places a command may write: its binds, the sandbox's private tmpfs
-/// mounts (`/tmp`, `/var/tmp`, bubblewrap's `/dev`), and the private `$HOME`
-/// (under `/tmp` here, since the tests' homes are temp dirs).
+/// mounts (`/tmp`, `/var/tmp`, bubblewrap's `/dev`), the private `$HOME`
+/// (under `/tmp` here, since the tests' homes are temp dirs), and the cache
+/// overlays `caches` (writes go to the sandbox's tmpfs: the caller checks
+/// the host's directory is unchanged, and each must show up as writable).
 /// `core_errno`: EROFS for root (the read-only mount is what refuses), EACCES
 /// for another account (the file is root's).
-fn assert_only_private_or_bound(out: &std::process::Output, work: &Path, core_errno: i32) {
+fn assert_only_private_or_bound(
+    out: &std::process::Output,
+    work: &Path,
+    caches: &[&Path],
+    core_errno: i32,
+) {
     assert_eq!(code(out), 0, "{}", both(out));
     let stdout = text(&out.stdout);
     assert!(stdout.contains("walk done"), "{}", both(out));
     let work = format!("{}/", work.display());
-    let allowed = [work.as_str(), "/tmp/", "/var/tmp/", "/dev/"];
+    let caches: Vec<String> = caches.iter().map(|c| format!("{}/", c.display())).collect();
+    for cache in &caches {
+        assert!(
+            stdout.lines().any(|l| l == format!("writable {cache}")),
+            "the cache overlay {cache} was not walked: {}",
+            both(out)
+        );
+    }
+    let mut allowed = vec![work.as_str(), "/tmp/", "/var/tmp/", "/dev/"];
+    allowed.extend(caches.iter().map(String::as_str));
     let strays: Vec<&str> = stdout
         .lines()
         .filter_map(|l| l.strip_prefix("writable "))
@@ -98,16 +114,22 @@ fn assert_only_private_or_bound(out: &std::process::Output, work: &Path, core_er
 
 /// T-root (SPEC G5): with the server as root, uid 0 inside is the host's
 /// uid 0, which the kernel's sysctl check trusts alone. Every path writable
-/// from inside is enumerated: each lies under a bind or a private mount, and
-/// `core_pattern` & co. refuse opening for writing (EROFS).
+/// from inside is enumerated: each lies under a bind or a private mount (a
+/// cargo home made here is a cache overlay: writable inside, unchanged on
+/// the host), and `core_pattern` & co. refuse opening for writing (EROFS).
 #[test]
 fn nothing_is_writable_inside_but_the_binds_and_private_mounts() {
     require_bwrap!();
     let plugins = Plugins::with_bwrap();
     // Outside /tmp, so the bind is not hidden under the private /tmp.
     let work = tempfile::tempdir_in(target_dir()).unwrap();
+    let cargo_home = tempfile::tempdir_in(target_dir()).unwrap();
+    std::fs::create_dir(cargo_home.path().join("bin")).unwrap();
+    std::fs::write(cargo_home.path().join("bin/cargo"), "#!/bin/sh\n").unwrap();
+    let before: Vec<_> = walkdir_names(cargo_home.path());
     let out = CcServer::new(&plugins)
         .config(SANDBOX_LAYER_ONLY)
+        .env("CARGO_HOME", cargo_home.path())
         .current_dir(work.path())
         .args(["run", "--backend", "bwrap", "--", "/usr/bin/python3", "-c"])
         .arg(WRITABLE_WALK)
@@ -118,7 +140,27 @@ fn nothing_is_writable_inside_but_the_binds_and_private_mounts() {
     } else {
         libc::EACCES
     };
-    assert_only_private_or_bound(&out, work.path(), errno);
+    assert_only_private_or_bound(&out, work.path(), &[cargo_home.path()], errno);
+    assert_eq!(
+        walkdir_names(cargo_home.path()),
+        before,
+        "the host's cargo home changed"
+    );
+}
+
+/// Every name under `dir` with its length and modification time.
+fn walkdir_names(dir: &Path) -> Vec<(std::path::PathBuf, u64, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&at).unwrap();
+        out.push((at.clone(), meta.len(), meta.modified().unwrap()));
+        if meta.is_dir() {
+            stack.extend(std::fs::read_dir(&at).unwrap().map(|e| e.unwrap().path()));
+        }
+    }
+    out.sort();
+    out
 }
 
 /// T-root for an unprivileged account (as root, the server runs as
@@ -144,7 +186,7 @@ fn nothing_is_writable_inside_for_an_unprivileged_account_either() {
         .args(["run", "--backend", "bwrap", "--", "/usr/bin/python3", "-c"])
         .arg(WRITABLE_WALK)
         .output();
-    assert_only_private_or_bound(&out, work.path(), libc::EACCES);
+    assert_only_private_or_bound(&out, work.path(), &[], libc::EACCES);
 }
 
 /// Prints the descriptors above stderr the command holds (the listing's

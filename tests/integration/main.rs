@@ -18,3 +18,4 @@ mod net;
 mod plugins;
 mod policy;
 mod run;
+mod toolchains;

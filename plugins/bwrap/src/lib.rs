@@ -23,6 +23,7 @@ pub mod probe;
 mod sandbox;
 mod selftest;
 mod spawner;
+pub mod toolchains;
 pub mod violations;
 
 use std::path::PathBuf;
@@ -44,6 +45,26 @@ pub struct BwrapBackend {
     extra_system: Mutex<Vec<PathBuf>>,
     /// Whether the create-time guard passed its self-test.
     guard: Mutex<bool>,
+    /// `toolchains` and `cache_size_mib` options.
+    toolchains: Mutex<ToolchainOptions>,
+}
+
+/// How the user's toolchains are shown (SPEC G4): found from the server's
+/// environment at every launch unless `toolchains = false`; the cache
+/// overlays' writes capped at `cache_size_mib` (default 1024).
+#[derive(Debug, Clone, Copy)]
+struct ToolchainOptions {
+    enabled: bool,
+    cache_bytes: u64,
+}
+
+impl Default for ToolchainOptions {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            cache_bytes: plan::DEFAULT_CACHE_BYTES,
+        }
+    }
 }
 
 impl BackendImpl for BwrapBackend {
@@ -97,6 +118,46 @@ impl BackendImpl for BwrapBackend {
                 .map(PathBuf::from)
                 .collect();
         }
+        let mut options = ToolchainOptions::default();
+        if ctx
+            .options
+            .get("toolchains")
+            .and_then(serde_json::Value::as_bool)
+            == Some(false)
+        {
+            options.enabled = false;
+            tracing::info!(
+                "the user's toolchains are not shown: `toolchains = false` under [backends.bwrap]"
+            );
+        }
+        if let Some(mib) = ctx.options.get("cache_size_mib") {
+            match mib.as_u64().filter(|m| *m > 0) {
+                Some(mib) => options.cache_bytes = mib << 20,
+                None => {
+                    // Fail closed: a cap we cannot read is no cap.
+                    report.available = false;
+                    report.hint = format!(
+                        "[backends.bwrap] cache_size_mib = {mib}: give a positive whole number of MiB"
+                    );
+                }
+            }
+        }
+        if options.enabled && report.available {
+            let extra = self
+                .extra_system
+                .lock()
+                .map(|e| e.clone())
+                .unwrap_or_default();
+            let found =
+                toolchains::discover(&toolchains::ToolEnv::from_process(), &extra, &RealHost);
+            for (path, why) in &found.skipped {
+                tracing::info!(path = %path.display(), "toolchain directory not shown: {why}");
+            }
+            tracing::debug!(toolchains = ?found.toolchains, caches = ?found.caches, "toolchains found");
+        }
+        if let Ok(mut slot) = self.toolchains.lock() {
+            *slot = options;
+        }
         report
     }
 
@@ -122,6 +183,16 @@ impl BackendImpl for BwrapBackend {
             .map(|e| e.clone())
             .unwrap_or_default();
         let guard = self.guard.lock().map(|g| *g).unwrap_or(false);
+        let options = self.toolchains.lock().map(|o| *o).unwrap_or_default();
+        let mut found =
+            toolchains::discover(&toolchains::ToolEnv::from_process(), &extra, &RealHost);
+        if !options.enabled {
+            // Nothing shown; credential files are still masked where binds show them.
+            found = toolchains::Found {
+                secrets: found.secrets,
+                ..Default::default()
+            };
+        }
         if !spec.write_deny_globs.is_empty() && !guard {
             // The host refuses this already (no capability); never run weaker.
             return Err(PluginError::new(
@@ -149,6 +220,8 @@ impl BackendImpl for BwrapBackend {
                 extra_system: &extra,
                 guard,
                 gitconfig: gitconfig.as_deref(),
+                toolchains: &found,
+                cache_bytes: options.cache_bytes,
             },
             &RealHost,
         )

@@ -34,6 +34,7 @@ use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
 
+use sandbox_init::caches::{CacheOverlay, CacheOverlays};
 use sandbox_init::guard::rules::GuardConfig;
 use sandbox_plugin_api::SandboxSpec;
 
@@ -41,6 +42,7 @@ use crate::lists::{
     HOME_SECRETS, HOME_WRITE_DENY, MANDATORY_WRITE_DENY, SSH_HOST_KEY_DIR, SYSTEM_GIT_TEMPLATE,
     SYSTEM_LINKS, SYSTEM_SECRETS, SYSTEM_VIEW,
 };
+use crate::toolchains::Found;
 
 /// Where `sandbox-init` appears inside every sandbox.
 pub const INIT_IN_SANDBOX: &str = "/.sandbox-init";
@@ -49,6 +51,13 @@ pub const INIT_IN_SANDBOX: &str = "/.sandbox-init";
 /// guard runs: `git init` and `git clone` copy no sample hooks, which the
 /// guard would (rightly) refuse to create.
 pub const GIT_TEMPLATE_IN_SANDBOX: &str = "/.sandbox-git-template";
+
+/// The empty directory where sandbox-init mounts the tmpfs of the cache
+/// overlays' writes while it sets them up (`sandbox_init::caches`).
+pub const CACHES_STAGING: &str = "/.sandbox-caches";
+
+/// The default cap of that tmpfs (`[backends.bwrap] cache_size_mib`).
+pub const DEFAULT_CACHE_BYTES: u64 = 1 << 30;
 
 /// Where the session's egress sockets and known_hosts appear in the
 /// sandbox (SPEC E2).
@@ -116,6 +125,11 @@ pub struct PlanInput<'a> {
     pub guard: bool,
     /// The `.gitconfig` a private `$HOME` gets (`crate::identity`).
     pub gitconfig: Option<&'a str>,
+    /// The user's toolchains and caches (`crate::toolchains`); empty when
+    /// `toolchains = false`. Its credential files are masked either way.
+    pub toolchains: &'a Found,
+    /// The cap of the tmpfs that takes every cache overlay's writes.
+    pub cache_bytes: u64,
 }
 
 /// The descriptor bwrap reads the private home's `.gitconfig` from
@@ -144,6 +158,12 @@ pub struct Plan {
     pub exec_grants: Vec<PathBuf>,
     /// What bwrap reads from [`GITCONFIG_FD`] into the private home.
     pub gitconfig: Option<String>,
+    /// The toolchain directories shown read-only (SPEC G4), as guest paths.
+    pub toolchains: Vec<PathBuf>,
+    /// The caches shown as overlays (SPEC G4).
+    pub caches: Vec<PathBuf>,
+    /// Toolchains and caches found but not shown, with why.
+    pub skipped: Vec<(PathBuf, String)>,
 }
 
 /// The proxy environment of every command when the plan has egress (SPEC
@@ -205,8 +225,8 @@ impl std::fmt::Display for PlanError {
             Self::GrantNotWritable(p) => write!(
                 f,
                 "execGrantRoots entry {} is not writable in this sandbox: grant a directory inside a writable \
-                 bind, or /tmp, /var/tmp or the private $HOME themselves (a grant re-opens exec where commands \
-                 write; read-only binds need none)",
+                 bind, or /tmp, /var/tmp, the private $HOME or a cache overlay (details.caches) themselves (a \
+                 grant re-opens exec where commands write; read-only binds need none)",
                 p.display()
             ),
             Self::GrantMissing(p) => write!(
@@ -379,6 +399,9 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
             gitconfig = Some(text.to_owned());
         }
     }
+    // The user's toolchains and caches, on the private /tmp and $HOME and
+    // below the binds (a bind inside one stays as it is).
+    let shown = Shown::plan(input.toolchains, &views, &mut args, &mut exec_from);
     // Parents before children (a later parent mount would hide a child).
     let mut ordered: Vec<&View> = views.iter().collect();
     ordered.sort_by_key(|v| depth(&v.guest));
@@ -386,14 +409,20 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         let flag = if view.writable { "--bind" } else { "--ro-bind" };
         args.two(flag, &view.host, &view.guest);
     }
-    let grants = exec_grants(spec, &views, home.as_deref(), host)?;
+    let grants = exec_grants(spec, &views, home.as_deref(), &shown.overlays, host)?;
     // Configured system paths (`system_paths`) go on top of the private
     // /tmp and $HOME and of the binds: read-only and exec-able wherever
     // they are.
+    let mut read_only_views = shown.views.clone();
     for dir in input.extra_system {
         if host.kind(dir) == Some(Kind::Dir) {
             args.two("--ro-bind", dir, dir);
             exec_from.push(dir.clone());
+            read_only_views.push(View {
+                host: host.resolve(dir).unwrap_or_else(|| dir.clone()),
+                guest: dir.clone(),
+                writable: false,
+            });
         }
     }
 
@@ -426,10 +455,15 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         }
     }
 
-    // 4. Secrets.
+    // 4. Secrets, wherever a bind, a toolchain or a system path shows
+    //    them (the caches hide theirs by construction: `Shown::plan`).
     let mut masked = Vec::new();
-    for (secret, kind) in secrets(home.as_deref(), host) {
-        let mut guests: Vec<PathBuf> = views.iter().filter_map(|v| v.guest_of(&secret)).collect();
+    for (secret, kind) in secrets(home.as_deref(), &input.toolchains.secrets, host) {
+        let mut guests: Vec<PathBuf> = views
+            .iter()
+            .chain(&read_only_views)
+            .filter_map(|v| v.guest_of(&secret))
+            .collect();
         if SYSTEM_VIEW.iter().any(|dir| secret.starts_with(dir)) {
             guests.push(secret.clone());
         }
@@ -510,6 +544,32 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     for dir in &grants {
         args.one("--exec-grant", dir);
     }
+    if !shown.overlays.is_empty() {
+        let caches = CacheOverlays {
+            size_bytes: input.cache_bytes,
+            staging: CACHES_STAGING.to_owned(),
+            overlays: shown
+                .overlays
+                .iter()
+                .map(|c| CacheOverlay {
+                    point: c.path.display().to_string(),
+                    read_only: c
+                        .read_only
+                        .iter()
+                        .map(|d| d.display().to_string())
+                        .collect(),
+                    hidden: c.hidden.iter().map(|d| d.display().to_string()).collect(),
+                    // Beneath an exec grant, as exec-able as the grant.
+                    exec: grants.iter().any(|g| c.path.starts_with(g)),
+                })
+                .collect(),
+        };
+        // Serialising plain strings cannot fail.
+        args.one(
+            "--caches",
+            serde_json::to_string(&caches).unwrap_or_default(),
+        );
+    }
     if let Some(config) = &guard {
         // Serialising plain strings cannot fail.
         args.one("--guard", serde_json::to_string(config).unwrap_or_default());
@@ -532,7 +592,87 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         ssh_known_hosts: egress.is_some_and(|e| e.ssh_known_hosts.is_some()),
         exec_grants: grants,
         gitconfig,
+        toolchains: shown.views.iter().map(|v| v.guest.clone()).collect(),
+        caches: shown.overlays.iter().map(|c| c.path.clone()).collect(),
+        skipped: shown.skipped,
     })
+}
+
+/// The toolchains and caches a plan shows.
+struct Shown {
+    /// The toolchains' read-only views (masks apply to them).
+    views: Vec<View>,
+    overlays: Vec<crate::toolchains::Cache>,
+    skipped: Vec<(PathBuf, String)>,
+}
+
+impl Shown {
+    /// Binds what no bind shows already: each toolchain read-only (an exec
+    /// root), each cache read-only at its path for sandbox-init to mount
+    /// its overlay on — neither when a bind lies inside it (a toolchain
+    /// would show the bind's neighbours, an overlay would hide the bind).
+    /// Masks for secrets under a toolchain come later with
+    /// the others; a cache's are whiteouts in its overlay.
+    fn plan(found: &Found, views: &[View], args: &mut Args, exec_from: &mut Vec<PathBuf>) -> Self {
+        let by_bind = |host: &Path| views.iter().any(|v| v.guest_of(host).is_some());
+        let mut shown = Self {
+            views: Vec::new(),
+            overlays: Vec::new(),
+            skipped: found
+                .skipped
+                .iter()
+                .map(|(p, why)| (p.clone(), why.to_string()))
+                .collect(),
+        };
+        // A directory holding a bind would show the bind's neighbours.
+        let holds_bind = |dir: &Path| {
+            views
+                .iter()
+                .any(|v| v.guest.starts_with(dir) || v.host.starts_with(dir))
+        };
+        for t in &found.toolchains {
+            let why = if by_bind(&t.host) {
+                Some("a bind shows it")
+            } else if t.guests.iter().any(|g| holds_bind(g)) || holds_bind(&t.host) {
+                Some("a bind lies inside it")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                shown.skipped.push((t.host.clone(), why.into()));
+                continue;
+            }
+            for guest in &t.guests {
+                args.two("--ro-bind", &t.host, guest);
+                exec_from.push(guest.clone());
+                shown.views.push(View {
+                    host: t.host.clone(),
+                    guest: guest.clone(),
+                    writable: false,
+                });
+            }
+        }
+        for cache in &found.caches {
+            let why = if by_bind(&cache.path) {
+                Some("a bind shows it")
+            } else if holds_bind(&cache.path) {
+                Some("a bind lies inside it")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                shown.skipped.push((cache.path.clone(), why.into()));
+                continue;
+            }
+            args.two("--ro-bind", &cache.path, &cache.path);
+            exec_from.extend(cache.read_only.iter().cloned());
+            shown.overlays.push(cache.clone());
+        }
+        if !shown.overlays.is_empty() {
+            args.one("--dir", CACHES_STAGING);
+        }
+        shown
+    }
 }
 
 /// The spec's exec grants, checked: each inside a writable view (and
@@ -541,6 +681,7 @@ fn exec_grants(
     spec: &SandboxSpec,
     views: &[View],
     home: Option<&Path>,
+    caches: &[crate::toolchains::Cache],
     host: &dyn HostFacts,
 ) -> Result<Vec<PathBuf>, PlanError> {
     if !spec.binds_writable() {
@@ -552,9 +693,12 @@ fn exec_grants(
         if !root.is_absolute() {
             return Err(PlanError::NotAbsolute("execGrantRoots entry", root.clone()));
         }
+        // A private mount itself: a tmpfs, or a cache overlay (its writes
+        // stay in the sandbox too; `npx` runs what it put in `~/.npm`).
         let tmpfs = [Path::new("/tmp"), Path::new("/var/tmp")]
             .into_iter()
             .chain(private_home)
+            .chain(caches.iter().map(|c| c.path.as_path()))
             .any(|t| t == root.as_path());
         // The deepest view showing it decides (a read-only bind inside a
         // writable one is read-only).
@@ -757,12 +901,18 @@ fn module_gitdirs(dot_git: &Path, host: &dyn HostFacts) -> Vec<PathBuf> {
     out
 }
 
-/// Secrets that exist, resolved, with their kind.
-fn secrets(home: Option<&Path>, host: &dyn HostFacts) -> Vec<(PathBuf, Kind)> {
+/// Secrets that exist, resolved, with their kind: the system's, `$HOME`'s
+/// and the toolchains' credential files (`toolchain_secrets`).
+fn secrets(
+    home: Option<&Path>,
+    toolchain_secrets: &[PathBuf],
+    host: &dyn HostFacts,
+) -> Vec<(PathBuf, Kind)> {
     let mut candidates: Vec<PathBuf> = SYSTEM_SECRETS
         .iter()
         .map(|(p, _)| PathBuf::from(p))
         .collect();
+    candidates.extend(toolchain_secrets.iter().cloned());
     if let Some(home) = home {
         candidates.extend(HOME_SECRETS.iter().map(|(p, _)| home.join(p)));
     }
@@ -784,4 +934,4 @@ fn secrets(home: Option<&Path>, host: &dyn HostFacts) -> Vec<(PathBuf, Kind)> {
 
 #[cfg(test)]
 #[path = "plan_tests.rs"]
-mod tests;
+pub(crate) mod tests;

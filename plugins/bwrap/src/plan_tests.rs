@@ -9,13 +9,13 @@ use crate::lists::SYSTEM_GIT_TEMPLATE;
 
 /// A host made of a few paths.
 #[derive(Default)]
-struct FakeHost {
+pub(crate) struct FakeHost {
     kinds: BTreeMap<PathBuf, Kind>,
     links: BTreeMap<PathBuf, PathBuf>,
 }
 
 impl FakeHost {
-    fn standard() -> Self {
+    pub(crate) fn standard() -> Self {
         let mut host = Self::default();
         for dir in [
             "/usr",
@@ -41,18 +41,18 @@ impl FakeHost {
         host
     }
 
-    fn dir(&mut self, p: &str) -> &mut Self {
+    pub(crate) fn dir(&mut self, p: &str) -> &mut Self {
         self.kinds.insert(p.into(), Kind::Dir);
         self
     }
 
-    fn file(&mut self, p: &str) -> &mut Self {
+    pub(crate) fn file(&mut self, p: &str) -> &mut Self {
         self.kinds.insert(p.into(), Kind::File);
         self
     }
 
     /// `from` is a symlink to the absolute `to`.
-    fn symlink(&mut self, from: &str, to: &str) -> &mut Self {
+    pub(crate) fn symlink(&mut self, from: &str, to: &str) -> &mut Self {
         self.links.insert(from.into(), to.into());
         self
     }
@@ -118,6 +118,8 @@ fn run(spec: &SandboxSpec, host: &FakeHost) -> Result<Plan, PlanError> {
             extra_system: &[],
             guard: true,
             gitconfig: None,
+            toolchains: &crate::toolchains::Found::default(),
+            cache_bytes: DEFAULT_CACHE_BYTES,
         },
         host,
     )
@@ -750,6 +752,8 @@ fn configured_system_paths_go_on_top_and_are_the_extra_exec_roots() {
             extra_system: &extra,
             guard: true,
             gitconfig: None,
+            toolchains: &crate::toolchains::Found::default(),
+            cache_bytes: DEFAULT_CACHE_BYTES,
         },
         &host,
     )
@@ -862,6 +866,7 @@ fn exec_grants_are_writable_places_only() {
 fn a_private_home_gets_the_generated_gitconfig_only() {
     let host = FakeHost::standard();
     let config = "[user]\n\tname = \"A\"\n";
+    let nothing = crate::toolchains::Found::default();
     let input = |spec| PlanInput {
         spec,
         home: Some(Path::new("/home/u")),
@@ -870,6 +875,8 @@ fn a_private_home_gets_the_generated_gitconfig_only() {
         extra_system: &[],
         guard: true,
         gitconfig: Some(config),
+        toolchains: &nothing,
+        cache_bytes: DEFAULT_CACHE_BYTES,
     };
     let private = spec_with(vec![bind("/work/proj", false)]);
     let planned = plan(&input(&private), &host).unwrap();
@@ -882,4 +889,248 @@ fn a_private_home_gets_the_generated_gitconfig_only() {
     let planned = plan(&input(&bound), &host).unwrap();
     assert!(!strings(&planned).contains(&"--file".to_owned()));
     assert_eq!(planned.gitconfig, None);
+}
+
+fn run_with_toolchains(
+    spec: &SandboxSpec,
+    host: &FakeHost,
+    extra: &[PathBuf],
+    found: &crate::toolchains::Found,
+) -> Plan {
+    plan(
+        &PlanInput {
+            spec,
+            home: Some(Path::new("/home/u")),
+            init: Path::new("/opt/cc/sandbox-init"),
+            control_fd: 3,
+            extra_system: extra,
+            guard: true,
+            toolchains: found,
+            cache_bytes: 5 << 20,
+            gitconfig: None,
+        },
+        host,
+    )
+    .unwrap()
+}
+
+fn toolchain_host() -> FakeHost {
+    let mut host = FakeHost::standard();
+    for dir in [
+        "/home/u/.cargo/bin",
+        "/home/u/.rustup",
+        "/home/u/.nvm/versions/node/v20/etc",
+        "/home/u/.npm",
+        "/work/proj",
+        "/work/proj/cargo-home",
+    ] {
+        for at in Path::new(dir).ancestors().filter(|a| a.parent().is_some()) {
+            host.dir(&at.display().to_string());
+        }
+    }
+    host.file("/home/u/.cargo/credentials.toml")
+        .file("/home/u/.nvm/versions/node/v20/etc/npmrc")
+        .file("/work/proj/cargo-home/credentials.toml");
+    host
+}
+
+fn found_on(host: &FakeHost, path: &str, vars: &[(&str, &str)]) -> crate::toolchains::Found {
+    let env = crate::toolchains::ToolEnv {
+        path: Some(path.into()),
+        home: Some("/home/u".into()),
+        vars: vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), PathBuf::from(v)))
+            .collect(),
+    };
+    crate::toolchains::discover(&env, &[], host)
+}
+
+/// The `--caches` argument sandbox-init gets.
+fn caches_arg(args: &[String]) -> Option<CacheOverlays> {
+    let at = args.iter().position(|a| a == "--caches")?;
+    Some(serde_json::from_str(&args[at + 1]).unwrap())
+}
+
+/// G4: toolchains are bound read-only after the private $HOME and before
+/// the binds, and are exec roots; caches are bound read-only at their path
+/// for sandbox-init's overlay (its `bin` read-only on top, its credentials
+/// hidden by whiteouts, the tmpfs capped), exec-able only beneath a grant.
+#[test]
+fn toolchains_are_read_only_exec_roots_and_caches_overlays() {
+    let host = toolchain_host();
+    let found = found_on(
+        &host,
+        "/home/u/.cargo/bin:/home/u/.nvm/versions/node/v20/bin",
+        &[("NVM_DIR", "/home/u/.nvm")],
+    );
+    let spec = spec_with(vec![bind("/work/proj", false)]);
+    let plan = run_with_toolchains(&spec, &host, &[], &found);
+    let args = strings(&plan);
+    let home = find(&args, &["--tmpfs", "/home/u"]).unwrap();
+    let rustup = find(&args, &["--ro-bind", "/home/u/.rustup", "/home/u/.rustup"]).unwrap();
+    let cargo = find(&args, &["--ro-bind", "/home/u/.cargo", "/home/u/.cargo"]).unwrap();
+    let proj = find(&args, &["--bind", "/work/proj", "/work/proj"]).unwrap();
+    assert!(home < rustup && rustup < proj && cargo < proj, "{args:?}");
+    assert!(has(&args, &["--dir", CACHES_STAGING]), "{args:?}");
+    let at = args.iter().position(|a| a == "--").unwrap();
+    let exec_from: Vec<&str> = args[at..]
+        .windows(2)
+        .filter(|w| w[0] == "--exec-from")
+        .map(|w| w[1].as_str())
+        .collect();
+    for root in ["/home/u/.rustup", "/home/u/.nvm", "/home/u/.cargo/bin"] {
+        assert!(exec_from.contains(&root), "{root}: {exec_from:?}");
+    }
+    assert!(!exec_from.contains(&"/home/u/.cargo"), "{exec_from:?}");
+    let caches = caches_arg(&args).unwrap();
+    assert_eq!(caches.size_bytes, 5 << 20);
+    assert_eq!(caches.staging, CACHES_STAGING);
+    let points: Vec<&str> = caches.overlays.iter().map(|o| o.point.as_str()).collect();
+    assert_eq!(points, ["/home/u/.cargo", "/home/u/.npm"]);
+    let cargo = &caches.overlays[0];
+    assert_eq!(cargo.read_only, ["/home/u/.cargo/bin"]);
+    assert_eq!(cargo.hidden, ["credentials.toml", "credentials"]);
+    assert!(!cargo.exec);
+    // The nvm global npmrc under a read-only toolchain is masked by bwrap.
+    assert!(
+        has(
+            &args,
+            &[
+                "--ro-bind",
+                "/dev/null",
+                "/home/u/.nvm/versions/node/v20/etc/npmrc"
+            ]
+        ),
+        "{args:?}"
+    );
+    assert_eq!(
+        plan.toolchains,
+        [
+            PathBuf::from("/home/u/.rustup"),
+            PathBuf::from("/home/u/.nvm")
+        ]
+    );
+    assert_eq!(
+        plan.caches,
+        [
+            PathBuf::from("/home/u/.cargo"),
+            PathBuf::from("/home/u/.npm")
+        ]
+    );
+    // Beneath the granted private home, the overlays keep exec like it.
+    let granted = SandboxSpec {
+        exec_grant_roots: vec!["/home/u".into()],
+        ..spec.clone()
+    };
+    let caches = caches_arg(&strings(&run_with_toolchains(&granted, &host, &[], &found))).unwrap();
+    assert!(caches.overlays.iter().all(|o| o.exec), "{caches:?}");
+    // A cache overlay itself may be granted (npx runs what it put in ~/.npm).
+    let npm = SandboxSpec {
+        exec_grant_roots: vec!["/home/u/.npm".into()],
+        ..spec.clone()
+    };
+    let planned = run_with_toolchains(&npm, &host, &[], &found);
+    assert_eq!(planned.exec_grants, [PathBuf::from("/home/u/.npm")]);
+    let caches = caches_arg(&strings(&planned)).unwrap();
+    let exec: Vec<bool> = caches.overlays.iter().map(|o| o.exec).collect();
+    assert_eq!(exec, [false, true], "{caches:?}");
+    // Nothing found: no overlay argument, no staging dir.
+    let none = strings(&run_with_toolchains(&spec, &host, &[], &Default::default()));
+    assert!(caches_arg(&none).is_none() && !has(&none, &["--dir", CACHES_STAGING]));
+}
+
+/// G4: what a bind shows already is left to the bind, and a cache with a
+/// bind inside is not overlaid (the overlay would hide the bind); both
+/// are listed as skipped with the reason.
+#[test]
+fn binds_win_over_toolchains_and_caches() {
+    let host = toolchain_host();
+    let found = found_on(&host, "/home/u/.cargo/bin", &[]);
+    let spec = spec_with(vec![bind("/home/u", false)]);
+    let plan = run_with_toolchains(&spec, &host, &[], &found);
+    let args = strings(&plan);
+    assert!(
+        !has(&args, &["--ro-bind", "/home/u/.rustup", "/home/u/.rustup"]),
+        "{args:?}"
+    );
+    assert!(caches_arg(&args).is_none(), "{args:?}");
+    assert!(plan.toolchains.is_empty() && plan.caches.is_empty());
+    assert!(
+        plan.skipped
+            .contains(&("/home/u/.cargo".into(), "a bind shows it".into())),
+        "{:?}",
+        plan.skipped
+    );
+    // The home bind shows the cargo credentials: masked as a home secret.
+    assert!(has(
+        &args,
+        &["--ro-bind", "/dev/null", "/home/u/.cargo/credentials.toml"]
+    ));
+    let inner = spec_with(vec![bind("/home/u/.npm", false)]);
+    let found = found_on(&host, "", &[]);
+    let plan = run_with_toolchains(&inner, &host, &[], &found);
+    assert!(plan.caches.is_empty(), "{:?}", plan.caches);
+    let mut host = toolchain_host();
+    host.dir("/home/u/.npm/proj");
+    let inside = spec_with(vec![bind("/home/u/.npm/proj", false)]);
+    let plan = run_with_toolchains(&inside, &host, &[], &found);
+    assert!(
+        plan.skipped
+            .contains(&("/home/u/.npm".into(), "a bind lies inside it".into())),
+        "{:?}",
+        plan.skipped
+    );
+    // A PATH entry holding the work dir would show its neighbours.
+    let found = found_on(&host, "/work", &[]);
+    let plan = run_with_toolchains(
+        &spec_with(vec![bind("/work/proj", false)]),
+        &host,
+        &[],
+        &found,
+    );
+    assert!(plan.toolchains.is_empty(), "{:?}", plan.toolchains);
+    assert!(
+        plan.skipped
+            .contains(&("/work".into(), "a bind lies inside it".into())),
+        "{:?}",
+        plan.skipped
+    );
+}
+
+/// C1: secrets are masked under configured `system_paths` too (they were
+/// not views before), and a toolchain's credential files are masked
+/// wherever a bind shows them, even when its home is not `~/.cargo`.
+#[test]
+fn secrets_under_system_paths_and_toolchain_homes_are_masked() {
+    let host = toolchain_host();
+    let spec = spec_with(vec![bind("/work/proj", false)]);
+    let plan = run_with_toolchains(
+        &spec,
+        &host,
+        &[PathBuf::from("/home/u/.cargo")],
+        &Default::default(),
+    );
+    let args = strings(&plan);
+    let bound = find(&args, &["--ro-bind", "/home/u/.cargo", "/home/u/.cargo"]).unwrap();
+    let masked = find(
+        &args,
+        &["--ro-bind", "/dev/null", "/home/u/.cargo/credentials.toml"],
+    )
+    .unwrap();
+    assert!(bound < masked, "{args:?}");
+    let found = found_on(&host, "", &[("CARGO_HOME", "/work/proj/cargo-home")]);
+    let plan = run_with_toolchains(&spec, &host, &[], &found);
+    assert!(
+        has(
+            &strings(&plan),
+            &[
+                "--ro-bind",
+                "/dev/null",
+                "/work/proj/cargo-home/credentials.toml"
+            ]
+        ),
+        "{:?}",
+        plan.args
+    );
 }

@@ -408,6 +408,17 @@ impl SandboxImpl for BwrapSandbox {
         details.insert("protected".into(), list(&self.plan.protected));
         details.insert("masked".into(), list(&self.plan.masked));
         details.insert("execGrants".into(), list(&self.plan.exec_grants));
+        details.insert("toolchains".into(), list(&self.plan.toolchains));
+        details.insert("caches".into(), list(&self.plan.caches));
+        details.insert(
+            "toolchainsSkipped".into(),
+            self.plan
+                .skipped
+                .iter()
+                .map(|(path, why)| serde_json::json!({"path": path.display().to_string(), "why": why}))
+                .collect::<Vec<_>>()
+                .into(),
+        );
         SandboxInfo {
             state,
             error,

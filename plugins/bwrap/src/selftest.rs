@@ -124,6 +124,8 @@ pub fn guard(tools: &Tools) -> Result<(), String> {
             extra_system: &[],
             guard: true,
             gitconfig: None,
+            toolchains: &crate::toolchains::Found::default(),
+            cache_bytes: crate::plan::DEFAULT_CACHE_BYTES,
         },
         &RealHost,
     )

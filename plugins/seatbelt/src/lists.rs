@@ -27,6 +27,33 @@ pub const HOME_SECRETS: &[(&str, &str)] = &[
     (".cargo/credentials.toml", "crates.io publish token"),
     (".cargo/credentials", "crates.io publish token (old name)"),
     (".gem/credentials", "RubyGems API key"),
+    (".m2/settings.xml", "Maven repository passwords"),
+    (".m2/settings-security.xml", "Maven's master password"),
+    (
+        ".gradle/gradle.properties",
+        "Gradle publishing and signing credentials",
+    ),
+    (".ivy2/.credentials", "sbt and Ivy repository credentials"),
+    (
+        ".config/composer/auth.json",
+        "Composer (PHP) registry tokens",
+    ),
+    (
+        ".composer/auth.json",
+        "Composer registry tokens (old location)",
+    ),
+    (
+        ".nuget/NuGet/NuGet.Config",
+        "NuGet API keys and feed passwords",
+    ),
+    (
+        ".config/pypoetry/auth.toml",
+        "Poetry repository credentials (without a keyring)",
+    ),
+    (
+        ".config/containers/auth.json",
+        "Podman and Buildah registry auth",
+    ),
     (".config/gcloud", "Google Cloud credentials"),
     (".azure", "Azure CLI tokens"),
     (".oci", "Oracle Cloud keys"),

@@ -13,6 +13,10 @@
 //!    exec'ing it — except beneath the exec grants (SPEC F5), each made a
 //!    mount of its own first (a recursive bind onto itself, so what is
 //!    mounted below it, protections included, stays) and left as it is;
+//!
+//!    The cache overlays (`crate::caches`) are mounted before that pass,
+//!    so they are `noexec` too (their binaries' directories are read-only
+//!    binds on top, which the pass leaves alone).
 //! 2. sets `user.max_user_namespaces` to 0 there: no process below can make
 //!    a user namespace again (what bubblewrap's `--disable-userns` did);
 //!    then re-binds `/proc/sys` and the other procfs files uid 0 may write
@@ -31,6 +35,7 @@
 
 use std::io;
 
+use crate::caches::CacheOverlays;
 use crate::forker::Forker;
 
 /// The step of the layout that failed; the launch fails with it.
@@ -46,6 +51,8 @@ pub enum LayoutError {
         #[source]
         source: io::Error,
     },
+    #[error(transparent)]
+    Caches(crate::caches::CacheError),
     #[error("remounting {point} noexec")]
     Remount {
         point: String,
@@ -185,9 +192,12 @@ pub fn noexec_flags(mount: &Mount) -> libc::c_ulong {
 ///
 /// `exec_grants` are directories commands may execute from although they
 /// are writable (`--exec-grant`; the plan checked each is a writable place).
+/// `caches` are mounted after the grants and before the `noexec` pass
+/// (`crate::caches`); those beneath a grant keep exec like it.
 pub fn enter<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     supervise: bool,
     exec_grants: &[String],
+    caches: &CacheOverlays,
     confine: impl FnOnce(&[String]) -> Result<(), E>,
 ) -> Result<Forker, LayoutError> {
     enter_own_user_namespace().map_err(LayoutError::UserNamespace)?;
@@ -203,10 +213,13 @@ pub fn enter<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
             })?;
         }
     }
+    caches.mount().map_err(LayoutError::Caches)?;
+    let exec_caches = caches.exec_points();
     let text = std::fs::read_to_string("/proc/self/mountinfo").map_err(LayoutError::Mountinfo)?;
     let mounts = parse_mountinfo(&text);
     let writable = visible_writable(&mounts);
-    for mount in writable.iter().filter(|m| !exec_grants.contains(&m.point)) {
+    let keeps_exec = |point: &String| exec_grants.contains(point) || exec_caches.contains(point);
+    for mount in writable.iter().filter(|m| !keeps_exec(&m.point)) {
         remount(&mount.point, noexec_flags(mount)).map_err(|source| LayoutError::Remount {
             point: mount.point.clone(),
             source,
@@ -329,7 +342,7 @@ fn pipe() -> io::Result<(libc::c_int, libc::c_int)> {
 
 /// Binds `point` onto itself and remounts that bind with `flags` (which
 /// carry `MS_RDONLY`); a point that does not exist is skipped.
-fn read_only_bind(point: &str, flags: libc::c_ulong) -> io::Result<()> {
+pub(crate) fn read_only_bind(point: &str, flags: libc::c_ulong) -> io::Result<()> {
     if std::fs::symlink_metadata(point).is_err() {
         return Ok(());
     }
@@ -349,20 +362,31 @@ fn remount(point: &str, flags: libc::c_ulong) -> io::Result<()> {
 
 /// `mount(2)` of `source` (or none) at `point`, with no type or data.
 fn mount_at(source: Option<&str>, point: &str, flags: libc::c_ulong) -> io::Result<()> {
-    let target = std::ffi::CString::new(point).map_err(io::Error::other)?;
-    let source = source
-        .map(std::ffi::CString::new)
-        .transpose()
-        .map_err(io::Error::other)?;
-    // SAFETY: the paths are valid C strings (or null for no source); no
-    // type or data.
+    mount_fs(source, point, None, flags, None)
+}
+
+/// `mount(2)` with an optional source, file system type and data.
+pub(crate) fn mount_fs(
+    source: Option<&str>,
+    point: &str,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> io::Result<()> {
+    let c = |text: &str| std::ffi::CString::new(text).map_err(io::Error::other);
+    let target = c(point)?;
+    let source = source.map(c).transpose()?;
+    let fstype = fstype.map(c).transpose()?;
+    let data = data.map(c).transpose()?;
+    let ptr = |s: &Option<std::ffi::CString>| s.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
+    // SAFETY: every pointer is a valid C string or null, alive for the call.
     let done = unsafe {
         libc::mount(
-            source.as_ref().map_or(std::ptr::null(), |s| s.as_ptr()),
+            ptr(&source),
             target.as_ptr(),
-            std::ptr::null(),
+            ptr(&fstype),
             flags,
-            std::ptr::null(),
+            ptr(&data).cast(),
         )
     };
     if done == 0 {

@@ -5,6 +5,7 @@
 //! this binary; each exec is then a message on a socket pair, not a new
 //! sandbox (SPEC G2).
 
+pub mod caches;
 pub mod forker;
 pub mod forward;
 pub mod guard;

@@ -31,6 +31,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
+use sandbox_init::caches::CacheOverlays;
 use sandbox_init::forker::{Forker, MemfdExec};
 use sandbox_init::forward::{self, Route};
 use sandbox_init::guard::rules::{GuardConfig, Rules};
@@ -50,7 +51,7 @@ fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some(FORWARDER) {
         return forwarder();
     }
-    let (control, guard_config, forwards, mut exec_from, exec_grants) = match parse_args() {
+    let (control, guard_config, forwards, mut exec_from, exec_grants, caches) = match parse_args() {
         Ok(parsed) => parsed,
         Err(message) => {
             eprintln!("sandbox-init: {message}");
@@ -63,7 +64,7 @@ fn main() -> ExitCode {
     // forked: the supervisor, the forwarder and every command are in it.
     let guarded = guard_config.is_some();
     exec_from.extend(exec_grants.iter().map(std::path::PathBuf::from));
-    let forker = match sandbox_init::layout::enter(guarded, &exec_grants, |writable| {
+    let forker = match sandbox_init::layout::enter(guarded, &exec_grants, &caches, |writable| {
         enter_domain(&exec_from, writable, guarded)
     }) {
         Ok(forker) => forker,
@@ -176,13 +177,15 @@ struct Forward {
 }
 
 /// What PID 1 was started with: the control socket, the guard, the egress
-/// forwards, where commands may exec from, and the writable exec grants.
+/// forwards, where commands may exec from, the writable exec grants, and
+/// the cache overlays.
 type Args = (
     OwnedFd,
     Option<GuardConfig>,
     Vec<Forward>,
     Vec<std::path::PathBuf>,
     Vec<String>,
+    CacheOverlays,
 );
 
 fn parse_args() -> Result<Args, String> {
@@ -192,6 +195,7 @@ fn parse_args() -> Result<Args, String> {
     let mut forwards = Vec::new();
     let mut exec_from = Vec::new();
     let mut exec_grants = Vec::new();
+    let mut caches = CacheOverlays::default();
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -221,11 +225,15 @@ fn parse_args() -> Result<Args, String> {
             }
             "--exec-from" => exec_from.push(std::path::PathBuf::from(value)),
             "--exec-grant" => exec_grants.push(value.clone()),
+            "--caches" => {
+                caches = serde_json::from_str::<CacheOverlays>(value)
+                    .map_err(|e| format!("--caches: {e}"))?
+            }
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
     let fd = control
-        .ok_or("usage: sandbox-init --control-fd N [--guard JSON] [--forward PORT=SOCKET]... [--exec-from PATH]... [--exec-grant DIR]...")?;
+        .ok_or("usage: sandbox-init --control-fd N [--guard JSON] [--forward PORT=SOCKET]... [--exec-from PATH]... [--exec-grant DIR]... [--caches JSON]")?;
     // SAFETY: F_GETFD only inspects the descriptor table.
     if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
         return Err(format!("descriptor {fd} is not open"));
@@ -234,7 +242,14 @@ fn parse_args() -> Result<Args, String> {
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     // SAFETY: plain fcntl on a descriptor we own; commands must not inherit it.
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-    Ok((owned, guard_config, forwards, exec_from, exec_grants))
+    Ok((
+        owned,
+        guard_config,
+        forwards,
+        exec_from,
+        exec_grants,
+        caches,
+    ))
 }
 
 /// Prepares the supervisor side: the rules, the identities of existing
