@@ -47,6 +47,45 @@ pub struct SandboxSpec {
     /// The session's egress proxies (SPEC E1, E2), for backends listing
     /// `net.proxy-only`. Set by the host, never taken from a user's spec.
     pub egress: Option<EgressEndpoints>,
+    /// Resource limits this spec asks for (SPEC G6). A limit set here is a
+    /// requirement: a backend that cannot enforce it refuses the spec. What
+    /// is left unset comes from the backend's configured defaults, which it
+    /// reports in the handle's `details` as enforced or not.
+    pub limits: SandboxLimits,
+}
+
+/// Resource limits of one sandbox, all its processes together (SPEC G6).
+/// `None` leaves a limit to the backend's configured default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SandboxLimits {
+    /// Memory, page cache and tmpfs contents included; exceeding it ends
+    /// the command that allocated with `killed` reason `oom`.
+    pub memory_bytes: Option<u64>,
+    /// Processes and threads, the sandbox's own included.
+    pub tasks: Option<u64>,
+    /// CPU time in thousandths of one CPU: 500 is half a CPU, 2000 two.
+    pub cpu_millis: Option<u64>,
+    /// The size of each writable tmpfs (`/tmp`, `/var/tmp`, a private
+    /// `$HOME`, `/dev/shm`).
+    pub tmpfs_bytes: Option<u64>,
+}
+
+impl SandboxLimits {
+    /// Whether the spec asks for any limit at all.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Each limit from `self`, else from `defaults`.
+    pub fn or(self, defaults: SandboxLimits) -> SandboxLimits {
+        SandboxLimits {
+            memory_bytes: self.memory_bytes.or(defaults.memory_bytes),
+            tasks: self.tasks.or(defaults.tasks),
+            cpu_millis: self.cpu_millis.or(defaults.cpu_millis),
+            tmpfs_bytes: self.tmpfs_bytes.or(defaults.tmpfs_bytes),
+        }
+    }
 }
 
 /// Where a session's egress proxies listen on the host: the backend makes
@@ -85,6 +124,7 @@ impl Default for SandboxSpec {
             exec_grant_roots: Vec::new(),
             write_deny_globs: Vec::new(),
             egress: None,
+            limits: SandboxLimits::default(),
         }
     }
 }
@@ -525,6 +565,34 @@ mod tests {
                 workspace_id: "w".into(),
                 ..SandboxSpec::default()
             }
+        );
+    }
+
+    /// G6: limits are optional camelCase fields; a spec without them (an
+    /// older host's) asks for none.
+    #[test]
+    fn spec_limits_are_camel_case_and_optional() {
+        let json = r#"{"limits": {"memoryBytes": 1048576, "tasks": 10, "cpuMillis": 500, "tmpfsBytes": 4096}}"#;
+        let spec: SandboxSpec = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            spec.limits,
+            SandboxLimits {
+                memory_bytes: Some(1 << 20),
+                tasks: Some(10),
+                cpu_millis: Some(500),
+                tmpfs_bytes: Some(4096),
+            }
+        );
+        let old: SandboxSpec = serde_json::from_str("{}").unwrap();
+        assert!(old.limits.is_empty());
+        let merged = SandboxLimits {
+            tasks: Some(3),
+            ..SandboxLimits::default()
+        }
+        .or(spec.limits);
+        assert_eq!(
+            (merged.tasks, merged.memory_bytes),
+            (Some(3), Some(1 << 20))
         );
     }
 

@@ -61,6 +61,13 @@ impl BackendImpl for NoneBackend {
         spec: SandboxSpec,
         events: EventSender,
     ) -> Result<Box<dyn SandboxImpl>, PluginError> {
+        if !spec.limits.is_empty() {
+            // Asked for by name, so never silently unlimited (SPEC G6).
+            return Err(PluginError::new(
+                ErrorCode::INVALID_SPEC,
+                "the spec asks for resource limits (`limits`), and the none backend enforces none; remove `limits` from the spec, or use bwrap",
+            ));
+        }
         events.starting();
         let workdir = match &spec.guest_workdir {
             Some(dir) => dir.clone(),

@@ -2,6 +2,7 @@
 //! F3). A 9p export is a whole directory tree, and the guest is root in its
 //! own kernel: nothing inside an export can be masked or kept read-only.
 //! So a spec is refused when it
+//! - asks for resource limits (SPEC G6; not built for this backend yet);
 //! - asks for filename-glob write denies (no create-time guard here);
 //! - has a protected path inside a writable bind, or a writable bind at or
 //!   inside a protected path;
@@ -35,6 +36,11 @@ pub fn refusal(
     home: Option<&Path>,
     exists: &dyn Fn(&Path) -> bool,
 ) -> Option<String> {
+    if !spec.limits.is_empty() {
+        return Some(
+            "the spec asks for resource limits (`limits`), which the microvm backend does not enforce yet; remove `limits` from the spec, or use bwrap".into(),
+        );
+    }
     if !spec.write_deny_globs.is_empty() {
         return Some(format!(
             "the spec has filename-glob write denies ({}), which the microvm backend cannot enforce inside a 9p export; lower [dispatch_policy] write_deny_globs explicitly to use it, or use a backend with fs.deny-glob-on-create",
@@ -142,6 +148,20 @@ mod tests {
             refusal(&spec(), &shares, home, &only(&["/home/u/.ssh"])),
             None
         );
+    }
+
+    /// G6: limits asked for are refused, never silently dropped.
+    #[test]
+    fn limits_are_refused() {
+        let spec = SandboxSpec {
+            limits: sandbox_plugin_api::SandboxLimits {
+                memory_bytes: Some(1 << 30),
+                ..Default::default()
+            },
+            ..spec()
+        };
+        let why = refusal(&spec, &[], None, &only(&[])).unwrap();
+        assert!(why.contains("`limits`"), "{why}");
     }
 
     #[test]
