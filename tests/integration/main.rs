@@ -13,6 +13,7 @@ mod conformance;
 mod egress;
 mod escape;
 mod guard;
+mod limits;
 mod microvm;
 mod net;
 mod plugins;

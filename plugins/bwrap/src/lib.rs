@@ -15,8 +15,10 @@
 //! `fs.deny-glob-on-create` only when it passes; otherwise the host refuses
 //! launches whose policy needs it (SPEC C3).
 
+pub mod cgroup;
 mod control;
 pub mod identity;
+pub mod limits;
 pub mod lists;
 pub mod plan;
 pub mod probe;
@@ -28,9 +30,12 @@ pub mod violations;
 
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use sandbox_plugin_api::sdk::{BackendImpl, EventSender, SandboxImpl};
-use sandbox_plugin_api::{ErrorCode, PluginError, ProbeContext, ProbeReport, SandboxSpec};
+use sandbox_plugin_api::{
+    ErrorCode, PluginError, ProbeContext, ProbeReport, SandboxLimits, SandboxSpec, error_chain,
+};
 
 use crate::plan::{PlanInput, RealHost};
 use crate::probe::Tools;
@@ -47,6 +52,8 @@ pub struct BwrapBackend {
     guard: Mutex<bool>,
     /// `toolchains` and `cache_size_mib` options.
     toolchains: Mutex<ToolchainOptions>,
+    /// The configured limits (`limits` option) over the built-in ones.
+    limits: Mutex<SandboxLimits>,
 }
 
 /// How the user's toolchains are shown (SPEC G4): found from the server's
@@ -67,13 +74,33 @@ impl Default for ToolchainOptions {
     }
 }
 
+/// Names each sandbox's cgroups apart within this server.
+static SANDBOXES: AtomicU64 = AtomicU64::new(0);
+
 impl BackendImpl for BwrapBackend {
     fn name(&self) -> &str {
         "bwrap"
     }
 
     fn probe(&self, ctx: &ProbeContext) -> ProbeReport {
-        let (mut report, tools) = probe::probe(ctx);
+        let (mut report, mut tools) = probe::probe(ctx);
+        let mem_total = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| limits::mem_total(&m));
+        match limits::defaults(ctx.options.get("limits"), mem_total) {
+            Ok(defaults) => {
+                if let Ok(mut slot) = self.limits.lock() {
+                    *slot = defaults;
+                }
+            }
+            Err(why) => {
+                // A misspelt limit must not leave sandboxes unlimited.
+                tracing::error!("bwrap is not offered: {why}");
+                report.available = false;
+                report.hint = format!("the bwrap backend's configured limits are invalid: {why}");
+                tools = None;
+            }
+        }
         let disabled = ctx
             .options
             .get("guard")
@@ -200,6 +227,7 @@ impl BackendImpl for BwrapBackend {
                 "the spec has filename-glob write denies and the create-time guard is not available here",
             ));
         }
+        let defaults = self.limits.lock().map(|l| *l).unwrap_or_default();
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let gitconfig = identity::GitIdentity::of_host_user().gitconfig();
         for hooks in plan::hook_dirs_to_create(&spec, &RealHost) {
@@ -222,15 +250,62 @@ impl BackendImpl for BwrapBackend {
                 gitconfig: gitconfig.as_deref(),
                 toolchains: &found,
                 cache_bytes: options.cache_bytes,
+                tmpfs_bytes: spec
+                    .limits
+                    .or(defaults)
+                    .tmpfs_bytes
+                    .unwrap_or(limits::DEFAULT_TMPFS_BYTES),
             },
             &RealHost,
         )
         .map_err(|e| PluginError::new(ErrorCode::INVALID_SPEC, e.to_string()))?;
+        let limits = self.limits(&spec)?;
         events.starting();
-        let sandbox = BwrapSandbox::launch(&tools, plan, events.clone())?;
+        let sandbox = BwrapSandbox::launch(&tools, plan, limits, events.clone())?;
         events.ready();
         tracing::debug!(session = %spec.session_id, "bwrap sandbox ready");
         Ok(Box::new(sandbox))
+    }
+}
+
+impl BwrapBackend {
+    /// The spec's limits over the defaults, planned (refused when the spec
+    /// asks for what cannot be held) and their groups created (SPEC G6).
+    fn limits(&self, spec: &SandboxSpec) -> Result<sandbox::Limits, PluginError> {
+        let defaults = self.limits.lock().map(|l| *l).unwrap_or_default();
+        let merged = spec.limits.or(defaults);
+        let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+        let facts = cgroup::Facts {
+            self_cgroup: read("/proc/self/cgroup"),
+            mountinfo: read("/proc/self/mountinfo"),
+        };
+        let name = format!(
+            "cc_server-{}-{}",
+            std::process::id(),
+            SANDBOXES.fetch_add(1, Ordering::Relaxed)
+        );
+        let plan = cgroup::plan_cgroup(&facts, &cgroup::RealFs, &name, &spec.limits, &merged)
+            .map_err(|e| PluginError::new(ErrorCode::INVALID_SPEC, e.to_string()))?;
+        for (limit, how) in [
+            ("memory", &plan.memory),
+            ("tasks", &plan.tasks),
+            ("cpu", &plan.cpu),
+        ] {
+            if let cgroup::Enforcement::NotEnforced(why) = how {
+                tracing::info!(session = %spec.session_id, "the default {limit} limit is not enforced: {why}");
+            }
+        }
+        let groups = cgroup::run(&plan).map_err(|e| {
+            PluginError::other(format!(
+                "setting the sandbox's resource limits: {}",
+                error_chain(&e)
+            ))
+        })?;
+        Ok(sandbox::Limits {
+            details: limits::details(&merged, &plan),
+            plan,
+            groups,
+        })
     }
 }
 

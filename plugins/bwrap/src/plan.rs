@@ -130,11 +130,17 @@ pub struct PlanInput<'a> {
     pub toolchains: &'a Found,
     /// The cap of the tmpfs that takes every cache overlay's writes.
     pub cache_bytes: u64,
+    /// The size of each writable tmpfs (SPEC G6): every tmpfs gets one.
+    pub tmpfs_bytes: u64,
 }
 
 /// The descriptor bwrap reads the private home's `.gitconfig` from
 /// (`--file`), right above the control socket.
 pub const GITCONFIG_FD: i32 = 4;
+
+/// The size of a tmpfs nothing may write to (masks, the empty git
+/// template dir): room for directory entries only.
+pub const READ_ONLY_TMPFS_BYTES: u64 = 64 << 10;
 
 /// The plan: bwrap's arguments and what they do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,6 +289,13 @@ impl Args {
         self.0.push(a.as_ref().to_owned());
         self.0.push(b.as_ref().to_owned());
     }
+
+    /// A tmpfs at `path` of at most `bytes` (bubblewrap's `--size`): no
+    /// tmpfs is unbounded (SPEC G6).
+    fn tmpfs(&mut self, path: impl AsRef<OsStr>, bytes: u64) {
+        self.one("--size", bytes.to_string());
+        self.one("--tmpfs", path);
+    }
 }
 
 /// Computes bwrap's arguments for a spec.
@@ -331,9 +344,13 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         }
     }
     args.one("--proc", "/proc");
+    // bubblewrap's /dev is a tmpfs it cannot size: read-only, with a sized
+    // /dev/shm in it (device nodes stay writable on a read-only mount).
     args.one("--dev", "/dev");
-    args.one("--tmpfs", "/tmp");
-    args.one("--tmpfs", "/var/tmp");
+    args.tmpfs("/dev/shm", input.tmpfs_bytes);
+    args.one("--remount-ro", "/dev");
+    args.tmpfs("/tmp", input.tmpfs_bytes);
+    args.tmpfs("/var/tmp", input.tmpfs_bytes);
 
     // 2. The binds.
     let mut views = Vec::new();
@@ -393,7 +410,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     {
         // No bind shows $HOME: the sandbox gets an empty private one, with
         // the host user's git identity and nothing else of their config.
-        args.one("--tmpfs", home);
+        args.tmpfs(home, input.tmpfs_bytes);
         if let Some(text) = input.gitconfig {
             args.two("--file", GITCONFIG_FD.to_string(), home.join(".gitconfig"));
             gitconfig = Some(text.to_owned());
@@ -472,7 +489,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         for guest in guests {
             match kind {
                 Kind::Dir => {
-                    args.one("--tmpfs", &guest);
+                    args.tmpfs(&guest, READ_ONLY_TMPFS_BYTES);
                     args.one("--remount-ro", &guest);
                 }
                 Kind::File => args.two("--ro-bind", "/dev/null", &guest),
@@ -513,7 +530,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         }
     });
     if guard.is_some() {
-        args.one("--tmpfs", GIT_TEMPLATE_IN_SANDBOX);
+        args.tmpfs(GIT_TEMPLATE_IN_SANDBOX, READ_ONLY_TMPFS_BYTES);
         args.one("--remount-ro", GIT_TEMPLATE_IN_SANDBOX);
         hide_system_git_template(&mut args, host);
     }
@@ -733,7 +750,7 @@ fn exec_grants(
 fn hide_system_git_template(args: &mut Args, host: &dyn HostFacts) {
     let template = Path::new(SYSTEM_GIT_TEMPLATE);
     if host.kind(template) == Some(Kind::Dir) {
-        args.one("--tmpfs", template);
+        args.tmpfs(template, READ_ONLY_TMPFS_BYTES);
         args.one("--remount-ro", template);
     }
 }

@@ -120,6 +120,7 @@ fn run(spec: &SandboxSpec, host: &FakeHost) -> Result<Plan, PlanError> {
             gitconfig: None,
             toolchains: &crate::toolchains::Found::default(),
             cache_bytes: DEFAULT_CACHE_BYTES,
+            tmpfs_bytes: 1 << 20,
         },
         host,
     )
@@ -189,6 +190,47 @@ fn namespaces_hardening_and_the_init_come_first_and_last() {
         &args,
         &["--ro-bind", "/opt/cc/sandbox-init", INIT_IN_SANDBOX]
     ));
+}
+
+/// G6: no tmpfs is unbounded — every `--tmpfs` has a `--size`: the
+/// writable ones (`/tmp`, `/var/tmp`, `/dev/shm`, a private `$HOME`) the
+/// configured size, the masks a page's worth; bubblewrap's own `/dev`
+/// (which it cannot size) is read-only.
+#[test]
+fn every_tmpfs_has_a_size() {
+    let plan = run(
+        &spec_with(vec![bind("/work/proj", false)]),
+        &FakeHost::standard(),
+    )
+    .unwrap();
+    let args = strings(&plan);
+    let mut seen = Vec::new();
+    for (i, arg) in args.iter().enumerate() {
+        if arg == "--tmpfs" {
+            assert!(
+                i >= 2 && args[i - 2] == "--size",
+                "unsized tmpfs at {}",
+                args[i + 1]
+            );
+            seen.push((args[i + 1].clone(), args[i - 1].clone()));
+        }
+    }
+    let size = (1u64 << 20).to_string();
+    for writable in ["/tmp", "/var/tmp", "/dev/shm", "/home/u"] {
+        assert!(
+            seen.contains(&(writable.to_owned(), size.clone())),
+            "{writable}: {seen:?}"
+        );
+    }
+    assert!(
+        seen.iter()
+            .any(|(_, s)| *s == READ_ONLY_TMPFS_BYTES.to_string()),
+        "masks are tmpfs of their own size: {seen:?}"
+    );
+    let dev = find(&args, &["--dev", "/dev"]).unwrap();
+    let ro = find(&args, &["--remount-ro", "/dev"]).unwrap();
+    let shm = find(&args, &["--tmpfs", "/dev/shm"]).unwrap();
+    assert!(dev < shm && shm < ro);
 }
 
 #[test]
@@ -754,6 +796,7 @@ fn configured_system_paths_go_on_top_and_are_the_extra_exec_roots() {
             gitconfig: None,
             toolchains: &crate::toolchains::Found::default(),
             cache_bytes: DEFAULT_CACHE_BYTES,
+            tmpfs_bytes: 1 << 20,
         },
         &host,
     )
@@ -877,6 +920,7 @@ fn a_private_home_gets_the_generated_gitconfig_only() {
         gitconfig: Some(config),
         toolchains: &nothing,
         cache_bytes: DEFAULT_CACHE_BYTES,
+        tmpfs_bytes: 1 << 20,
     };
     let private = spec_with(vec![bind("/work/proj", false)]);
     let planned = plan(&input(&private), &host).unwrap();
@@ -908,6 +952,7 @@ fn run_with_toolchains(
             toolchains: found,
             cache_bytes: 5 << 20,
             gitconfig: None,
+            tmpfs_bytes: 1 << 20,
         },
         host,
     )

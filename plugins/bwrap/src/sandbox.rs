@@ -19,6 +19,7 @@ use sandbox_plugin_api::{
     ErrorCode, EventBody, ExecRequest, KillReason, PluginError, SandboxInfo, SandboxState,
 };
 
+use crate::cgroup::{CgroupPlan, Groups, OomCounter};
 use crate::control::{Control, ControlEvents, Exit};
 use crate::plan::{GITCONFIG_FD, Plan};
 use crate::probe::Tools;
@@ -52,17 +53,60 @@ enum Life {
     Lost,
 }
 
+/// Tells an OOM kill from another SIGKILL: the memory group's `oom_kill`
+/// count (SPEC F10). The kernel counts before it sends the signal.
+struct OomWatch {
+    counter: OomCounter,
+    seen: Mutex<u64>,
+}
+
+impl OomWatch {
+    fn new(counter: OomCounter) -> Self {
+        let seen = Self::read(&counter).unwrap_or(0);
+        Self {
+            counter,
+            seen: Mutex::new(seen),
+        }
+    }
+
+    fn read(counter: &OomCounter) -> Option<u64> {
+        std::fs::read_to_string(&counter.file)
+            .ok()
+            .as_deref()
+            .and_then(OomCounter::parse)
+    }
+
+    /// Whether the count rose since the last look.
+    fn killed_since(&self) -> bool {
+        let Some(now) = Self::read(&self.counter) else {
+            return false;
+        };
+        let Ok(mut seen) = self.seen.lock() else {
+            return false;
+        };
+        let rose = now > *seen;
+        *seen = now;
+        rose
+    }
+}
+
 /// Hears from PID 1.
 struct Handler {
     execs: Execs,
     life: Arc<Mutex<Life>>,
+    oom: Option<OomWatch>,
 }
 
 impl ControlEvents for Handler {
     fn exited(&self, exec_id: u64, exit: Exit) {
         let exec = self.execs.lock().ok().and_then(|mut m| m.remove(&exec_id));
         let Some(exec) = exec else { return };
-        let reason = exec.kill_reason.lock().ok().and_then(|r| *r);
+        let mut reason = exec.kill_reason.lock().ok().and_then(|r| *r);
+        // Read on every exit, so an earlier OOM kill is never counted later.
+        let oom = self.oom.as_ref().is_some_and(OomWatch::killed_since);
+        if reason.is_none() && oom && exit.signal == Some(libc::SIGKILL) {
+            reason = Some(KillReason::Oom);
+        }
         let terminal = match (exit.signal, reason) {
             (Some(sig), Some(reason)) => EventBody::Killed {
                 reason,
@@ -139,19 +183,42 @@ pub struct BwrapSandbox {
     execs: Execs,
     life: Arc<Mutex<Life>>,
     next_id: AtomicU64,
+    /// The handle's `limits` detail.
+    limits: serde_json::Value,
+    /// The sandbox's cgroups, removed once bwrap is gone.
+    groups: Mutex<Groups>,
+}
+
+/// A sandbox's limits: its groups (created, empty) and how each is held.
+pub struct Limits {
+    pub plan: CgroupPlan,
+    pub groups: Groups,
+    pub details: serde_json::Value,
 }
 
 impl BwrapSandbox {
-    /// Starts bwrap with the plan and waits for PID 1's `ready`.
-    pub fn launch(tools: &Tools, plan: Plan, events: EventSender) -> Result<Self, PluginError> {
+    /// Starts bwrap with the plan in the limits' groups and waits for PID
+    /// 1's `ready`. On failure the groups are removed again.
+    pub fn launch(
+        tools: &Tools,
+        plan: Plan,
+        limits: Limits,
+        events: EventSender,
+    ) -> Result<Self, PluginError> {
         let execs: Execs = Arc::default();
         let life = Arc::new(Mutex::new(Life::Live));
         let handler = Arc::new(Handler {
             execs: Arc::clone(&execs),
             life: Arc::clone(&life),
+            oom: limits.plan.oom.clone().map(OomWatch::new),
         });
-        let (child, control) = start(tools, &plan, handler)?;
+        let joins = crate::cgroup::open_joins(&limits.plan)
+            .map_err(|e| PluginError::other(sandbox_plugin_api::error_chain(&e)))?;
+        let (child, control) = start(tools, &plan, &joins, handler)?;
+        drop(joins);
         Ok(Self {
+            limits: limits.details,
+            groups: Mutex::new(limits.groups),
             events,
             control: Arc::new(control),
             bwrap_pid: child.id(),
@@ -244,9 +311,14 @@ impl BwrapSandbox {
 /// Starts bwrap on a plan, with the control socket as descriptor
 /// [`CONTROL_FD`], and waits for PID 1's `ready`. On failure bwrap is gone
 /// and the error quotes what it said.
+///
+/// bwrap writes itself into each of `joins` (open `cgroup.procs` files)
+/// before it execs, so everything in the sandbox is in its groups from the
+/// start: no command runs before the limits hold (SPEC G6).
 pub(crate) fn start(
     tools: &Tools,
     plan: &Plan,
+    joins: &[std::fs::File],
     events: Arc<dyn ControlEvents>,
 ) -> Result<(Child, Control), PluginError> {
     let (ours, theirs) = UnixStream::pair()
@@ -269,11 +341,19 @@ pub(crate) fn start(
         None => None,
     };
     let gitconfig_raw = gitconfig.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-    // SAFETY: runs in the forked child before exec; dup2, fcntl and
+    let joins: Vec<i32> = joins.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
+    // SAFETY: runs in the forked child before exec; write, dup2, fcntl and
     // close_range are async-signal-safe and only touch the child's
-    // descriptors.
+    // descriptors (the join files stay open in the parent until spawn has
+    // returned).
     unsafe {
         command.pre_exec(move || {
+            for &fd in &joins {
+                // `0` is the writing process: the child, before it is bwrap.
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             if raw == CONTROL_FD {
                 let flags = libc::fcntl(raw, libc::F_GETFD);
                 libc::fcntl(raw, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
@@ -419,6 +499,7 @@ impl SandboxImpl for BwrapSandbox {
                 .collect::<Vec<_>>()
                 .into(),
         );
+        details.insert("limits".into(), self.limits.clone());
         SandboxInfo {
             state,
             error,
@@ -651,6 +732,9 @@ impl SandboxImpl for BwrapSandbox {
                     }
                 }
             }
+        }
+        if let Ok(mut groups) = self.groups.lock() {
+            groups.remove();
         }
         // The control reader reports the killed execs when it sees PID 1 go;
         // wait for that, so every terminal event is out before we return.

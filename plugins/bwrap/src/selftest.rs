@@ -126,12 +126,13 @@ pub fn guard(tools: &Tools) -> Result<(), String> {
             gitconfig: None,
             toolchains: &crate::toolchains::Found::default(),
             cache_bytes: crate::plan::DEFAULT_CACHE_BYTES,
+            tmpfs_bytes: crate::limits::DEFAULT_TMPFS_BYTES,
         },
         &RealHost,
     )
     .map_err(|e| e.to_string())?;
     let seen = Arc::new(Seen::default());
-    let (mut child, control) = start(tools, &planned, seen.clone()).map_err(|e| e.message)?;
+    let (mut child, control) = start(tools, &planned, &[], seen.clone()).map_err(|e| e.message)?;
     let result = run_checks(&control, &seen, &scratch.0);
     control.close();
     let _ = child.wait();

@@ -44,6 +44,15 @@ use sandbox_plugin_api::error_chain;
 const STAGE_CHDIR: u32 = 1;
 const STAGE_EXEC: u32 = 2;
 const STAGE_GUARD: u32 = 3;
+const STAGE_OOM: u32 = 4;
+
+/// Every command's `oom_score_adj`: the OOM killer takes a command before
+/// PID 1, the supervisor or the forwarder (which keep 0; lowering their
+/// own would need CAP_SYS_RESOURCE, raising a child's needs nothing
+/// where the sandbox's root is mapped), so a
+/// command past the sandbox's memory limit ends `killed` reason `oom` and
+/// the sandbox lives on (SPEC G6, F10).
+const COMMAND_OOM_SCORE_ADJ: &[u8] = b"1000";
 
 // A command that cannot install its filters does not run: `STAGE_GUARD`.
 
@@ -722,6 +731,7 @@ fn spawn(
         paths: c_paths,
         cwd: c_string(cwd)?,
         dev_null: c_string("/dev/null")?,
+        oom_score_adj: c_string("/proc/self/oom_score_adj")?,
         stdin: if stdin {
             Some(fds[2].as_raw_fd())
         } else {
@@ -790,6 +800,7 @@ fn spawn(
         let what = match stage {
             STAGE_CHDIR => format!("working directory {cwd}"),
             STAGE_GUARD => "installing the command's seccomp filters".to_owned(),
+            STAGE_OOM => "raising the command's oom_score_adj".to_owned(),
             _ => argv[0].clone(),
         };
         let mut message = format!("{what}: {}", io::Error::from_raw_os_error(errno));
@@ -904,6 +915,7 @@ struct Prepared<'a> {
     paths: Vec<CString>,
     cwd: CString,
     dev_null: CString,
+    oom_score_adj: CString,
     stdin: Option<RawFd>,
     stdout: RawFd,
     stderr: RawFd,
@@ -925,6 +937,24 @@ unsafe fn child(p: &Prepared<'_>, report: RawFd) -> ! {
         libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
         libc::umask(p.umask);
         libc::setsid();
+        // Before the filters: the guard would judge this open otherwise.
+        // EACCES only where the sandbox's root is not mapped (an
+        // unprivileged server): PID 1 is not dumpable, so its child's
+        // /proc entry belongs to an unmapped root until exec. Then the
+        // score stays 0 — a command that grows is still the likelier
+        // victim; any other failure stops the command.
+        let adj = libc::open(p.oom_score_adj.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        let len = COMMAND_OOM_SCORE_ADJ.len();
+        if adj < 0 {
+            if *libc::__errno_location() != libc::EACCES {
+                fail(report, STAGE_OOM);
+            }
+        } else {
+            if libc::write(adj, COMMAND_OOM_SCORE_ADJ.as_ptr().cast(), len) != len as isize {
+                fail(report, STAGE_OOM);
+            }
+            libc::close(adj);
+        }
         if seccomp::install(p.hardening).is_err() {
             fail(report, STAGE_GUARD);
         }
