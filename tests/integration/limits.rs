@@ -340,3 +340,71 @@ fn limits_that_cannot_be_held_are_refused() {
         both(&out)
     );
 }
+
+/// G6: the defaults come from `[backends.bwrap.limits]` when a spec sets
+/// nothing; a misspelt key there makes bwrap unavailable with a hint
+/// naming it, rather than leaving sandboxes unlimited.
+#[test]
+fn configured_defaults_apply_and_a_misspelt_key_is_refused() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let config =
+        format!("{SANDBOX_LAYER_ONLY}[backends.bwrap.limits]\ntasks = 50\ntmpfs_bytes = 4194304\n");
+    let server = Server::start_with(CcServer::new(&plugins).config(&config));
+    let work = tempfile::tempdir().unwrap();
+    let id = format!("cfg-{}", unique());
+    let handle = create_ok(&server, &id, work.path(), json!({}));
+    let limits = &handle["details"]["limits"];
+    assert_eq!(limits["tasks"]["value"], 50, "{handle}");
+    assert_eq!(limits["tasks"]["enforced"], true, "{handle}");
+    assert_eq!(limits["tmpfsBytes"]["value"], 4 << 20, "{handle}");
+    let pid = handle["details"]["bwrapPid"].as_i64().unwrap();
+    let pids = groups_of(pid)
+        .into_iter()
+        .find(|g| g.starts_with("/sys/fs/cgroup/pids/"))
+        .unwrap();
+    let max = std::fs::read_to_string(pids.join("pids.max")).unwrap();
+    assert_eq!(max.trim(), "114");
+    let df = exec(&server, &id, &["df", "-k", "/tmp"]);
+    assert!(joined(&df, "stdout").contains(" 4096 "), "{df:?}");
+
+    let bad = format!("{SANDBOX_LAYER_ONLY}[backends.bwrap.limits]\nmemory = 1\n");
+    let work = tempfile::tempdir().unwrap();
+    let out = CcServer::new(&plugins)
+        .config(&bad)
+        .current_dir(work.path())
+        .args(["run", "--backend", "bwrap", "--", "true"])
+        .output();
+    assert_eq!(code(&out), 125, "{}", both(&out));
+    assert!(
+        text(&out.stderr).contains("unknown field `memory`"),
+        "{}",
+        both(&out)
+    );
+}
+
+/// G6: a server killed with SIGKILL cannot remove its sandboxes' groups;
+/// the next server's probe does (they are empty once bwrap is gone).
+#[test]
+fn groups_a_killed_server_left_are_removed_by_the_next() {
+    require_bwrap!();
+    let (plugins, mut server) = server();
+    let work = tempfile::tempdir().unwrap();
+    let id = format!("kill-{}", unique());
+    let handle = create_ok(&server, &id, work.path(), json!({"tasks": 100}));
+    let pid = handle["details"]["bwrapPid"].as_i64().unwrap();
+    let groups = groups_of(pid);
+    assert!(!groups.is_empty(), "{handle}");
+    server.stop_with(libc::SIGKILL);
+    assert!(
+        eventually(std::time::Duration::from_secs(20), || process_is_gone(
+            pid as i32
+        )),
+        "bwrap {pid} outlived its server"
+    );
+    let out = CcServer::new(&plugins).arg("probe").output();
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    for group in &groups {
+        assert!(!group.exists(), "{} is left", group.display());
+    }
+}

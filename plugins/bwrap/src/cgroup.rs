@@ -47,6 +47,17 @@ pub struct Facts {
     pub mountinfo: String,
 }
 
+impl Facts {
+    /// This process's.
+    pub fn of_self() -> Facts {
+        let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+        Facts {
+            self_cgroup: read("/proc/self/cgroup"),
+            mountinfo: read("/proc/self/mountinfo"),
+        }
+    }
+}
+
 /// What the plan may ask of the cgroup filesystem (a fake tree in tests).
 pub trait CgroupFs {
     /// A file's contents, if it exists and can be read.
@@ -352,6 +363,75 @@ pub fn plan_cgroup(
     plan.join = groups.iter().map(|g| g.join("cgroup.procs")).collect();
     plan.remove = groups;
     Ok(plan)
+}
+
+/// The prefix of every sandbox group's name: `cc_server-PID-N`.
+pub const GROUP_PREFIX: &str = "cc_server-";
+
+/// The name of the group of this server's `n`th sandbox.
+pub fn group_name(pid: u32, n: u64) -> String {
+    format!("{GROUP_PREFIX}{pid}-{n}")
+}
+
+/// The directories sandbox groups are made in: the server's own group in
+/// each hierarchy it could use (the v2 base and every v1 memory, pids and
+/// cpu group), whether or not it may write them.
+pub fn group_parents(facts: &Facts, fs: &dyn CgroupFs) -> Vec<PathBuf> {
+    let mounts = parse_mounts(&facts.mountinfo);
+    let own = parse_self(&facts.self_cgroup);
+    let mut out: Vec<PathBuf> = unified(&mounts, &own, fs)
+        .map(|u| u.base)
+        .into_iter()
+        .collect();
+    for limit in Limit::ALL {
+        if let Ok(h) = v1(&mounts, &own, fs, limit.controller())
+            && !out.contains(&h.dir)
+        {
+            out.push(h.dir);
+        }
+    }
+    out
+}
+
+/// Whether `name` is the group of a server that is gone (by its pid), so
+/// what a killed server left behind can be removed. A live pid's groups
+/// are never stale: they may be a launch under way.
+pub fn is_stale(name: &str, alive: &dyn Fn(u32) -> bool) -> bool {
+    let Some(rest) = name.strip_prefix(GROUP_PREFIX) else {
+        return false;
+    };
+    let Some((pid, n)) = rest.split_once('-') else {
+        return false;
+    };
+    match (pid.parse::<u32>(), n.parse::<u64>()) {
+        (Ok(pid), Ok(_)) => !alive(pid),
+        _ => false,
+    }
+}
+
+/// Removes the empty groups servers that are gone left below `parents`
+/// (a killed server cannot remove its own). A group still holding a
+/// process stays (the kernel refuses).
+pub fn sweep(parents: &[PathBuf]) {
+    let alive = |pid: u32| Path::new(&format!("/proc/{pid}")).exists();
+    for parent in parents {
+        let Ok(entries) = std::fs::read_dir(parent) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if is_stale(&name.to_string_lossy(), &alive) {
+                match std::fs::remove_dir(entry.path()) {
+                    Ok(()) => {
+                        tracing::info!(group = %entry.path().display(), "removed a cgroup a gone server left")
+                    }
+                    Err(e) => {
+                        tracing::debug!(group = %entry.path().display(), "a gone server's cgroup stays: {e}")
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn cpu_quota(millis: u64) -> u64 {

@@ -358,3 +358,25 @@ fn mountinfo_escapes_are_read() {
     let mounts = parse_mounts("1 2 0:3 / /sys/fs/cgroup/a\\040b rw - cgroup cgroup rw,memory\n");
     assert_eq!(mounts[0].point, p("/sys/fs/cgroup/a b"));
 }
+
+/// G6: groups a killed server left are found by name and pid; a live
+/// server's (or a foreign) group never is.
+#[test]
+fn stale_groups_are_told_by_the_servers_pid() {
+    let alive = |pid: u32| pid == 7;
+    assert!(is_stale(&group_name(8, 0), &alive));
+    assert!(!is_stale(&group_name(7, 3), &alive));
+    for foreign in ["cc_server", "cc_server-x-1", "other-8-0", "cc_server-8"] {
+        assert!(!is_stale(foreign, &alive), "{foreign}");
+    }
+    let parents = group_parents(&hybrid_facts(), &hybrid_fs(true));
+    assert_eq!(
+        parents,
+        vec![
+            p("/sys/fs/cgroup/unified"),
+            p("/sys/fs/cgroup/memory/process_api/abc"),
+            p("/sys/fs/cgroup/pids"),
+            p("/sys/fs/cgroup/cpu"),
+        ]
+    );
+}

@@ -87,6 +87,10 @@ impl BackendImpl for BwrapBackend {
         let mem_total = std::fs::read_to_string("/proc/meminfo")
             .ok()
             .and_then(|m| limits::mem_total(&m));
+        cgroup::sweep(&cgroup::group_parents(
+            &cgroup::Facts::of_self(),
+            &cgroup::RealFs,
+        ));
         match limits::defaults(ctx.options.get("limits"), mem_total) {
             Ok(defaults) => {
                 if let Ok(mut slot) = self.limits.lock() {
@@ -274,15 +278,10 @@ impl BwrapBackend {
     fn limits(&self, spec: &SandboxSpec) -> Result<sandbox::Limits, PluginError> {
         let defaults = self.limits.lock().map(|l| *l).unwrap_or_default();
         let merged = spec.limits.or(defaults);
-        let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
-        let facts = cgroup::Facts {
-            self_cgroup: read("/proc/self/cgroup"),
-            mountinfo: read("/proc/self/mountinfo"),
-        };
-        let name = format!(
-            "cc_server-{}-{}",
+        let facts = cgroup::Facts::of_self();
+        let name = cgroup::group_name(
             std::process::id(),
-            SANDBOXES.fetch_add(1, Ordering::Relaxed)
+            SANDBOXES.fetch_add(1, Ordering::Relaxed),
         );
         let plan = cgroup::plan_cgroup(&facts, &cgroup::RealFs, &name, &spec.limits, &merged)
             .map_err(|e| PluginError::new(ErrorCode::INVALID_SPEC, e.to_string()))?;
