@@ -114,7 +114,8 @@ fn w(path: &str, value: &str) -> Step {
 }
 
 /// G6: on v1 each limit gets a group below the server's own group in its
-/// controller's hierarchy; swap is capped with memory; bwrap joins all.
+/// controller's hierarchy; swap is capped with memory; bwrap joins all
+/// (through `tasks`, a single thread's cheap move).
 #[test]
 fn v1_memory_pids_and_cpu_below_the_servers_groups() {
     let plan = plan_cgroup(&hybrid_facts(), &hybrid_fs(true), "sb1", &all(), &all()).unwrap();
@@ -138,9 +139,9 @@ fn v1_memory_pids_and_cpu_below_the_servers_groups() {
     assert_eq!(
         plan.join,
         vec![
-            p(&format!("{mem}/cgroup.procs")),
-            p("/sys/fs/cgroup/pids/sb1/cgroup.procs"),
-            p("/sys/fs/cgroup/cpu/sb1/cgroup.procs"),
+            p(&format!("{mem}/tasks")),
+            p("/sys/fs/cgroup/pids/sb1/tasks"),
+            p("/sys/fs/cgroup/cpu/sb1/tasks"),
         ]
     );
     assert_eq!(plan.remove.len(), 3);

@@ -312,7 +312,7 @@ impl BwrapSandbox {
 /// [`CONTROL_FD`], and waits for PID 1's `ready`. On failure bwrap is gone
 /// and the error quotes what it said.
 ///
-/// bwrap writes itself into each of `joins` (open `cgroup.procs` files)
+/// bwrap writes itself into each of `joins` (open `tasks` or `cgroup.procs`)
 /// before it execs, so everything in the sandbox is in its groups from the
 /// start: no command runs before the limits hold (SPEC G6).
 pub(crate) fn start(
