@@ -282,4 +282,44 @@ fn main() {
         &stats(launch_times),
         &raw,
     );
+
+    // What the cgroup limits (SPEC G6: groups made, written, joined,
+    // removed) add to a launch: the default launch against one with no
+    // cgroup limit, alternating (a re-probe switches them, outside the
+    // timing) so both see the same load.
+    let limited = ProbeContext::default();
+    let unlimited = ProbeContext {
+        options: serde_json::json!({"limits": {"memory_bytes": 0, "tasks": 0}}),
+        ..ProbeContext::default()
+    };
+    let mut with = (Vec::new(), Vec::new());
+    let mut without = (Vec::new(), Vec::new());
+    for _ in 0..launches {
+        for (ctx, times) in [(&limited, &mut with), (&unlimited, &mut without)] {
+            assert!(bwrap.probe(ctx).unwrap().available);
+            let ends = Arc::new(Ends::default());
+            let start = Instant::now();
+            let sandbox = bwrap.launch(&spec(dir.path()), ends).unwrap();
+            times.0.push(start.elapsed());
+            let start = Instant::now();
+            sandbox.destroy().unwrap();
+            times.1.push(start.elapsed());
+        }
+    }
+    row(
+        "alternating: launch → ready, default limits",
+        &stats(with.0),
+        &raw,
+    );
+    row(
+        "alternating: launch → ready, no cgroup limits",
+        &stats(without.0),
+        &raw,
+    );
+    row("alternating: destroy, default limits", &stats(with.1), &raw);
+    row(
+        "alternating: destroy, no cgroup limits",
+        &stats(without.1),
+        &raw,
+    );
 }
