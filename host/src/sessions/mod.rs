@@ -486,13 +486,14 @@ impl Session {
         // An owner's answer may have taken a while.
         self.check_live()?;
         let sandbox = self.sandbox.clone();
+        let asked = std::time::Instant::now();
         let exec_id = blocking(move || sandbox.exec(&request))
             .await?
             .map_err(|e| match e.code {
                 ErrorCode::DESTROYED => SessionError::Destroyed(self.id.clone()),
                 _ => SessionError::Exec(e),
             })?;
-        let subscription = self.router.subscribe(exec_id);
+        let subscription = self.router.subscribe(exec_id, asked);
         self.running.fetch_add(1, Ordering::SeqCst);
         Ok(ExecStream {
             exec_id,

@@ -25,6 +25,12 @@ const STREAM_CAPACITY: usize = 64;
 /// slow one) instead of losing output.
 const PENDING_LIMIT: usize = 256;
 
+/// How long a sandbox-wide violation is kept for execs still subscribing.
+const RECENT_PATIENCE: Duration = Duration::from_secs(30);
+
+/// How many such violations are kept at most (the oldest go first).
+const RECENT_LIMIT: usize = 64;
+
 /// How long a full pending queue waits for its subscriber; past it the
 /// plugin is misbehaving (an id nobody will ask for) and events are
 /// dropped, with a warning.
@@ -43,6 +49,10 @@ enum Route {
 #[derive(Default)]
 pub struct Router {
     routes: Mutex<HashMap<u64, Route>>,
+    /// Sandbox-wide violations of the last [`RECENT_PATIENCE`], for execs
+    /// that subscribe after one happened: a command can dial and be refused
+    /// before the host has its exec id. Locked after `routes`.
+    recent: Mutex<Vec<(Instant, SandboxViolation)>>,
     /// Signalled when a route changes from pending (or the router closes).
     changed: Condvar,
     closed: AtomicBool,
@@ -55,14 +65,26 @@ pub struct Subscription {
 }
 
 impl Router {
-    /// Starts listening to an exec. Call once per exec id, right after `exec`.
-    pub fn subscribe(&self, exec_id: u64) -> Subscription {
+    /// Starts listening to an exec. Call once per exec id, right after `exec`;
+    /// `since` is when the exec was asked for: the sandbox-wide violations
+    /// from then on come first (before the exec's own end, if it is early).
+    pub fn subscribe(&self, exec_id: u64, since: Instant) -> Subscription {
         let (tx, rx) = mpsc::channel(STREAM_CAPACITY);
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        let early = match routes.insert(exec_id, Route::Live(tx)) {
-            Some(Route::Pending(events)) => events,
-            _ => Vec::new(),
-        };
+        let mut early: Vec<Event> = self
+            .recent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(at, _)| *at >= since)
+            .map(|(_, v)| Event {
+                exec_id,
+                body: EventBody::Violation(v.clone()),
+            })
+            .collect();
+        if let Some(Route::Pending(events)) = routes.insert(exec_id, Route::Live(tx)) {
+            early.extend(events);
+        }
         // An exec that already ended needs no live route.
         if early.iter().any(|e| e.body.is_terminal()) {
             routes.remove(&exec_id);
@@ -98,6 +120,15 @@ impl Router {
     pub fn broadcast(&self, violation: SandboxViolation) {
         tracing::info!(action = %violation.action, target = %violation.target, "violation");
         let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        {
+            let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+            let now = Instant::now();
+            recent.retain(|(at, _)| now.duration_since(*at) < RECENT_PATIENCE);
+            if recent.len() >= RECENT_LIMIT {
+                recent.remove(0);
+            }
+            recent.push((now, violation.clone()));
+        }
         for (&exec_id, route) in routes.iter() {
             if let Route::Live(tx) = route {
                 let event = Event {
@@ -200,12 +231,46 @@ mod tests {
         Event { exec_id, body }
     }
 
+    /// A command refused by the proxy before the host subscribed (a loaded
+    /// host) still sees its violation, ahead of its own early exit; one from
+    /// before the exec was asked for is not its.
+    #[test]
+    fn a_violation_before_the_subscription_is_not_lost() {
+        let router = Router::default();
+        let violation = |target: &str| SandboxViolation {
+            action: "network-outbound".into(),
+            target: target.into(),
+            raw: None,
+        };
+        router.broadcast(violation("old.test:80"));
+        std::thread::sleep(Duration::from_millis(2));
+        let asked = Instant::now();
+        router.broadcast(violation("b.test:80"));
+        router.handle(ev(
+            3,
+            EventBody::Exit {
+                code: 0,
+                signal: None,
+            },
+        ));
+        let sub = router.subscribe(3, asked);
+        let kinds: Vec<String> = sub
+            .early
+            .iter()
+            .map(|e| match &e.body {
+                EventBody::Violation(v) => v.target.clone(),
+                other => other.type_name().to_owned(),
+            })
+            .collect();
+        assert_eq!(kinds, ["b.test:80", "exit"]);
+    }
+
     #[test]
     fn early_events_are_kept_in_order() {
         let router = Router::default();
         router.handle(ev(1, EventBody::Stdout(b"a".to_vec())));
         router.handle(ev(1, EventBody::Stdout(b"b".to_vec())));
-        let mut sub = router.subscribe(1);
+        let mut sub = router.subscribe(1, Instant::now());
         assert_eq!(sub.early.len(), 2);
         std::thread::scope(|s| {
             s.spawn(|| {
@@ -236,7 +301,7 @@ mod tests {
                 signal: None,
             },
         ));
-        let sub = router.subscribe(4);
+        let sub = router.subscribe(4, Instant::now());
         assert_eq!(sub.early.len(), 1);
         assert!(router.routes.lock().unwrap().is_empty());
     }
@@ -252,7 +317,7 @@ mod tests {
     #[test]
     fn a_dropped_stream_discards_the_rest() {
         let router = Router::default();
-        let sub = router.subscribe(9);
+        let sub = router.subscribe(9, Instant::now());
         drop(sub);
         for _ in 0..1000 {
             assert!(router.handle(ev(9, EventBody::Stdout(vec![1]))));
@@ -292,7 +357,7 @@ mod tests {
             // Held at the limit, not dropped.
             std::thread::sleep(Duration::from_millis(20));
             assert!(full());
-            let mut sub = router.subscribe(5);
+            let mut sub = router.subscribe(5, Instant::now());
             assert_eq!(sub.early.len(), PENDING_LIMIT);
             for i in PENDING_LIMIT..PENDING_LIMIT + 10 {
                 let event = sub.live.blocking_recv().unwrap();
