@@ -163,26 +163,54 @@ fn walkdir_names(dir: &Path) -> Vec<(std::path::PathBuf, u64, std::time::SystemT
     out
 }
 
+/// The accounts a vector is tried as: the caller's, and — when the tests
+/// run as root — `nobody` too.
+fn accounts() -> Vec<Option<(u32, u32)>> {
+    // SAFETY: plain getter.
+    if unsafe { libc::geteuid() } == 0 {
+        vec![None, Some((65534, 65534))]
+    } else {
+        vec![None]
+    }
+}
+
+/// `cc_server` (the sandbox layer alone) in `work`, as `account`: for
+/// another account, a copy of the binary in a directory anyone can read
+/// (the checkout may sit below one they cannot enter), and `work` theirs.
+/// The returned directory must outlive the run.
+fn server_as(
+    plugins: &Plugins,
+    account: Option<(u32, u32)>,
+    work: &Path,
+) -> (CcServer, tempfile::TempDir) {
+    let bin_dir = tempfile::tempdir().unwrap();
+    let Some((uid, gid)) = account else {
+        let server = CcServer::new(plugins).config(SANDBOX_LAYER_ONLY);
+        return (server.current_dir(work), bin_dir);
+    };
+    std::os::unix::fs::chown(work, Some(uid), Some(gid)).unwrap();
+    let program = bin_dir.path().join("cc_server");
+    std::fs::copy(cc_server_bin(), &program).unwrap();
+    std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let server = CcServer::with_program(plugins, &program)
+        .config(SANDBOX_LAYER_ONLY)
+        .run_as(uid, gid)
+        .current_dir(work);
+    (server, bin_dir)
+}
+
 /// T-root for an unprivileged account (as root, the server runs as
 /// `nobody`): the same enumeration, the same result.
 #[test]
 fn nothing_is_writable_inside_for_an_unprivileged_account_either() {
     require_bwrap!();
-    // SAFETY: plain getter.
-    if unsafe { libc::geteuid() } != 0 {
+    let Some(nobody) = accounts().into_iter().flatten().next() else {
         return; // the test above already ran as an unprivileged account
-    }
+    };
     let plugins = Plugins::with_bwrap();
     let work = tempfile::tempdir().unwrap();
-    std::os::unix::fs::chown(work.path(), Some(65534), Some(65534)).unwrap();
-    let bin_dir = tempfile::tempdir().unwrap();
-    let program = bin_dir.path().join("cc_server");
-    std::fs::copy(cc_server_bin(), &program).unwrap();
-    std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = CcServer::with_program(&plugins, &program)
-        .config(SANDBOX_LAYER_ONLY)
-        .run_as(65534, 65534)
-        .current_dir(work.path())
+    let (server, _bin) = server_as(&plugins, Some(nobody), work.path());
+    let out = server
         .args(["run", "--backend", "bwrap", "--", "/usr/bin/python3", "-c"])
         .arg(WRITABLE_WALK)
         .output();
@@ -207,27 +235,28 @@ fn a_descriptor_the_caller_left_open_reaches_no_command_of_run() {
         backends.push(("bwrap", Plugins::with_bwrap()));
     }
     for (backend, plugins) in backends {
-        let work = tempfile::tempdir().unwrap();
-        let out = CcServer::new(&plugins)
-            .config(SANDBOX_LAYER_ONLY)
-            .with_open_fd_9(host_dir.path())
-            .current_dir(work.path())
-            .args([
-                "run",
-                "--backend",
-                backend,
-                "--",
-                "/usr/bin/python3",
-                "-c",
-                OPEN_FDS,
-            ])
-            .output();
-        assert_eq!(code(&out), 0, "{backend}: {}", both(&out));
-        assert!(
-            lines(&out).iter().any(|l| l == "fds []"),
-            "{backend}: {}",
-            both(&out)
-        );
+        for account in accounts() {
+            let work = tempfile::tempdir().unwrap();
+            let (server, _bin) = server_as(&plugins, account, work.path());
+            let out = server
+                .with_open_fd_9(host_dir.path())
+                .args([
+                    "run",
+                    "--backend",
+                    backend,
+                    "--",
+                    "/usr/bin/python3",
+                    "-c",
+                    OPEN_FDS,
+                ])
+                .output();
+            assert_eq!(code(&out), 0, "{backend} {account:?}: {}", both(&out));
+            assert!(
+                lines(&out).iter().any(|l| l == "fds []"),
+                "{backend} {account:?}: {}",
+                both(&out)
+            );
+        }
     }
 }
 
@@ -276,6 +305,12 @@ fn a_descriptor_the_server_inherited_reaches_no_exec() {
 fn no_command_can_leave_a_setuid_file_on_the_host() {
     require_bwrap!();
     let plugins = Plugins::with_bwrap();
+    for account in accounts() {
+        setuid_attempts(&plugins, account);
+    }
+}
+
+fn setuid_attempts(plugins: &Plugins, account: Option<(u32, u32)>) {
     let work = tempfile::tempdir().unwrap();
     let script = "cp /usr/bin/true t && \
         (chmod u+s t && echo chmod-u=ok || echo chmod-u=failed); \
@@ -283,9 +318,8 @@ fn no_command_can_leave_a_setuid_file_on_the_host() {
         (install -m 4755 /usr/bin/true i && echo install=ok || echo install=failed); \
         /usr/bin/python3 -c \"import os\ntry:\n  os.close(os.open('c', os.O_CREAT | os.O_WRONLY, 0o4755)); print('create=ok')\nexcept OSError as e:\n  print('create=failed', e.errno)\"; \
         (chmod 755 t && echo plain=ok)";
-    let out = CcServer::new(&plugins)
-        .config(SANDBOX_LAYER_ONLY)
-        .current_dir(work.path())
+    let (server, _bin) = server_as(plugins, account, work.path());
+    let out = server
         .args(["run", "--backend", "bwrap", "--", "sh", "-c", script])
         .output();
     let stdout = text(&out.stdout);
