@@ -350,6 +350,11 @@ impl CcServer {
         self
     }
 
+    pub fn env_remove(mut self, key: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.command.env_remove(key);
+        self
+    }
+
     pub fn current_dir(mut self, dir: &Path) -> Self {
         self.command.current_dir(dir);
         self
