@@ -626,6 +626,86 @@ fn node_npm_install_npx_and_a_script_as_an_unprivileged_user() {
     assert_node_ran(&user, &w.join("project"), &out);
 }
 
+// ---- git ------------------------------------------------------------------
+
+/// The git identity `account` has on the host (`~/.gitconfig`), if any.
+fn host_identity(account: &Account) -> Option<String> {
+    let get = |key: &str| {
+        let out = Command::new("git")
+            .arg("config")
+            .arg("--file")
+            .arg(account.home.join(".gitconfig"))
+            .arg(key)
+            .output()
+            .ok()?;
+        let value = text(&out.stdout).trim().to_owned();
+        (!value.is_empty()).then_some(value)
+    };
+    Some(format!("{} <{}>", get("user.name")?, get("user.email")?))
+}
+
+fn git_workflow(account: &Account) {
+    let work = workspace(account);
+    let w = work.path();
+    let out = sh(
+        account,
+        w,
+        "set -e\ngit init -q -b main origin\ncd origin\necho one > README\n\
+         git add README\ngit commit -q -m first\ncd ..\n\
+         git clone -q origin clone\ncd clone\ngit switch -q -c feature\n\
+         echo two >> README\ngit commit -q -am second\n\
+         git log --format='%an <%ae> %s'\n",
+    );
+    assert_ok(&out, "git init, commit, clone, branch");
+    let log = |repo: &str, args: &[&str]| {
+        run_host(
+            Command::new("git")
+                .arg("-c")
+                .arg(format!("safe.directory={}", w.join(repo).display()))
+                .arg("-C")
+                .arg(w.join(repo))
+                .args(args),
+        )
+    };
+    let authors = log("clone", &["log", "--format=%an <%ae>|%s", "feature"]);
+    let lines: Vec<&str> = authors.lines().collect();
+    assert_eq!(lines.len(), 2, "{authors}\n{}", both(&out));
+    assert!(
+        lines[0].ends_with("|second") && lines[1].ends_with("|first"),
+        "{authors}"
+    );
+    if let Some(identity) = host_identity(account) {
+        for line in &lines {
+            assert_eq!(
+                line.split('|').next().unwrap(),
+                identity,
+                "the commit is not {}'s identity on the host:\n{authors}",
+                account.name
+            );
+        }
+    }
+    let branches = log("clone", &["branch", "--format=%(refname:short)"]);
+    assert_eq!(branches, "feature\nmain\n");
+    assert_eq!(log("origin", &["rev-list", "--count", "main"]), "1\n");
+    assert_owned(account, &w.join("clone/.git/HEAD"), &out);
+}
+
+/// G4: git init, a commit with the account's identity, clone, a branch
+/// and a commit on it.
+#[test]
+fn git_init_commit_clone_branch_as_the_invoking_account() {
+    require_bwrap!();
+    git_workflow(&invoking());
+}
+
+/// G4: the same as `cc-test`, whose identity install-deps configures.
+#[test]
+fn git_init_commit_clone_branch_as_an_unprivileged_user() {
+    require_bwrap!();
+    let Some(user) = test_user() else { return };
+    git_workflow(&user);
+}
+
 // ---- large output, stdin --------------------------------------------------
 
 fn large_output(account: &Account) {
