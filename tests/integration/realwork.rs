@@ -325,11 +325,13 @@ fn session(account: &Account, work: &Path, guardrails: bool) -> CcServer {
     server
 }
 
-/// `sh -c SCRIPT` in a [`session`] with installs allowed.
+/// `sh -c SCRIPT` in a [`session`] with installs allowed, stdin closed.
+/// Five minutes at most: a venv on a loaded 2-core machine took 30 s.
 fn sh(account: &Account, work: &Path, script: &str) -> Output {
-    session(account, work, true)
-        .args(["--", "sh", "-c", script])
-        .output()
+    let server = session(account, work, true).args(["--", "sh", "-c", script]);
+    // The config file lives in the private home: kept until the run ends.
+    let _home = server.home();
+    wait_output(server.spawn(), std::time::Duration::from_secs(300))
 }
 
 /// Fails with the output unless the run exited 0.
