@@ -498,6 +498,127 @@ fn a_project_script_as_an_unprivileged_user() {
     project_script(&user);
 }
 
+// ---- Rust -----------------------------------------------------------------
+
+/// The crate index cargo uses here: the config's replacement, else the
+/// default sparse index.
+fn cargo_index_url() -> String {
+    let text = cargo_config()
+        .and_then(|c| std::fs::read_to_string(c).ok())
+        .unwrap_or_default();
+    text.lines()
+        .filter(|l| l.trim_start().starts_with("registry"))
+        .find_map(|l| l.split('"').nth(1))
+        .map(|u| u.trim_start_matches("sparse+").to_owned())
+        .unwrap_or_else(|| "https://index.crates.io/config.json".to_owned())
+}
+
+/// The one registry dependency, vendored once by an online `cargo vendor`
+/// through the session's proxy (`cargo new --vcs none`: the case under test
+/// is the cases' own `cargo new`).
+fn crates_online() -> &'static Result<Online, String> {
+    static ONLINE: OnceLock<Result<Online, String>> = OnceLock::new();
+    ONLINE.get_or_init(|| {
+        let mut script = String::from("set -e\n");
+        // The machine's cargo config (a mirror, say) is in the host's home,
+        // which the sandbox does not show: the case brings a copy.
+        if cargo_config().is_some() {
+            script.push_str("export CARGO_HOME=$PWD/cargo-home\n");
+        }
+        script.push_str(
+            "cargo new -q --vcs none fetch\ncd fetch\n\
+             echo 'itoa = \"1\"' >> Cargo.toml\n\
+             cargo vendor -q --versioned-dirs ../vendor > /dev/null\n",
+        );
+        online(
+            "cargo vendor of one crate",
+            &cargo_index_url(),
+            |account, work| {
+                if let Some(config) = &cargo_config() {
+                    let text = std::fs::read_to_string(config).unwrap();
+                    put(account, work, "cargo-home/config.toml", &text, 0o644);
+                }
+            },
+            &script,
+        )
+    })
+}
+
+const HELLO_RS: &str = "fn main() {\n    let mut b = itoa::Buffer::new();\n    \
+    println!(\"itoa says {}\", b.format(4242_u64));\n}\n\n\
+    #[test]\nfn formats() {\n    assert_eq!(itoa::Buffer::new().format(7_u8), \"7\");\n}\n";
+
+fn rust_with_cargo(account: &Account) {
+    let vendored = downloaded(crates_online(), "the cargo dependency case");
+    let work = workspace(account);
+    let w = work.path();
+    copy_in(account, &vendored.work.join("vendor"), &w.join("vendor"));
+    let out = sh(
+        account,
+        w,
+        "set -e\ncargo new -q hello\ncd hello\ncargo test -q 2>&1\ncargo run -q\n",
+    );
+    assert_ok(&out, "cargo new, cargo test, cargo run");
+    assert!(
+        text(&out.stdout).contains("Hello, world!"),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        w.join("hello/.git").is_dir(),
+        "cargo new made no repository"
+    );
+    assert_owned(account, &w.join("hello/target"), &out);
+    // The dependency, offline from the vendored cache.
+    let project = w.join("hello");
+    let manifest = std::fs::read_to_string(project.join("Cargo.toml")).unwrap();
+    put(
+        account,
+        &project,
+        "Cargo.toml",
+        &format!("{manifest}itoa = \"1\"\n"),
+        0o644,
+    );
+    put(account, &project, "src/main.rs", HELLO_RS, 0o644);
+    put(
+        account,
+        &project,
+        ".cargo/config.toml",
+        "[source.crates-io]\nreplace-with = \"vendored\"\n\n\
+         [source.vendored]\ndirectory = \"../vendor\"\n",
+        0o644,
+    );
+    // From the workspace: the vendored crates are beside the project.
+    let out = sh(
+        account,
+        w,
+        "set -e\ncd hello\ncargo test -q --offline 2>&1\ncargo run -q --offline\n",
+    );
+    assert_ok(&out, "cargo test/run with a vendored dependency");
+    assert!(
+        text(&out.stdout).contains("itoa says 4242"),
+        "{}",
+        both(&out)
+    );
+    assert_owned(account, &project.join("Cargo.lock"), &out);
+}
+
+/// G4: `cargo new`, `cargo test`, `cargo run`, then one registry
+/// dependency (offline, from the vendored cache this run filled).
+#[test]
+fn rust_with_cargo_as_the_invoking_account() {
+    require_bwrap!();
+    rust_with_cargo(&invoking());
+}
+
+/// G4: the same as `cc-test`, with the toolchain in /opt/cc-test-toolchain.
+#[test]
+fn rust_with_cargo_as_an_unprivileged_user() {
+    require_bwrap!();
+    let Some(user) = test_user() else { return };
+    rust_with_cargo(&user);
+}
+
 // ---- Python ---------------------------------------------------------------
 
 const TEST_PY: &str = "def test_adds():\n    assert 1 + 1 == 2\n";
@@ -791,4 +912,131 @@ fn a_large_stdin_as_an_unprivileged_user() {
     require_bwrap!();
     let Some(user) = test_user() else { return };
     large_stdin(&user);
+}
+
+// ---- an install answered at the terminal (`--ask`) ----------------------
+
+/// H4, issue 15: chat mode asks before `npm install`; `--ask` puts the
+/// question on cc_server's terminal (a pseudo-terminal here), `y` answers
+/// it, and the install runs (offline, from the online case's cache). No
+/// guardrails file: chat mode's own table asks.
+#[test]
+fn an_install_answered_at_the_terminal_with_ask() {
+    require_bwrap!();
+    let me = invoking();
+    let online = downloaded(node_online(), "the --ask case");
+    let work = workspace(&me);
+    let w = work.path();
+    copy_in(&me, &online.work.join("npm-cache"), &w.join("npm-cache"));
+    put(
+        &me,
+        w,
+        "project/package.json",
+        "{\"name\":\"asked\",\"version\":\"1.0.0\"}\n",
+        0o644,
+    );
+    let (master, slave) = pseudo_terminal();
+    let child = session(&me, w, false)
+        .with_controlling_terminal(slave.try_clone().unwrap())
+        .args([
+            "--ask",
+            "--",
+            "npm",
+            "install",
+            "-s",
+            "--offline",
+            "--cache",
+            "npm-cache",
+            "--prefix",
+            "project",
+            "semver",
+        ])
+        .spawn();
+    let (screen, asked) = answer_at(&master, "[y/N]", b"y\n", std::time::Duration::from_secs(60));
+    let out = wait_output(child, std::time::Duration::from_secs(120));
+    // Held open until now: with no descriptor of the terminal's side open,
+    // reading the other side fails at once (EIO) — cc_server itself holds
+    // one only while it asks.
+    drop(slave);
+    assert!(
+        asked,
+        "no question on the terminal; it showed:\n{screen}\n{}",
+        both(&out)
+    );
+    assert_ok(&out, "npm install answered at the terminal");
+    assert!(screen.contains("npm install"), "the question:\n{screen}");
+    assert!(
+        w.join("project/node_modules/semver/package.json").is_file(),
+        "{}\nterminal:\n{screen}",
+        both(&out)
+    );
+}
+
+/// A new pseudo-terminal: (master, slave).
+fn pseudo_terminal() -> (std::fs::File, std::fs::File) {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    // SAFETY: posix_openpt returns a new descriptor or -1; grantpt/unlockpt/
+    // ptsname_r act on it; the slave is opened by name from ptsname_r.
+    unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(
+            master >= 0,
+            "posix_openpt: {}",
+            std::io::Error::last_os_error()
+        );
+        assert_eq!(libc::grantpt(master), 0);
+        assert_eq!(libc::unlockpt(master), 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()), 0);
+        let name = std::ffi::CStr::from_ptr(name.as_ptr());
+        // Close-on-exec, so no other test's child keeps the terminal open;
+        // the controlling terminal outlives the descriptor.
+        let slave = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC)
+            .open(name.to_str().unwrap())
+            .unwrap();
+        (std::fs::File::from_raw_fd(master), slave)
+    }
+}
+
+/// Reads the terminal until `prompt` shows and types `answer`; returns what
+/// the terminal showed, reading on until it goes quiet, and whether the
+/// prompt came (it did not when the other side closed, or after `limit`).
+fn answer_at(
+    master: &std::fs::File,
+    prompt: &str,
+    answer: &[u8],
+    limit: std::time::Duration,
+) -> (String, bool) {
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+    let mut reader = master.try_clone().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        // EIO once every descriptor of the other side is closed.
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut screen = Vec::new();
+    let deadline = Instant::now() + limit;
+    while !text(&screen).contains(prompt) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(bytes) => screen.extend(bytes),
+            Err(_) => return (text(&screen), false),
+        }
+    }
+    let mut writer = master.try_clone().unwrap();
+    writer.write_all(answer).unwrap();
+    while let Ok(bytes) = rx.recv_timeout(Duration::from_secs(2)) {
+        screen.extend(bytes);
+    }
+    (text(&screen), true)
 }
