@@ -1582,3 +1582,48 @@ fn a_plugins_directory_inside_the_workdir_stays_read_only() {
     assert!(checkout.path().join("made.txt").exists());
     assert!(!plugins.join("libsandbox_backend_evil.so").exists());
 }
+
+/// G4 (issue 15): a rename and a hard link across directories of the
+/// workspace — what rustc does with every `.rmeta`, what `git`, `pip` and
+/// `npm` do with their temporary files — work with the guard on and off.
+/// With the guard off the commands' own `rename(2)` reaches the kernel, and
+/// their nested Landlock domain refused it (EXDEV, "Invalid cross-device
+/// link") until it granted `REFER`. Host: the file moved, the link made.
+#[test]
+fn renames_and_links_across_directories_work_with_and_without_the_guard() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let lowered = "[policy]\nenforce = false\n[backends.bwrap]\nguard = false\n\
+                   [dispatch_policy]\nwrite_deny_globs = []\n";
+    for (label, config) in [("guarded", SANDBOX_LAYER_ONLY), ("unguarded", lowered)] {
+        let work = tempfile::tempdir().unwrap();
+        let w = work.path();
+        std::fs::create_dir_all(w.join("tmp.x")).unwrap();
+        std::fs::create_dir_all(w.join("deps")).unwrap();
+        std::fs::write(w.join("tmp.x/full.rmeta"), "meta").unwrap();
+        std::fs::write(w.join("tmp.x/linked"), "linked").unwrap();
+        let script = format!(
+            "{ONLY_IN_A_SANDBOX}/usr/bin/python3 -c \"import os; \
+             os.rename('tmp.x/full.rmeta', 'deps/lib.rmeta'); \
+             os.link('tmp.x/linked', 'deps/linked'); print('moved')\""
+        );
+        let out = CcServer::new(&plugins)
+            .config(config)
+            .current_dir(w)
+            .args(["run", "--backend", "bwrap", "--", "sh", "-c", &script])
+            .output();
+        assert_eq!(code(&out), 0, "{label}: {}", both(&out));
+        assert_eq!(text(&out.stdout), "moved\n", "{label}: {}", both(&out));
+        assert_eq!(
+            std::fs::read_to_string(w.join("deps/lib.rmeta")).unwrap(),
+            "meta",
+            "{label}"
+        );
+        assert!(!w.join("tmp.x/full.rmeta").exists(), "{label}");
+        assert_eq!(
+            std::fs::read_to_string(w.join("deps/linked")).unwrap(),
+            "linked",
+            "{label}"
+        );
+    }
+}

@@ -18,5 +18,6 @@ mod microvm;
 mod net;
 mod plugins;
 mod policy;
+mod realwork;
 mod run;
 mod toolchains;

@@ -307,6 +307,28 @@ impl CcServer {
         self
     }
 
+    /// Makes the terminal whose pseudo-terminal side is `slave` the child's
+    /// controlling terminal (a session of its own, `TIOCSCTTY`), as a shell
+    /// in a terminal would; its standard streams stay as they are. So
+    /// `/dev/tty` in the child is that terminal.
+    pub fn with_controlling_terminal(mut self, slave: std::fs::File) -> Self {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let raw = slave.as_raw_fd();
+        // SAFETY: setsid and ioctl are async-signal-safe and touch only the
+        // child's own session and the descriptor it inherited.
+        unsafe {
+            self.command.pre_exec(move || {
+                if libc::setsid() < 0 || libc::ioctl(raw, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        self._kept.push(slave);
+        self
+    }
+
     /// Lowers the dispatch policy with the repository's example config (for
     /// hosts where the bwrap backend has no create-time guard).
     pub fn without_create_guard(self) -> Self {
@@ -347,6 +369,11 @@ impl CcServer {
 
     pub fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Self {
         self.command.env(key, value);
+        self
+    }
+
+    pub fn env_remove(mut self, key: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.command.env_remove(key);
         self
     }
 

@@ -163,16 +163,32 @@ pub fn domain(
 }
 
 /// The commands' domain, nested below PID 1's and entered by the fork
-/// thread: it limits nothing more on the file system (`EXECUTE` beneath `/`
-/// again), but being nested it keeps the commands from PID 1 — Landlock
-/// lets a process trace (and read the `/proc` entries of) only its own
-/// domain and those below — and, on ABI 6, its scopes keep their signals
-/// and abstract sockets among themselves.
+/// thread: it limits nothing more on the file system (what it handles it
+/// grants beneath `/` again), but being nested it keeps the commands from
+/// PID 1 — Landlock lets a process trace (and read the `/proc` entries of)
+/// only its own domain and those below — and, on ABI 6, its scopes keep
+/// their signals and abstract sockets among themselves.
 pub fn commands_domain() -> io::Result<OwnedFd> {
-    let (_, _, scoped) = plan(abi_version()?);
-    let ruleset = create(ACCESS_FS_EXECUTE, scoped)?;
-    add_rule(&ruleset, Path::new("/"), ACCESS_FS_EXECUTE)?;
+    let (handled, scoped) = plan_commands(abi_version()?);
+    let ruleset = create(handled, scoped)?;
+    add_rule(&ruleset, Path::new("/"), handled)?;
     Ok(ruleset)
+}
+
+/// What the commands' domain handles (and grants beneath `/`) on Landlock
+/// `abi`, and its scopes. `REFER` is in it from ABI 2: Landlock refuses a
+/// rename or link across directories (EXDEV) in any domain that does not
+/// grant `REFER` explicitly, handled or not — without it, with the guard
+/// off (the commands' own renames reach the kernel), rustc could not move
+/// its `.rmeta` out of its temporary directory. PID 1's domain still limits
+/// `REFER` to the writable mounts.
+pub fn plan_commands(abi: i64) -> (u64, u64) {
+    let (coverage, _, scoped) = plan(abi);
+    let mut handled = ACCESS_FS_EXECUTE;
+    if coverage.writes {
+        handled |= ACCESS_FS_REFER;
+    }
+    (handled, scoped)
 }
 
 /// A new ruleset handling `handled` file-system rights and the `scoped`
@@ -283,5 +299,16 @@ mod tests {
         assert_eq!(scoped, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL);
         // Reading is never handled: the mount namespace decides it.
         assert_eq!(handled & ((1 << 2) | (1 << 3)), 0);
+    }
+
+    #[test]
+    fn the_commands_domain_allows_moves_across_directories() {
+        assert_eq!(plan_commands(1), (ACCESS_FS_EXECUTE, 0));
+        assert_eq!(plan_commands(2), (ACCESS_FS_EXECUTE | ACCESS_FS_REFER, 0));
+        let (handled, scoped) = plan_commands(7);
+        assert_eq!(handled, ACCESS_FS_EXECUTE | ACCESS_FS_REFER);
+        assert_eq!(scoped, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL);
+        // Nothing else: every write right stays PID 1's domain's to limit.
+        assert_eq!(handled & (WRITE_V1 | ACCESS_FS_TRUNCATE), 0);
     }
 }
