@@ -13,16 +13,19 @@ use crate::util::*;
 
 /// Walks the whole tree a command sees and prints every place it can write:
 /// a directory gets a file created and removed at once, a file is opened for
-/// writing and closed — nothing is ever written. A process's own `/proc/<pid>`
-/// entries are left out (what reaches other sandbox processes is the guard
-/// tests'). Then opens the sysctls a host-root shell would want, for
-/// writing, writing nothing, and prints the errno.
+/// writing and closed — nothing is ever written. Below a writable directory
+/// only mount points are printed (a bind or an overlay inside a private
+/// tmpfs is a place of its own), the rest is that directory's. A process's
+/// own `/proc/<pid>` entries are left out (what reaches other sandbox
+/// processes is the guard tests'). Then opens the sysctls a host-root shell
+/// would want, for writing, writing nothing, and prints the errno.
 const WRITABLE_WALK: &str = r#"
 import os, stat
 def own(p):
     parts = p.split('/')
     return len(parts) > 2 and parts[1] == 'proc' and (parts[2].isdigit() or parts[2] in ('self', 'thread-self'))
 probe = '.cc-writable-probe-%d' % os.getpid()
+writable = set()
 for root, dirs, files in os.walk('/', topdown=True, followlinks=False):
     if own(root):
         dirs[:] = []
@@ -31,8 +34,9 @@ for root, dirs, files in os.walk('/', topdown=True, followlinks=False):
     try:
         os.close(os.open(os.path.join(root, probe), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         os.unlink(os.path.join(root, probe))
-        print('writable', root.rstrip('/') + '/')
-        dirs[:] = []
+        writable.add(root)
+        if os.path.dirname(root) not in writable or os.path.ismount(root):
+            print('writable', root.rstrip('/') + '/')
         continue
     except OSError:
         pass
