@@ -384,32 +384,10 @@ fn recv_answer(socket: &OwnedFd, limit: Duration) -> io::Result<OwnedFd> {
         }
     }
     let mut buf = [0u8; 4];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let mut space = [0u64; 4];
-    // SAFETY: an all-zero msghdr is a valid empty message; we point it at our buffers.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = space.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&space);
-    // SAFETY: msg describes valid buffers that outlive the call.
-    let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel filled the control buffer; the macros stay inside it.
-    unsafe {
-        let header = libc::CMSG_FIRSTHDR(&msg);
-        if !header.is_null()
-            && (*header).cmsg_level == libc::SOL_SOCKET
-            && (*header).cmsg_type == libc::SCM_RIGHTS
-        {
-            let fd = std::ptr::read_unaligned(libc::CMSG_DATA(header).cast::<RawFd>());
-            return Ok(OwnedFd::from_raw_fd(fd));
-        }
+    let mut fds = Vec::new();
+    let n = crate::proto::recvmsg(socket.as_raw_fd(), &mut buf, &mut fds)?;
+    if let Some(fd) = fds.into_iter().next() {
+        return Ok(fd);
     }
     if n == 4 {
         return Err(io::Error::from_raw_os_error(i32::from_le_bytes(buf)));

@@ -861,7 +861,7 @@ fn read_report(socket: BorrowedFd<'_>) -> (Option<OwnedFd>, Option<(u32, i32)>) 
     loop {
         let mut fds = Vec::new();
         let mut buf = [0u8; 8];
-        match recv_datagram(socket.as_raw_fd(), &mut buf, &mut fds) {
+        match sandbox_init::proto::recvmsg(socket.as_raw_fd(), &mut buf, &mut fds) {
             Ok(0) | Err(_) => return (listener, failure),
             Ok(n) => {
                 if let Some(fd) = fds.pop() {
@@ -875,37 +875,6 @@ fn read_report(socket: BorrowedFd<'_>) -> (Option<OwnedFd>, Option<(u32, i32)>) 
             }
         }
     }
-}
-
-fn recv_datagram(socket: RawFd, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::Result<usize> {
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let mut space = [0u64; 8];
-    // SAFETY: an all-zero msghdr is a valid empty message; we point it at our buffers.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = space.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&space);
-    // SAFETY: msg describes valid buffers that outlive the call.
-    let n = unsafe { libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the kernel filled the control buffer; the macros stay inside it.
-    unsafe {
-        let mut header = libc::CMSG_FIRSTHDR(&msg);
-        while !header.is_null() {
-            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
-                let fd = std::ptr::read_unaligned(libc::CMSG_DATA(header).cast::<RawFd>());
-                fds.push(OwnedFd::from_raw_fd(fd));
-            }
-            header = libc::CMSG_NXTHDR(&msg, header);
-        }
-    }
-    Ok(n as usize)
 }
 
 /// What the child needs, prepared before fork.

@@ -228,7 +228,10 @@ fn sendmsg(socket: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<usize> {
     }
 }
 
-fn recvmsg(socket: RawFd, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::Result<usize> {
+/// One `recvmsg` into `buf`, the descriptors that came with it appended to
+/// `fds` (close-on-exec); retried on EINTR; a message whose descriptors did
+/// not fit is an error. The one receive of descriptors in sandbox-init.
+pub fn recvmsg(socket: RawFd, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::Result<usize> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
