@@ -1,5 +1,5 @@
-//! Egress for sandboxes (SPEC E1–E5, DESIGN §6): per-session HTTP and SOCKS
-//! proxies, and the one decision every connection of every ingress path
+//! Egress for sandboxes (SPEC E1–E5, docs/design.md §6): per-session HTTP and
+//! SOCKS proxies, and the one decision every connection of every ingress path
 //! goes through.
 //!
 //! - [`policy`]: the lists ([`lists`]), host canonicalisation, label-wise
@@ -83,7 +83,7 @@ impl fmt::Display for Refusal {
     }
 }
 
-/// A refused connection, for the session's event stream (SPEC D3):
+/// A refused connection, for the session's event stream (SPEC F11, H14):
 /// `action` `network-outbound`, `target` `host:port`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {

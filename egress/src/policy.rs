@@ -1,4 +1,4 @@
-//! The one decision (SPEC E3, E4, E5; research/egress-policy.md A4, A5).
+//! The one decision (SPEC E3, E4, E5; docs/research/egress-policy.md A4, A5).
 //!
 //! Every ingress path hands its target to [`Policy::decide`], which
 //! canonicalises the host once ([`canonicalize`]), refuses the fixed deny
@@ -96,10 +96,11 @@ impl fmt::Display for CanonicalHost {
     }
 }
 
-/// Canonicalises a client's host string once (research A4 steps 1–3): the
-/// WHATWG host parser (IDNA, case, full-width dots, percent-decoding,
-/// inet_aton numeric IPv4), one trailing dot dropped, LDH labels. Accepts a
-/// bracketed or bare IPv6 address. The error is the reason, in words.
+/// Canonicalises a client's host string once (docs/research/egress-policy.md A4
+/// steps 1–3): the WHATWG host parser (IDNA, case, full-width dots,
+/// percent-decoding, inet_aton numeric IPv4), one trailing dot dropped, LDH
+/// labels. Accepts a bracketed or bare IPv6 address. The error is the reason,
+/// in words.
 pub fn canonicalize(raw: &str) -> Result<CanonicalHost, &'static str> {
     if raw.is_empty() {
         return Err("empty host");
@@ -208,8 +209,9 @@ fn embedded_v4(s: [u16; 8]) -> Ipv4Addr {
     Ipv4Addr::new(a, b, c, d)
 }
 
-/// True for addresses that are not on the public internet (research A5
-/// item 6): reaching them from a sandbox means reaching the host's networks.
+/// True for addresses that are not on the public internet
+/// (docs/research/egress-policy.md A5 item 6): reaching them from a sandbox
+/// means reaching the host's networks.
 pub fn is_non_public(ip: IpAddr) -> bool {
     match judged_ip(ip) {
         IpAddr::V4(v4) => {
@@ -374,8 +376,8 @@ enum Pattern {
     Net(Net),
 }
 
-/// Validates and compiles one pattern (research A4 step 6), appending
-/// load-time warnings. The error is the reason, in words.
+/// Validates and compiles one pattern (docs/research/egress-policy.md A4,
+/// step 6), appending load-time warnings. The error is the reason, in words.
 fn compile(raw: &str, warnings: &mut Vec<String>) -> Result<Pattern, String> {
     if raw.is_empty() {
         return Err("empty pattern".into());
@@ -741,8 +743,9 @@ impl Policy {
     }
 
     /// Decides one connection: the checked addresses to dial (and nothing
-    /// else), or why not. The decision does not depend on `ingress`; it is
-    /// only logged, so every path gets the same answer (research A5 item 2).
+    /// else), or why not. The decision does not depend on `ingress`; it is only
+    /// logged, so every path gets the same answer
+    /// (docs/research/egress-policy.md A5 item 2).
     pub async fn decide(
         &self,
         host: &str,

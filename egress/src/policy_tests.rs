@@ -161,7 +161,7 @@ fn a4_any_pattern_denies_metadata_and_non_public_literals() {
     }
 }
 
-// --- Canonicalisation (research A4 step 2) -----------------------------------
+// --- Canonicalisation (docs/research/egress-policy.md A4 step 2) ----------------
 
 #[test]
 fn a4_canonicalisation_examples() {

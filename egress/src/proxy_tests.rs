@@ -1468,7 +1468,7 @@ async fn run_client(
 }
 
 /// A loopback TCP port forwarding to a unix socket, as the in-sandbox socat
-/// does (research A7).
+/// does (docs/research/egress-policy.md A7).
 async fn tcp_to_unix_bridge(path: std::path::PathBuf) -> u16 {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
     let port = listener.local_addr().unwrap().port();

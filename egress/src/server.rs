@@ -90,8 +90,8 @@ pub const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
 /// connections in a loop cannot exhaust the server's descriptors for all.
 pub const MAX_SESSION_TASKS: usize = 1024;
 
-/// Buffer size of each direction of a tunnel (research A8: the default
-/// 8 KiB halves throughput).
+/// Buffer size of each direction of a tunnel (docs/research/egress-policy.md
+/// A8: the default 8 KiB halves throughput).
 pub const TUNNEL_BUFFER: usize = 64 * 1024;
 
 /// The live tasks of one session. `None` once the session is shut down:

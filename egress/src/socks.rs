@@ -1,8 +1,9 @@
 //! The SOCKS proxy: SOCKS5 CONNECT (RFC 1928, with RFC 1929 username and
 //! password on TCP listeners) and SOCKS4/4a CONNECT (SPEC E1). Written by
-//! hand because the popular SOCKS server crates are GPL (research A1);
-//! SOCKS4a is here because Debian 12's socat speaks nothing newer
-//! (research A7: `socat - SOCKS4A:…` for git-over-ssh).
+//! hand because the popular SOCKS server crates are GPL
+//! (docs/research/egress-policy.md A1); SOCKS4a is here because Debian 12's
+//! socat speaks nothing newer (docs/research/egress-policy.md A7:
+//! `socat - SOCKS4A:…` for git-over-ssh).
 //!
 //! The handshake parsers are pure functions over the bytes received so far
 //! ([`Step`]): every message has a hard size bound, so a client can make us

@@ -37,17 +37,18 @@
 //! **Dependency folders.** Globs of the form `**/<name pattern>` (a name
 //! anywhere, such as `**/*.pem`) do not apply inside `node_modules`,
 //! `site-packages`, `dist-packages` or `.venv`: packages ship certificates
-//! and test keys, and denying them would break every install (DESIGN §5).
+//! and test keys, and denying them would break every install (docs/design.md §8).
 
 use std::fmt;
 
 /// Directories inside which "a name anywhere" globs do not apply.
 pub const DEPENDENCY_DIRS: &[&str] = &["node_modules", "site-packages", "dist-packages", ".venv"];
 
-/// The default globs (DESIGN §5): secrets a command must not create, and files
-/// that would run code outside the sandbox later (SPEC G5, issue 14 item 5).
-/// The families, and which are left writable on purpose, are inventoried in
-/// the threat model; each has a black-box test in `tests/integration/guard.rs`.
+/// The default globs (docs/design.md §8): secrets a command must not create,
+/// and files that would run code outside the sandbox later (SPEC G5, issue 14
+/// item 5). The families, and which are left writable on purpose, are
+/// inventoried in the threat model; each has a black-box test in
+/// `tests/integration/guard.rs`.
 pub const DEFAULT_GLOBS: &[&str] = &[
     // Secrets, anywhere.
     "**/.env",

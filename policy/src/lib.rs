@@ -1,6 +1,6 @@
-//! The command policy for bash (SPEC H3, H4, H6, H7; DESIGN §9): parse a
-//! command line, find **every** command it would run, give each an effect
-//! class, and resolve the classes to allow / prompt / deny for a mode.
+//! The command policy for bash (SPEC H3, H4, H6, H7; docs/design.md §5):
+//! parse a command line, find **every** command it would run, give each an
+//! effect class, and resolve the classes to allow / prompt / deny for a mode.
 //!
 //! ```
 //! use sandbox_plugin_api::SandboxMode;
@@ -25,7 +25,7 @@
 //! past a bound — like anything the parser rejects — is **opaque** and gets
 //! the mode's strict value (see [`opaque_decision`]).
 //!
-//! How the line is walked (research/egress-policy.md B4): `brush-parser`
+//! How the line is walked (docs/research/egress-policy.md B4): `brush-parser`
 //! turns the line into an AST; every simple command in lists, pipelines,
 //! compound commands, function bodies, coprocesses and process substitutions
 //! is visited; every word (arguments, assignment values, redirect targets,
@@ -53,11 +53,12 @@
 //! - **Programs in named files or inline non-shell code are not opaque**:
 //!   `./script.sh`, `bash build.sh`, `source .venv/bin/activate`, `make`,
 //!   `npm run x`, `python3 -c '…'`, `perl -pe '…'` are [`Class::Other`]
-//!   (allowed in chat, denied in the read-only modes). research B4 step 4
-//!   suggests opaque for these; the line drawn here is that their program
-//!   text is either in the line or in the worktree the agent can write
-//!   anyway, so a prompt would add friction but no protection — the sandbox
-//!   and the push gateway (SPEC H8) are the boundary for what they do.
+//!   (allowed in chat, denied in the read-only modes).
+//!   docs/research/egress-policy.md B4 step 4 suggests opaque for these; the
+//!   line drawn here is that their program text is either in the line or in
+//!   the worktree the agent can write anyway, so a prompt would add friction
+//!   but no protection — the sandbox and the push gateway (SPEC H8) are the
+//!   boundary for what they do.
 //! - **Network**: `git clone|fetch|pull|ls-remote`, `git remote show|update`,
 //!   `gh pr view`/`gh issue list`/`gh api` reads and the like are
 //!   [`Class::AccessNetwork`]: allowed in chat (the "Access the network" rule
@@ -327,8 +328,8 @@ pub fn class_decision(class: Class, mode: SandboxMode) -> Decision {
 /// The mode's strict value, given to an opaque line: deny in the read-only
 /// modes; prompt in chat.
 ///
-/// Chat prompts rather than denies, as research/egress-policy.md B4 (steps 1
-/// and 6) recommends: an opaque line there is usually an ordinary script
+/// Chat prompts rather than denies, as docs/research/egress-policy.md B4
+/// (steps 1 and 6) recommends: an opaque line there is usually an ordinary script
 /// (`eval "$(ssh-agent -s)"`, `curl … | sh` installers, a parser gap such as
 /// `select`), and a prompt lets the owner decide while still failing closed —
 /// a prompt with no connected owner is a deny (SPEC H4). The hard-deny list

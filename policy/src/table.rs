@@ -1,7 +1,7 @@
 //! The classifier's table: command lines with the classes they must yield
 //! and the decision in chat and in the read-only modes (review, plan,
 //! orchestrate — always the same). Includes every hidden-command form of
-//! research/egress-policy.md B2 and every wrapper DESIGN §9 names.
+//! docs/research/egress-policy.md B2 and every wrapper docs/design.md §5 names.
 //!
 //! The tests check every row (`classify_tests.rs`); the `corpus` feature
 //! exposes the lines to the benchmark (`sandbox-bench policy`).
@@ -298,7 +298,7 @@ pub(crate) const TABLE: &[Row] = &[
     t("doas -u bob git push", "priv push", D, D),
     t("ionice -c3 git push", "push", P, D),
     t("taskset -c 0 git push", "push", P, D),
-    // ----- hidden commands (research B2) -----
+    // ----- hidden commands (docs/research/egress-policy.md B2) -----
     t("echo ${x#$(git push)}", "push ro", P, D),
     t("echo ${x:-$(git push)}", "push ro", P, D),
     t("echo \"${x:-'$(git push)'}\"", "push ro", P, D),

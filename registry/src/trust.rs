@@ -1,5 +1,6 @@
 //! Refuses files and directories that someone else could have written, before
-//! anything is dlopened: loading a library runs its code (research §1.9).
+//! anything is dlopened: loading a library runs its code
+//! (docs/research/plugin-abi.md §1.9).
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;

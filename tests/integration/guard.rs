@@ -732,7 +732,7 @@ fn an_unnamed_file_cannot_be_linked_to_a_protected_name() {
 /// G1 (the usual way to name an O_TMPFILE, man 2 open): `linkat` of its
 /// `/proc/self/fd/N` name with AT_SYMLINK_FOLLOW works for an ordinary name
 /// and is refused with EACCES (and reported) for a protected one, as the
-/// research measured (§3.3).
+/// research measured (docs/research/linux-create-deny.md §3.3).
 #[test]
 fn an_unnamed_file_can_be_linked_by_its_proc_fd_name() {
     require_bwrap!();
@@ -1065,7 +1065,8 @@ int main(void) {
     assert!(w.join("after.txt").exists(), "{}", both(&out));
 }
 
-/// G1 (process layout, §2.2 "D1"; research §2.5 item 9, confused deputy):
+/// G1 (process layout, docs/research/linux-create-deny.md §2.2 "D1", and
+/// §2.5 item 9, confused deputy):
 /// the supervisor creates files for the commands inside PID 1's Landlock
 /// domain, which allows writing only beneath the writable mounts the
 /// sandbox was given. bubblewrap's scratch root is a writable tmpfs, but a
@@ -1397,7 +1398,7 @@ fn assert_absent_or_unchanged(target: &Path, before: &[(PathBuf, Option<Vec<u8>>
 
 // -------------------------------------------------- legitimate work
 
-/// G1 with git (research §5; GIT_TEMPLATE_DIR is set to an empty dir by the
+/// G1 with git (docs/research/linux-create-deny.md §5; GIT_TEMPLATE_DIR is set to an empty dir by the
 /// backend): `git init` + `add` + `commit` inside the guard work, and the
 /// commit is on the host; no sample hooks were copied.
 #[test]
@@ -1596,7 +1597,7 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
     wheel
 }
 
-/// G1 (dependency folders exempt, research §5): `python3 -m venv` works
+/// G1 (dependency folders exempt, docs/research/linux-create-deny.md §5): `python3 -m venv` works
 /// inside the guard; a `cacert.pem` can be created and copied inside the
 /// venv's `site-packages/certifi`, and `pip install --no-index` of a local
 /// wheel shipping a `cacert.pem` works and imports; a `.pem` in the venv
@@ -1792,7 +1793,7 @@ fn standard_streams_and_fd_paths_stay_writable() {
     assert_reported(&out, "file-write-data", &w.join("existing.pem"));
 }
 
-/// G1, C1 (exec deny in writable dirs, research §2.1): a script or binary
+/// G1, C1 (exec deny in writable dirs, docs/research/linux-create-deny.md §2.1): a script or binary
 /// freshly written into the writable work dir — or into the private /tmp —
 /// cannot be executed without an exec grant (`--no-exec-grant` drops
 /// `run`'s default ones), not even by handing it to the dynamic loader

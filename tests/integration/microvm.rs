@@ -3,7 +3,7 @@
 //! library, and — with the TCG opt-in and a guest image built from Debian
 //! packages by the tests themselves — real VMs: commands in the guest's own
 //! kernel, binds as 9p exports, stdin, timeouts, nothing left behind.
-//! VM tests run one at a time (2 cores; research/microvm.md §4.9).
+//! VM tests run one at a time (2 cores; docs/research/microvm.md §4.9).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::util::*;
 
-/// Whether this host's `/dev/kvm` is PVM (research/microvm.md §1).
+/// Whether this host's `/dev/kvm` is PVM (docs/research/microvm.md §1).
 fn pvm_host() -> bool {
     Path::new("/sys/module/kvm_pvm").exists()
 }

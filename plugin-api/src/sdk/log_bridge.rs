@@ -1,7 +1,7 @@
 //! Carries a plugin's `tracing` events to the host.
 //!
 //! A cdylib has its own copy of tracing's statics, so events emitted in a
-//! plugin never reach the host's subscriber (research/plugin-abi.md §1.9).
+//! plugin never reach the host's subscriber (docs/research/plugin-abi.md §1.9).
 //! `init` installs this small subscriber inside the plugin; it formats each
 //! event and hands it to the host's `log` callback. Spans are not carried.
 

@@ -3,7 +3,7 @@
 //! The SDK turns [`BackendImpl`] and [`SandboxImpl`] into the frozen ABI
 //! objects, and guards every entry point: a panic in backend code becomes a
 //! [`ErrorCode::PANICKED`] error instead of abi_stable's `exit(1)`
-//! (research/plugin-abi.md §1.8). It also enforces the event contract where
+//! (docs/research/plugin-abi.md §1.8). It also enforces the event contract where
 //! it can: nothing reaches the host after `destroy` returns, and a destroyed
 //! sandbox refuses further calls.
 

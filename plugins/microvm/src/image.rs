@@ -1,4 +1,4 @@
-//! Where the guest image is, and whether it is whole (research/microvm.md
+//! Where the guest image is, and whether it is whole (docs/research/microvm.md
 //! §4.3). Images are built by `cc-microvm-image build` into a directory of
 //! content-addressed images with `current` naming the newest; the probe
 //! boots nothing that does not match its manifest.

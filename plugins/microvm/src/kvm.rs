@@ -1,5 +1,5 @@
 //! Whether `/dev/kvm` runs guest-kernel code at hardware speed — tested by
-//! running some, not by opening the device (research/microvm.md §1, §4.2).
+//! running some, not by opening the device (docs/research/microvm.md §1, §4.2).
 //!
 //! On a PVM host `/dev/kvm` opens, `KVM_CREATE_VM` works and ring-3 guest
 //! code runs natively, but ring-0 guest code — any ordinary guest kernel —

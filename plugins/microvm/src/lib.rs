@@ -1,5 +1,5 @@
 //! The `microvm` backend: sandboxes in a QEMU microVM, the only backend
-//! with a kernel boundary (SPEC C5; research/microvm.md §4).
+//! with a kernel boundary (SPEC C5; docs/research/microvm.md §4).
 //!
 //! - [`kvm`]: a functional accelerator test that runs a 64-bit ring-0 guest
 //!   and times it, because on a PVM host `/dev/kvm` opens fine and then

@@ -31,7 +31,7 @@ pub const NOTE_TCG: &str = "QEMU microVM on TCG — emulated, not an isolation b
 pub enum Accel {
     /// The default: hardware virtualisation through `/dev/kvm`.
     Kvm,
-    /// QEMU's emulator, only when opted in (research/microvm.md §4.2).
+    /// QEMU's emulator, only when opted in (docs/research/microvm.md §4.2).
     Tcg,
 }
 

@@ -1,6 +1,6 @@
 //! Finding the VMM: `qemu-system-x86_64` in `PATH`, its version, whether
 //! it has the `microvm` machine, which accelerators it was built with
-//! (research/microvm.md §4.1, §4.2 step 1).
+//! (docs/research/microvm.md §4.1, §4.2 step 1).
 //!
 //! The parsers are pure; [`run_bounded`] runs QEMU with a deadline and kills
 //! it past that, so a wedged binary cannot hold up the server's start.

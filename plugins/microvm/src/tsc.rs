@@ -1,7 +1,7 @@
 //! The host's TSC frequency, for `tsc_early_khz=` on the guest's command
 //! line: under TCG the guest's TSC is the host's, and `-M microvm` has no
 //! other clock to calibrate it against, so a guest without the value hangs
-//! at boot (research/microvm.md §2).
+//! at boot (docs/research/microvm.md §2).
 
 use std::time::{Duration, Instant};
 

@@ -272,7 +272,7 @@ pub const DANGEROUS_BINARIES: &[(&str, &str)] = &[
 
 /// Mach services behind LaunchServices and Apple Events. With them a
 /// sandboxed process can have an app started (`open -a Terminal`), or
-/// scripted, outside the sandbox — a complete escape (research/srt.md).
+/// scripted, outside the sandbox — a complete escape (docs/research/srt.md).
 pub const LAUNCH_SERVICES: &[(&str, &str)] = &[
     (
         "com.apple.coreservices.launchservicesd",

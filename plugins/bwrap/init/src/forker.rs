@@ -1,4 +1,4 @@
-//! The commands' pid namespace (research linux-create-deny §2.2): every
+//! The commands' pid namespace (docs/research/linux-create-deny.md §2.2): every
 //! command lives in a pid namespace below PID 1's, so it cannot name the
 //! supervisor — `kill`, `ptrace`, `pidfd_open` and `process_vm_*` take pids
 //! of the caller's namespace, and PID 1 has none there.

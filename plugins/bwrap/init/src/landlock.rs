@@ -1,4 +1,4 @@
-//! PID 1's Landlock domain (research linux-create-deny §2.2, "D1"), which
+//! PID 1's Landlock domain (docs/research/linux-create-deny.md §2.2, "D1"), which
 //! PID 1 enters before it forks anything, so the supervisor, the forwarder
 //! and every command are in it (commands in a domain nested below):
 //! - `EXECUTE` only beneath the read-only system directories and

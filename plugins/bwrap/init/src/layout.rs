@@ -1,5 +1,5 @@
 //! PID 1's own namespace layout, set up before anything else runs
-//! (research/linux-create-deny.md §2.2; SPEC C1's exec deny in writable
+//! (docs/research/linux-create-deny.md §2.2; SPEC C1's exec deny in writable
 //! dirs, G1).
 //!
 //! bubblewrap cannot mount anything `noexec`, and once it has dropped our

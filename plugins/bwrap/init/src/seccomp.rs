@@ -631,8 +631,9 @@ pub fn guard_filter() -> Vec<SockFilter> {
         p.jump_if_equal(libc::SYS_openat2 as u32, 0, 1)
             .ret(Action::Errno(ENOSYS));
         // A Landlock domain a command entered itself would not bind the
-        // supervisor, which creates for it (research §2.5 item 9, confused
-        // deputy): the command learns Landlock is not there for it.
+        // supervisor, which creates for it (docs/research/linux-create-deny.md
+        // §2.5 item 9, confused deputy): the command learns Landlock is not
+        // there for it.
         for nr in [
             libc::SYS_landlock_create_ruleset,
             libc::SYS_landlock_restrict_self,

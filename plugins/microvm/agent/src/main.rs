@@ -1,5 +1,5 @@
-//! `cc-microvm-agent`: the guest agent of the microvm backend (research
-//! microvm.md §4.3, §4.5).
+//! `cc-microvm-agent`: the guest agent of the microvm backend
+//! (docs/research/microvm.md §4.3, §4.5).
 //!
 //! Booted as `/init` (PID 1) it mounts the kernel filesystems, loads the
 //! modules the image lists, opens the virtio-serial port `agent0` and serves

@@ -1,5 +1,5 @@
 //! The host's binds: each a 9p export over virtio, mounted where the host
-//! says (research/microvm.md §4.6). Read-only is enforced by QEMU on the
+//! says (docs/research/microvm.md §4.6). Read-only is enforced by QEMU on the
 //! host; the guest mounts it read-only too, so writes fail early and
 //! plainly.
 

@@ -1,4 +1,4 @@
-//! Egress without a NIC (research/microvm.md §4.7): the agent listens on
+//! Egress without a NIC (docs/research/microvm.md §4.7): the agent listens on
 //! the guest's loopback ports the host names, and carries every accepted
 //! connection as a tunnel stream to the host, which connects it to the
 //! session's own proxy — the same allowlist, the same refusals. The guest

@@ -116,7 +116,7 @@ fn rename_error<'a>(from: &'a Path, to: &'a Path) -> impl Fn(std::io::Error) -> 
 }
 
 /// The kernel metapackage whose dependency is the kernel we ship: the
-/// generic kernel, which has 9p and VMGENID (research/microvm.md §4.3).
+/// generic kernel, which has 9p and VMGENID (docs/research/microvm.md §4.3).
 pub const KERNEL_META: &str = "linux-image-amd64";
 /// The static busybox package.
 pub const BUSYBOX_PACKAGE: &str = "busybox-static";

@@ -1,5 +1,5 @@
 //! The microvm guest image, built from Debian packages only
-//! (research/microvm.md §4.3): the generic kernel's PVH `vmlinux`, and an
+//! (docs/research/microvm.md §4.3): the generic kernel's PVH `vmlinux`, and an
 //! uncompressed newc initramfs with the agent as `/init`, static busybox and
 //! the virtio/9p modules the agent loads from `/modules.order`.
 //!

@@ -1,9 +1,9 @@
-//! The host ↔ guest-agent protocol of the `microvm` backend (research
-//! microvm.md §4.5): one virtio-serial port carries every stream as frames
-//! `u32 len | u32 stream | u8 kind | payload` (little-endian; `len` counts
-//! the payload only). Control payloads are JSON; data payloads are raw.
-//! Stream 0 is the control stream; each exec is a stream of its own, its
-//! id chosen by the host (never 0).
+//! The host ↔ guest-agent protocol of the `microvm` backend
+//! (docs/research/microvm.md §4.5): one virtio-serial port carries every stream
+//! as frames `u32 len | u32 stream | u8 kind | payload` (little-endian; `len`
+//! counts the payload only). Control payloads are JSON; data payloads are raw.
+//! Stream 0 is the control stream; each exec is a stream of its own, its id
+//! chosen by the host (never 0).
 //!
 //! Pure data and codecs: the agent and the plugin share this crate, so they
 //! cannot disagree on the wire.

@@ -1,5 +1,5 @@
 //! QEMU's command line for one sandbox, as a pure function of the plan
-//! (research/microvm.md §4.4): `-M microvm` with no NIC at all, the agent
+//! (docs/research/microvm.md §4.4): `-M microvm` with no NIC at all, the agent
 //! on a virtio-serial port whose socket we listen on (QEMU connects as a
 //! client, so there is no start-up race), one 9p export per bind with
 //! read-only enforced by QEMU on the host, and QEMU's own seccomp sandbox
@@ -38,7 +38,7 @@ pub struct Launch<'a> {
     pub cmdline: &'a str,
     pub accel: Accel,
     /// The host TSC in kHz; required under TCG, where microvm has no other
-    /// clock to calibrate against (research §2).
+    /// clock to calibrate against (docs/research/microvm.md §2).
     pub tsc_khz: Option<u64>,
     pub agent_socket: &'a Path,
     /// QEMU listens here for QMP (pause, resume).

@@ -1,4 +1,4 @@
-//! Suspend with RAM freed (SPEC F9, research microvm.md §2, §4.8): the
+//! Suspend with RAM freed (SPEC F9, docs/research/microvm.md §2, §4.8): the
 //! machine's state is written to a file in the VM's private runtime
 //! directory and QEMU ends; `resume` starts the very same machine again
 //! (same arguments, `-incoming defer`), loads the file, and lets it go on.

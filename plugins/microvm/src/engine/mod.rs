@@ -1,5 +1,5 @@
 //! The engine: one QEMU microVM per sandbox, the guest agent as its PID 1,
-//! every command a stream on the agent's port (research/microvm.md §4).
+//! every command a stream on the agent's port (docs/research/microvm.md §4).
 //!
 //! `launch` makes a private 0700 runtime directory, listens on the agent's
 //! socket there, starts QEMU (no NIC, spawn denied), waits for the agent's

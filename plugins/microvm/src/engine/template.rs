@@ -1,4 +1,4 @@
-//! Fast start (research microvm.md §4.8): a machine booted once and saved
+//! Fast start (docs/research/microvm.md §4.8): a machine booted once and saved
 //! right after its agent said `Hello` — the template — is loaded by every
 //! later launch instead of booting (a few hundred ms instead of seconds
 //! under TCG).

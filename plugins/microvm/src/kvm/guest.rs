@@ -4,7 +4,7 @@
 //!
 //! Ring 0 is the point: a PVM host runs ring-3 guest code natively but
 //! emulates ring-0 code instruction by instruction, and a guest kernel is
-//! ring-0 code (research/microvm.md §1). Nothing here touches KVM, so all
+//! ring-0 code (docs/research/microvm.md §1). Nothing here touches KVM, so all
 //! of it is unit-tested.
 
 use super::Plan;

@@ -1,5 +1,5 @@
 //! Doing a traced process's name-creating syscall for it, on exactly the
-//! name that was checked (research/linux-create-deny.md §2.5).
+//! name that was checked (docs/research/linux-create-deny.md §2.5).
 //!
 //! The path is copied out of the tracee once; its parent is opened the way
 //! the tracee would resolve it (from its cwd, root or directory descriptor,
