@@ -1,8 +1,12 @@
-//! The frozen v1 ABI: the only module that names abi_stable.
+//! The frozen v1 ABI: every type that crosses the boundary. abi_stable's
+//! types are defined here; besides this module, only the code that converts
+//! to and from them names abi_stable — [`crate::host`] (loading),
+//! `sdk::adapter` and `sdk::log_bridge` (the plugin's side), the `testkit`,
+//! and the [`crate::export_backend!`] macro.
 //!
 //! Everything here is fixed for the life of plugin-api 1.x, because abi_stable
 //! refuses a plugin whose prefix types have *fewer* fields than the host's
-//! (research/plugin-abi.md §1.3). New behaviour arrives through the
+//! (docs/research/plugin-abi.md §1.3). New behaviour arrives through the
 //! capability-flagged `call(method, json)` entries and new JSON fields; a real
 //! change is plugin-api 2.0.0.
 //!

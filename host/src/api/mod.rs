@@ -1,14 +1,22 @@
 //! The HTTP API. Every `/v1` route needs the bearer token; `/healthz` does
-//! not, and says nothing about sandboxing (SPEC B4).
+//! not, and says nothing about sandboxing (SPEC B4). The routes (a test in
+//! `host/tests/docs.rs` keeps this list and the router the same):
 //!
-//! - `GET  /healthz`
-//! - `GET  /v1/backends` — every backend, its probe and source, the default
-//! - `GET  /v1/sandboxes`, `POST /v1/sandboxes[?backend=NAME]` (SandboxSpec → SandboxHandle)
-//! - `GET  /v1/sandboxes/{id}`, `DELETE /v1/sandboxes/{id}`
-//! - `POST /v1/sandboxes/{id}/exec` → NDJSON events, ending with `exit` or `killed`
-//! - `POST /v1/sandboxes/{id}/execs/{exec}/kill` (`{"signal": 15}`)
-//! - `POST /v1/sandboxes/{id}/suspend`, `POST /v1/sandboxes/{id}/resume` → SandboxHandle
-//! - `POST /v1/policy/check`, `GET /v1/approvals`, `POST /v1/approvals/{id}` (see [`policy`])
+//! - `GET /healthz` — status and version
+//! - `GET /v1/backends` — every backend, its probe and source, the skipped
+//!   files, the default
+//! - `GET /v1/sandboxes` — every handle; `POST /v1/sandboxes[?backend=NAME]`
+//!   (SandboxSpec → 201 and a SandboxHandle)
+//! - `GET /v1/sandboxes/{id}`; `DELETE /v1/sandboxes/{id}` → the final handle
+//! - `POST /v1/sandboxes/{id}/exec` → NDJSON events, ending with `exit` or
+//!   `killed`
+//! - `POST /v1/sandboxes/{id}/execs/{exec_id}/kill` (`{"signal": 15}`)
+//! - `POST /v1/sandboxes/{id}/execs/{exec_id}/resize` (`{"cols", "rows"}`:
+//!   the exec's terminal)
+//! - `POST /v1/sandboxes/{id}/suspend`, `POST /v1/sandboxes/{id}/resume` →
+//!   SandboxHandle
+//! - `POST /v1/policy/check`, `GET /v1/approvals`, `POST /v1/approvals/{id}`
+//!   (see [`policy`])
 //!
 //! Before any route, every request passes [`request_rules`]: a `Host` this
 //! server answers to (421 otherwise), no `Origin` the operator did not list
