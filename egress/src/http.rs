@@ -24,7 +24,7 @@ use hyper::{Method, Request, Response, StatusCode, Version};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::server::{Credential, Ctx, dial, tunnel};
+use crate::server::{Admission, Credential, Ctx, dial, tunnel};
 use crate::{Ingress, Refusal};
 
 /// Largest request head (request line and headers) we accept; larger gets 431.
@@ -45,13 +45,15 @@ pub const PROXY_AUTHENTICATE: &str = "Basic realm=\"cc_server\"";
 type Body = BoxBody<Bytes, hyper::Error>;
 
 /// Serves one HTTP proxy client connection (keep-alive included) to its end.
-pub(crate) async fn serve<S>(ctx: Arc<Ctx>, io: S)
+/// `admission`: whether it came in under the session's connection cap.
+pub(crate) async fn serve<S>(ctx: Arc<Ctx>, io: S, admission: Admission)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let svc = hyper::service::service_fn(move |req| {
         let ctx = ctx.clone();
-        async move { Ok::<_, Infallible>(handle(&ctx, req).await) }
+        let admission = admission.clone();
+        async move { Ok::<_, Infallible>(handle(&ctx, &admission, req).await) }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -71,16 +73,16 @@ where
     }
 }
 
-async fn handle(ctx: &Arc<Ctx>, req: Request<Incoming>) -> Response<Body> {
+async fn handle(ctx: &Arc<Ctx>, admission: &Admission, req: Request<Incoming>) -> Response<Body> {
     if let Some(credential) = &ctx.credential
         && !authorized(credential, req.headers())
     {
         return proxy_auth_required();
     }
     if req.method() == Method::CONNECT {
-        connect(ctx, req).await
+        connect(ctx, admission, req).await
     } else {
-        forward(ctx, req).await
+        forward(ctx, admission, req).await
     }
 }
 
@@ -105,7 +107,7 @@ fn authorized(credential: &Credential, headers: &HeaderMap) -> bool {
 }
 
 /// `CONNECT host:port`: decide, dial, answer 200, then tunnel the upgraded connection.
-async fn connect(ctx: &Arc<Ctx>, req: Request<Incoming>) -> Response<Body> {
+async fn connect(ctx: &Arc<Ctx>, admission: &Admission, req: Request<Incoming>) -> Response<Body> {
     let uri = req.uri();
     let authority = match (uri.scheme(), uri.authority()) {
         (None, Some(a)) if uri.path_and_query().is_none() => a.clone(),
@@ -115,7 +117,10 @@ async fn connect(ctx: &Arc<Ctx>, req: Request<Incoming>) -> Response<Body> {
         Ok(hp) => hp,
         Err(why) => return bad_request(why),
     };
-    let addrs = match ctx.decide(host, port, Ingress::Connect).await {
+    let addrs = match ctx
+        .decide_for(admission, host, port, Ingress::Connect)
+        .await
+    {
         Ok(addrs) => addrs,
         Err(refusal) => return refused(&refusal),
     };
@@ -124,7 +129,10 @@ async fn connect(ctx: &Arc<Ctx>, req: Request<Incoming>) -> Response<Body> {
         Err(e) => return bad_gateway(&authority, &e),
     };
     let on_upgrade = hyper::upgrade::on(req);
+    // The tunnel outlives the connection's task: it counts now.
+    let slot = admission.clone();
     let started = ctx.tasks.spawn(async move {
+        let _slot = slot;
         match on_upgrade.await {
             Ok(upgraded) => tunnel(&mut TokioIo::new(upgraded), &mut upstream).await,
             Err(e) => tracing::debug!("CONNECT upgrade: {e}"),
@@ -138,7 +146,7 @@ async fn connect(ctx: &Arc<Ctx>, req: Request<Incoming>) -> Response<Body> {
 
 /// An absolute-form `http://` request: decide on the URI authority, send the
 /// rebuilt request over a connection we dialled, stream the answer back.
-async fn forward(ctx: &Arc<Ctx>, req: Request<Incoming>) -> Response<Body> {
+async fn forward(ctx: &Arc<Ctx>, admission: &Admission, req: Request<Incoming>) -> Response<Body> {
     let uri = req.uri();
     let authority = match (uri.scheme(), uri.authority()) {
         (Some(s), Some(a)) if *s == Scheme::HTTP => a.clone(),
@@ -157,7 +165,10 @@ async fn forward(ctx: &Arc<Ctx>, req: Request<Incoming>) -> Response<Body> {
         Ok(hp) => hp,
         Err(why) => return bad_request(why),
     };
-    let addrs = match ctx.decide(host, port, Ingress::HttpForward).await {
+    let addrs = match ctx
+        .decide_for(admission, host, port, Ingress::HttpForward)
+        .await
+    {
         Ok(addrs) => addrs,
         Err(refusal) => return refused(&refusal),
     };

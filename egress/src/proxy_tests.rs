@@ -79,6 +79,11 @@ pub(crate) fn test_credential() -> Credential {
 
 impl Harness {
     pub(crate) async fn start(policy: Arc<Policy>, kind: Kind) -> Self {
+        Self::start_capped(policy, kind, crate::server::DEFAULT_MAX_CONNECTIONS).await
+    }
+
+    /// [`Harness::start`] with this many open connections at most.
+    pub(crate) async fn start_capped(policy: Arc<Policy>, kind: Kind, cap: usize) -> Self {
         let violations = Arc::new(Mutex::new(Vec::new()));
         let sink_store = violations.clone();
         let sink: ViolationSink = Arc::new(move |v| sink_store.lock().unwrap().push(v));
@@ -99,7 +104,9 @@ impl Harness {
                 None,
             ),
         };
-        let proxies = SessionProxies::start(policy, listen, sink).await.unwrap();
+        let proxies = SessionProxies::start(policy, listen, sink, cap)
+            .await
+            .unwrap();
         Self {
             proxies: Some(proxies),
             violations,
@@ -1399,7 +1406,7 @@ async fn session_task_limit_holds_accepting() {
     let listen = Listen::Unix {
         dir: dir.path().to_path_buf(),
     };
-    let proxies = SessionProxies::start_limited(policy_off(), listen, violations, 5)
+    let proxies = SessionProxies::start_limited(policy_off(), listen, violations, 5, 5)
         .await
         .unwrap();
     let Endpoints::Unix { http, .. } = proxies.endpoints().clone() else {
@@ -1430,6 +1437,70 @@ async fn session_task_limit_holds_accepting() {
         .await
         .unwrap();
     assert_eq!(&buf, b"HTTP/1.1 403");
+}
+
+/// Issue 16 item 2: with a cap of 2, a CONNECT tunnel and a SOCKS5 tunnel
+/// fill the session (the tunnel counts after the upgrade, when the HTTP
+/// connection's own task is done); a third connection is refused in its
+/// protocol — 403 with `X-Proxy-Error: connection-cap`, SOCKS "not allowed
+/// by ruleset" — each with a violation naming the cap and the key; once a
+/// tunnel closes, a connection gets through again.
+#[tokio::test]
+async fn past_the_connection_cap_connections_are_refused_naming_it() {
+    let port = echo_server().await;
+    for kind in [Kind::Unix, Kind::Tcp] {
+        let h = Harness::start_capped(policy_for(&["svc.test"]), kind, 2).await;
+        let svc = Addr5::Name(b"svc.test".to_vec());
+        let mut tunnel = http_connect(&h, &format!("svc.test:{port}")).await.unwrap();
+        echo_round_trip(&mut tunnel, b"first").await;
+        let mut socks = socks5(&h, Auth5::UserPass, 1, &svc, port).await.unwrap();
+        echo_round_trip(&mut socks, b"second").await;
+
+        let refused = http_connect(&h, &format!("svc.test:{port}"))
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(refused.status, 403, "{kind:?}");
+        assert_eq!(
+            refused
+                .headers
+                .get(crate::http::ERROR_HEADER)
+                .map(String::as_str),
+            Some(crate::server::CAP_TAG)
+        );
+        let body = String::from_utf8_lossy(&refused.body);
+        assert!(body.contains("[egress] max_connections"), "{body}");
+        assert_eq!(
+            socks5(&h, Auth5::UserPass, 1, &svc, port).await.err(),
+            Some(2),
+            "{kind:?}"
+        );
+        let violations = h.take_violations();
+        assert_eq!(violations.len(), 2, "{violations:?}");
+        for v in &violations {
+            assert_eq!(v.refusal.tag, crate::server::CAP_TAG);
+            assert_eq!(v.refusal.target, format!("svc.test:{port}"));
+            assert!(
+                v.refusal.rule.contains("2 open egress connections"),
+                "{v:?}"
+            );
+        }
+
+        drop(tunnel);
+        let deadline = Instant::now() + STEP;
+        let mut again = loop {
+            match http_connect(&h, &format!("svc.test:{port}")).await {
+                Ok(io) => break io,
+                Err(resp) => {
+                    assert_eq!(resp.status, 403);
+                    assert!(Instant::now() < deadline, "the cap was not given back");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        };
+        echo_round_trip(&mut again, b"third").await;
+        echo_round_trip(&mut socks, b"still").await;
+    }
 }
 
 /// Runs a client program (curl, socat) off the runtime; `None` if it is not installed.

@@ -12,6 +12,7 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -88,7 +89,33 @@ pub const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
 /// connections; each holds one or two descriptors) per session. Beyond it
 /// the session stops accepting until some end, so one sandbox opening
 /// connections in a loop cannot exhaust the server's descriptors for all.
+/// A backstop behind the connection cap ([`DEFAULT_MAX_CONNECTIONS`]): the
+/// connections refused past the cap are tasks too, for as long as their
+/// handshake takes.
 pub const MAX_SESSION_TASKS: usize = 1024;
+
+/// The default of `[egress] max_connections`: open client connections of
+/// one session (a tunnel included, each holding a descriptor to the sandbox
+/// and one upstream). A package manager opens tens at a time; past the cap
+/// a connection is refused, in its own protocol, with a `network-outbound`
+/// violation naming the cap and the key ([`CAP_TAG`]).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+
+/// The refusal tag (`X-Proxy-Error`, the violation's `raw`) of a connection
+/// refused past the session's connection cap.
+pub const CAP_TAG: &str = "connection-cap";
+
+/// The refusal of a connection past the cap, naming the cap and the key.
+pub fn cap_refusal(host: &str, port: u16, cap: usize) -> Refusal {
+    Refusal {
+        target: format!("{host}:{port}"),
+        rule: format!(
+            "the session already has {cap} open egress connections, its cap; close some, or \
+             raise `[egress] max_connections` in the server's config"
+        ),
+        tag: CAP_TAG,
+    }
+}
 
 /// Buffer size of each direction of a tunnel (docs/research/egress-policy.md
 /// A8: the default 8 KiB halves throughput).
@@ -160,9 +187,72 @@ pub(crate) struct Ctx {
     pub(crate) tasks: Tasks,
     /// See [`MAX_SESSION_TASKS`].
     max_tasks: usize,
+    /// See [`DEFAULT_MAX_CONNECTIONS`].
+    max_connections: usize,
+    /// Admitted client connections open now ([`Slot`]s alive).
+    open: Arc<AtomicUsize>,
 }
 
+/// One admitted client connection, counted while any clone lives: the
+/// connection's task holds one, and after a CONNECT the tunnel's does.
+pub(crate) struct Slot {
+    open: Arc<AtomicUsize>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.open.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether a client connection came in under the session's cap. One past it
+/// is still served, so that its client hears why in its own protocol, but
+/// every target it asks for is refused.
+pub(crate) type Admission = Option<Arc<Slot>>;
+
 impl Ctx {
+    /// Counts a new client connection, or `None` at the cap.
+    fn admit(&self) -> Admission {
+        let mut open = self.open.load(Ordering::SeqCst);
+        loop {
+            if open >= self.max_connections {
+                return None;
+            }
+            match self
+                .open
+                .compare_exchange(open, open + 1, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => {
+                    return Some(Arc::new(Slot {
+                        open: Arc::clone(&self.open),
+                    }));
+                }
+                Err(now) => open = now,
+            }
+        }
+    }
+
+    /// [`Ctx::decide`] for a connection: one admitted past the cap gets the
+    /// cap's refusal instead (reported like any other).
+    pub(crate) async fn decide_for(
+        &self,
+        admission: &Admission,
+        host: &str,
+        port: u16,
+        ingress: Ingress,
+    ) -> Result<Vec<SocketAddr>, Refusal> {
+        if admission.is_some() {
+            return self.decide(host, port, ingress).await;
+        }
+        let refusal = cap_refusal(host, port, self.max_connections);
+        tracing::info!(%ingress, "egress refused: {refusal}");
+        (self.on_violation)(Violation {
+            refusal: refusal.clone(),
+            ingress,
+        });
+        Err(refusal)
+    }
+
     /// Asks the policy; a refusal is reported to the sink before it is
     /// returned, so every path reports exactly once.
     pub(crate) async fn decide(
@@ -242,13 +332,17 @@ pub struct SessionProxies {
 }
 
 impl SessionProxies {
-    /// Binds both listeners and starts serving.
+    /// Binds both listeners and starts serving; at most `max_connections`
+    /// client connections are open at once (see [`DEFAULT_MAX_CONNECTIONS`]).
     pub async fn start(
         policy: Arc<Policy>,
         listen: Listen,
         on_violation: ViolationSink,
+        max_connections: usize,
     ) -> io::Result<Self> {
-        Self::start_limited(policy, listen, on_violation, MAX_SESSION_TASKS).await
+        // Room for every admitted connection's two tasks, and for refusals.
+        let max_tasks = MAX_SESSION_TASKS.max(max_connections.saturating_mul(2) + 64);
+        Self::start_limited(policy, listen, on_violation, max_tasks, max_connections).await
     }
 
     /// [`SessionProxies::start`] with another task limit (tests).
@@ -257,6 +351,7 @@ impl SessionProxies {
         listen: Listen,
         on_violation: ViolationSink,
         max_tasks: usize,
+        max_connections: usize,
     ) -> io::Result<Self> {
         let credential = match &listen {
             Listen::Unix { .. } => None,
@@ -268,6 +363,8 @@ impl SessionProxies {
             credential,
             tasks: Tasks::new(),
             max_tasks,
+            max_connections,
+            open: Arc::new(AtomicUsize::new(0)),
         });
         match listen {
             Listen::Unix { dir } => {
@@ -383,9 +480,14 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let conn_ctx = ctx.clone();
+    let admission = ctx.admit();
     match proto {
-        Proto::Http => ctx.tasks.spawn(crate::http::serve(conn_ctx, stream)),
-        Proto::Socks => ctx.tasks.spawn(crate::socks::serve(conn_ctx, stream)),
+        Proto::Http => ctx
+            .tasks
+            .spawn(crate::http::serve(conn_ctx, stream, admission)),
+        Proto::Socks => ctx
+            .tasks
+            .spawn(crate::socks::serve(conn_ctx, stream, admission)),
     };
 }
 

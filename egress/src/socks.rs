@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::Ingress;
-use crate::server::{Ctx, dial, tunnel};
+use crate::server::{Admission, Ctx, dial, tunnel};
 
 /// A silent or slow client loses its connection after this long.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -414,7 +414,8 @@ struct Request {
 }
 
 /// Serves one SOCKS client connection to its end.
-pub(crate) async fn serve<S>(ctx: Arc<Ctx>, mut client: S)
+/// `admission`: whether it came in under the session's connection cap.
+pub(crate) async fn serve<S>(ctx: Arc<Ctx>, mut client: S, admission: Admission)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -438,7 +439,10 @@ where
             socks4_reply(rep4).to_vec()
         }
     };
-    let addrs = match ctx.decide(&req.host, req.port, req.ingress).await {
+    let addrs = match ctx
+        .decide_for(&admission, &req.host, req.port, req.ingress)
+        .await
+    {
         Ok(addrs) => addrs,
         Err(_) => {
             let _ = write_reply(&mut client, &reply(REP_NOT_ALLOWED, SOCKS4_REJECTED, None)).await;

@@ -90,6 +90,8 @@ pub struct EgressSection {
     /// `known_hosts` lines for git over ssh inside sandboxes.
     #[serde(default)]
     pub ssh_known_hosts: Vec<String>,
+    /// Open connections through one session's proxies at most.
+    pub max_connections: Option<usize>,
 }
 
 /// `[policy]`.
@@ -343,6 +345,13 @@ fn resolve_egress(section: Option<&EgressSection>) -> Result<EgressSettings, Str
             .collect::<Result<_, _>>()
             .map_err(|e| format!("[egress] {}", sandbox_plugin_api::error_chain(&e)))?,
         ssh_known_hosts: section.ssh_known_hosts.clone(),
+        max_connections: match section.max_connections {
+            None => sandbox_egress::server::DEFAULT_MAX_CONNECTIONS,
+            Some(0) => {
+                return Err("[egress] max_connections must be at least 1".into());
+            }
+            Some(n) => n,
+        },
     };
     settings.check().map_err(|e| format!("[egress] {e}"))?;
     Ok(settings)
@@ -523,6 +532,7 @@ mod tests {
                 "not a host name",
             ),
             ("[api]\nbind_root = [\"/w\"]\n", "bind_root"),
+            ("[egress]\nmax_connections = 0\n", "at least 1"),
         ] {
             let err = resolve(text).unwrap_err().to_string();
             assert!(err.contains(needle), "{text}: {err}");

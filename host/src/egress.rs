@@ -13,7 +13,7 @@ use std::sync::Arc;
 use sandbox_egress::policy::PatternError;
 use sandbox_egress::server::{Credential, Endpoints, Listen, SessionProxies, ViolationSink};
 use sandbox_egress::{Policy, PolicyConfig};
-use sandbox_plugin_api::{EgressEndpoints, SandboxSpec};
+use sandbox_plugin_api::{EgressEndpoints, SandboxSpec, SandboxViolation};
 
 /// Why a session's proxies could not be set up or started.
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +40,7 @@ pub enum EgressError {
 
 /// The server's egress settings (config `[egress]`, `run` flags); a spec
 /// adds its own `egressAllowlist`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EgressSettings {
     /// Patterns allowed on top of the baseline and GitHub lists.
     pub allow: Vec<String>,
@@ -51,6 +51,21 @@ pub struct EgressSettings {
     pub resolve: Vec<(String, IpAddr)>,
     /// `known_hosts` lines for git over ssh inside sandboxes.
     pub ssh_known_hosts: Vec<String>,
+    /// `[egress] max_connections`: open connections through one session's
+    /// proxies at most; past it each is refused with a violation.
+    pub max_connections: usize,
+}
+
+impl Default for EgressSettings {
+    fn default() -> Self {
+        Self {
+            allow: Vec::new(),
+            allow_private: Vec::new(),
+            resolve: Vec::new(),
+            ssh_known_hosts: Vec::new(),
+            max_connections: sandbox_egress::server::DEFAULT_MAX_CONNECTIONS,
+        }
+    }
 }
 
 impl EgressSettings {
@@ -112,6 +127,7 @@ impl SessionEgress {
     pub async fn start(
         policy: Policy,
         known_hosts: &[String],
+        max_connections: usize,
         on_violation: ViolationSink,
     ) -> Result<(Self, Reach), EgressError> {
         let dir = tempfile::Builder::new()
@@ -121,9 +137,10 @@ impl SessionEgress {
         let listen = Listen::Unix {
             dir: dir.path().to_path_buf(),
         };
-        let proxies = SessionProxies::start(Arc::new(policy), listen, on_violation)
-            .await
-            .map_err(EgressError::Start)?;
+        let proxies =
+            SessionProxies::start(Arc::new(policy), listen, on_violation, max_connections)
+                .await
+                .map_err(EgressError::Start)?;
         let Endpoints::Unix { http, socks } = proxies.endpoints().clone() else {
             return Err(EgressError::Listen("unix sockets"));
         };
@@ -144,6 +161,7 @@ impl SessionEgress {
     /// loopback); the credential travels in the proxy URLs.
     pub async fn start_tcp(
         policy: Policy,
+        max_connections: usize,
         on_violation: ViolationSink,
     ) -> Result<(Self, Reach), EgressError> {
         let password = crate::random::hex(16).map_err(EgressError::Credential)?;
@@ -152,9 +170,10 @@ impl SessionEgress {
             password,
         };
         let listen = Listen::Tcp { credential };
-        let proxies = SessionProxies::start(Arc::new(policy), listen, on_violation)
-            .await
-            .map_err(EgressError::Start)?;
+        let proxies =
+            SessionProxies::start(Arc::new(policy), listen, on_violation, max_connections)
+                .await
+                .map_err(EgressError::Start)?;
         let Endpoints::Tcp {
             http,
             socks,
@@ -180,6 +199,20 @@ impl SessionEgress {
             proxies.shutdown().await;
         }
     }
+}
+
+/// The rule and the remedy of a connection the session's proxies refused
+/// past its connection cap: the generic `network-outbound` explanation
+/// (the allowlist) does not fit it. The sink writes `raw` as
+/// `<tag> (<ingress>): <rule>`.
+pub fn cap_explanation(violation: &SandboxViolation) -> Option<(String, &'static str)> {
+    let raw = violation.raw.as_deref()?;
+    let rest = raw.strip_prefix(sandbox_egress::server::CAP_TAG)?;
+    let (_, rule) = rest.split_once("): ")?;
+    Some((
+        rule.to_owned(),
+        "`[egress] max_connections` (config), or fewer connections at once",
+    ))
 }
 
 fn write_known_hosts(

@@ -38,6 +38,10 @@ pub fn event_json(event: &Event) -> Value {
                 event["remedy"] = e.remedy.into();
                 event["inferred"] = e.inferred.into();
             }
+            if let Some((rule, remedy)) = crate::egress::cap_explanation(v) {
+                event["rule"] = rule.into();
+                event["remedy"] = remedy.into();
+            }
             event
         }
         EventBody::State(state) => json!({"type": kind, "execId": id, "state": state.as_str()}),

@@ -438,3 +438,57 @@ fn none_sessions_get_credentialed_loopback_proxies() {
     );
     assert_eq!(violations(&out), [format!("no.test:{c}")], "{}", both(&out));
 }
+
+/// Issue 16 item 2: the session's proxies take at most `[egress]
+/// max_connections` open connections (here 2, held open by the command);
+/// one more is refused in its protocol (403, `X-Proxy-Error:
+/// connection-cap`) with a `network-outbound` violation naming the cap and
+/// the key, and once the two close the same request goes through.
+#[test]
+fn past_the_session_connection_cap_a_connection_is_refused_naming_the_key() {
+    let plugins = Plugins::with_none();
+    let work = tempfile::tempdir().unwrap();
+    let bulk = BulkServer::start(10);
+    let p = bulk.port();
+    let config = "[egress]\nmax_connections = 2\n";
+    let script = format!(
+        "hp=${{HTTP_PROXY##*@}}; hp=${{hp%/}}; host=${{hp%:*}}; port=${{hp##*:}}\n\
+         exec 3<>/dev/tcp/$host/$port 4<>/dev/tcp/$host/$port\n\
+         curl -sS -D - -o /dev/null http://ok.test:{p}/ | tr -d '\\r' | sed -n 's/^HTTP[^ ]* \\([0-9]*\\).*/capped=\\1/p; s/^x-proxy-error: /tag=/Ip'\n\
+         exec 3>&- 4>&-\n\
+         for i in $(seq 100); do\n\
+           code=$(curl -s -o /dev/null -w '%{{http_code}}' http://ok.test:{p}/)\n\
+           [ \"$code\" = 200 ] && break; sleep 0.1\n\
+         done\n\
+         echo after=$code\n"
+    );
+    let out = CcServer::new(&plugins)
+        .config(config)
+        .current_dir(work.path())
+        .args(["run", "--backend", "none", "--allow-domain", "ok.test"])
+        .args([
+            "--allow-private",
+            "ok.test",
+            "--resolve",
+            "ok.test:127.0.0.1",
+        ])
+        .args(["--", "bash", "-c", &script])
+        .output();
+    let stdout = text(&out.stdout);
+    for line in ["capped=403", "tag=connection-cap", "after=200"] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "expected {line}\n{}",
+            both(&out)
+        );
+    }
+    assert_eq!(violations(&out), [format!("ok.test:{p}")], "{}", both(&out));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("2 open egress connections")
+            && stderr.contains("`[egress] max_connections`"),
+        "{}",
+        both(&out)
+    );
+    assert_eq!(bulk.requests(), 1, "the refused request reached the server");
+}

@@ -252,6 +252,10 @@ async fn relay(stream: &mut ExecStream, session: &Arc<Session>, json: bool) -> E
                 if !json && let Some(rule) = v.raw.as_deref().and_then(guard_rule) {
                     eprintln!("cc_server:   rule: {rule}");
                 }
+                // A refusal past the proxies' connection cap names its own.
+                if !json && let Some((rule, remedy)) = crate::egress::cap_explanation(&v) {
+                    eprintln!("cc_server:   {rule}; to allow: {remedy}");
+                }
                 // The rule and the remedy, once per kind of refusal.
                 if !json
                     && !explained.contains(&v.action)

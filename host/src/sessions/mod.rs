@@ -226,11 +226,12 @@ impl Sessions {
                 tracing::warn!(session = %id, "egress: {warning}");
             }
             let sink = violation_sink(Arc::clone(&router));
+            let cap = self.settings.egress.max_connections;
             let (proxies, reach) = if unix {
                 let known_hosts = &self.settings.egress.ssh_known_hosts;
-                SessionEgress::start(policy, known_hosts, sink).await?
+                SessionEgress::start(policy, known_hosts, cap, sink).await?
             } else {
-                SessionEgress::start_tcp(policy, sink).await?
+                SessionEgress::start_tcp(policy, cap, sink).await?
             };
             match reach {
                 Reach::Endpoints(endpoints) => spec.egress = Some(endpoints),
