@@ -62,6 +62,18 @@ pub struct ApiSection {
     /// may carry in `Host` (DNS-rebinding defence).
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
+    /// A request's headers must arrive within this time (of the
+    /// connection's opening, for its first request; of their first byte,
+    /// after that).
+    pub header_read_timeout_secs: Option<f64>,
+    /// A keep-alive connection with no request for this long is closed.
+    pub idle_timeout_secs: Option<f64>,
+    /// Open connections at most.
+    pub max_connections: Option<usize>,
+    /// How many of them only connections that sent the token may hold.
+    pub authenticated_reserve: Option<usize>,
+    /// How long open connections get to finish at SIGTERM/SIGINT.
+    pub shutdown_timeout_secs: Option<f64>,
 }
 
 /// `[api]`, checked.
@@ -72,6 +84,34 @@ pub struct ApiSettings {
     pub allowed_origins: Vec<String>,
     /// Lower-case names, without a port.
     pub allowed_hosts: Vec<String>,
+    /// How the server treats connections (timeouts, caps, shutdown).
+    pub connections: ConnectionSettings,
+}
+
+/// `[api]`'s connection keys, checked (see README, Configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionSettings {
+    pub header_read_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_connections: usize,
+    pub authenticated_reserve: usize,
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for ConnectionSettings {
+    /// Headers take milliseconds on loopback, so 10 s is generous; a
+    /// keep-alive client idle for a minute reconnects cheaply. 512
+    /// connections, a quarter of them for clients that sent the token: an
+    /// agent's client opens a handful.
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 512,
+            authenticated_reserve: 128,
+            shutdown_timeout: Duration::from_secs(5),
+        }
+    }
 }
 
 /// `[egress]`.
@@ -398,6 +438,48 @@ fn resolve_api(section: Option<&ApiSection>) -> Result<ApiSettings, String> {
         bind_roots: section.bind_roots.clone(),
         allowed_origins: origins,
         allowed_hosts: hosts,
+        connections: resolve_connections(section)?,
+    })
+}
+
+/// `[api]`'s connection keys: positive times, a cap of at least one
+/// connection for clients without the token.
+fn resolve_connections(section: &ApiSection) -> Result<ConnectionSettings, String> {
+    let default = ConnectionSettings::default();
+    let secs = |value: Option<f64>, key: &str, default: Duration| match value {
+        None => Ok(default),
+        Some(v) if v.is_finite() && v > 0.0 && v < 1e9 => Ok(Duration::from_secs_f64(v)),
+        Some(_) => Err(format!("[api] {key} must be a positive number of seconds")),
+    };
+    let max_connections = section.max_connections.unwrap_or(default.max_connections);
+    let authenticated_reserve = section
+        .authenticated_reserve
+        .unwrap_or(default.authenticated_reserve.min(max_connections / 4));
+    if authenticated_reserve >= max_connections {
+        return Err(format!(
+            "[api] authenticated_reserve ({authenticated_reserve}) must be below max_connections \
+             ({max_connections}): clients without the token (`/healthz`, a first request) need \
+             at least one connection"
+        ));
+    }
+    Ok(ConnectionSettings {
+        header_read_timeout: secs(
+            section.header_read_timeout_secs,
+            "header_read_timeout_secs",
+            default.header_read_timeout,
+        )?,
+        idle_timeout: secs(
+            section.idle_timeout_secs,
+            "idle_timeout_secs",
+            default.idle_timeout,
+        )?,
+        max_connections,
+        authenticated_reserve,
+        shutdown_timeout: secs(
+            section.shutdown_timeout_secs,
+            "shutdown_timeout_secs",
+            default.shutdown_timeout,
+        )?,
     })
 }
 
@@ -532,10 +614,75 @@ mod tests {
                 "not a host name",
             ),
             ("[api]\nbind_root = [\"/w\"]\n", "bind_root"),
+            (
+                "[api]\nheader_read_timeout_secs = 0\n",
+                "header_read_timeout_secs must be a positive number",
+            ),
+            (
+                "[api]\nshutdown_timeout_secs = -1\n",
+                "shutdown_timeout_secs must be a positive number",
+            ),
+            (
+                "[api]\nmax_connections = 4\nauthenticated_reserve = 4\n",
+                "must be below max_connections",
+            ),
             ("[egress]\nmax_connections = 0\n", "at least 1"),
         ] {
             let err = resolve(text).unwrap_err().to_string();
             assert!(err.contains(needle), "{text}: {err}");
+        }
+    }
+
+    /// Issue 16 items 2 and 3: the connection keys, their defaults, and a
+    /// reserve that follows a smaller cap.
+    #[test]
+    fn the_connection_keys_resolve() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        let resolve = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            Settings::resolve(&common(Some(path.clone()), None), &CommandFlags::default()).unwrap()
+        };
+        let defaults = resolve("");
+        assert_eq!(defaults.api.connections, ConnectionSettings::default());
+        assert_eq!(
+            defaults.egress.max_connections,
+            sandbox_egress::server::DEFAULT_MAX_CONNECTIONS
+        );
+        let set = resolve(
+            "[api]\nheader_read_timeout_secs = 1.5\nidle_timeout_secs = 2\nmax_connections = 20\n\
+             shutdown_timeout_secs = 3\n[egress]\nmax_connections = 7\n",
+        );
+        let c = set.api.connections;
+        assert_eq!(c.header_read_timeout, Duration::from_millis(1500));
+        assert_eq!(c.idle_timeout, Duration::from_secs(2));
+        assert_eq!((c.max_connections, c.authenticated_reserve), (20, 5));
+        assert_eq!(c.shutdown_timeout, Duration::from_secs(3));
+        assert_eq!(set.egress.max_connections, 7);
+    }
+
+    /// Every connection key is documented in the README's config example.
+    #[test]
+    fn the_connection_keys_are_documented() {
+        let readme =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+                .unwrap();
+        let d = ConnectionSettings::default();
+        for line in [
+            format!(
+                "header_read_timeout_secs = {}",
+                d.header_read_timeout.as_secs()
+            ),
+            format!("idle_timeout_secs = {}", d.idle_timeout.as_secs()),
+            format!("max_connections = {}", d.max_connections),
+            format!("authenticated_reserve = {}", d.authenticated_reserve),
+            format!("shutdown_timeout_secs = {}", d.shutdown_timeout.as_secs()),
+            format!(
+                "max_connections = {}",
+                sandbox_egress::server::DEFAULT_MAX_CONNECTIONS
+            ),
+        ] {
+            assert!(readme.contains(&line), "README.md does not show `{line}`");
         }
     }
 }

@@ -16,6 +16,7 @@ mod entry_points_tests;
 mod env;
 mod input;
 mod logging;
+mod open_files;
 mod random;
 mod sessions;
 mod wire;

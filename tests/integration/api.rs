@@ -1139,3 +1139,279 @@ fn a_token_file_of_another_user_or_readable_by_the_group_is_refused() {
         assert!(!stderr.contains("listening on"), "{stderr}");
     }
 }
+
+/// Whether the server closed `stream` (EOF or a reset) within `limit`;
+/// `false` when it is still open at the end.
+fn closed_within(stream: &mut std::net::TcpStream, limit: Duration) -> bool {
+    use std::io::Read as _;
+    stream.set_read_timeout(Some(limit)).unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            // A response (a 503, or the answer to a request) before the close.
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Whether the server has closed `stream` yet, without waiting.
+fn closed_now(stream: &std::net::TcpStream) -> bool {
+    use std::io::Read as _;
+    stream.set_nonblocking(true).unwrap();
+    let mut reader = stream;
+    let mut buf = [0u8; 4096];
+    let closed = loop {
+        match reader.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break false,
+            Err(_) => break true,
+        }
+    };
+    stream.set_nonblocking(false).unwrap();
+    closed
+}
+
+/// Issue 16 item 2: a connection that sends nothing, one that sends half a
+/// header, and a keep-alive connection idle after its request are closed
+/// (`[api] header_read_timeout_secs`, `idle_timeout_secs`, here 1 s, checked
+/// within a generous 10 s) — while an exec stream and the approvals stream
+/// quieter than that stay open.
+#[test]
+fn silent_half_sent_and_idle_connections_are_closed_but_streams_are_not() {
+    use std::io::Write as _;
+    let plugins = Plugins::with_none();
+    let config = "[api]\nheader_read_timeout_secs = 1\nidle_timeout_secs = 1\n";
+    let server = Server::start_with(CcServer::new(&plugins).config(config));
+    let generous = Duration::from_secs(10);
+
+    let mut silent = std::net::TcpStream::connect(server.addr).unwrap();
+    let mut half = std::net::TcpStream::connect(server.addr).unwrap();
+    half.write_all(format!("GET /healthz HTTP/1.1\r\nHost: {}\r\nX-Slow:", server.addr).as_bytes())
+        .unwrap();
+    let mut idle = std::net::TcpStream::connect(server.addr).unwrap();
+    idle.write_all(format!("GET /healthz HTTP/1.1\r\nHost: {}\r\n\r\n", server.addr).as_bytes())
+        .unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    idle.set_read_timeout(Some(generous)).unwrap();
+    while !String::from_utf8_lossy(&answer).contains("\"status\":\"ok\"") {
+        let n = std::io::Read::read(&mut idle, &mut buf).unwrap();
+        assert!(n > 0, "closed before answering: {}", text(&answer));
+        answer.extend_from_slice(&buf[..n]);
+    }
+    for (name, stream) in [
+        ("silent", &mut silent),
+        ("half-sent", &mut half),
+        ("idle", &mut idle),
+    ] {
+        assert!(
+            closed_within(stream, generous),
+            "the {name} connection is still open after {generous:?}; log:\n{}",
+            server.log()
+        );
+    }
+
+    // Streams are never cut by these timeouts: an approvals stream and an
+    // exec that prints nothing for 3 s.
+    let mut approvals = http_open(
+        server.addr,
+        "GET",
+        "/v1/approvals",
+        None,
+        Some(&server.token),
+    );
+    let mut line = String::new();
+    while !line.contains("\"connected\"") {
+        line.clear();
+        std::io::BufRead::read_line(&mut approvals, &mut line).unwrap();
+        assert!(!line.is_empty(), "the approvals stream ended at once");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    create(
+        &server,
+        &json!({"sessionId": "quiet", "guestWorkdir": tmp.path()}),
+    );
+    let events = exec(
+        &server,
+        "quiet",
+        &json!({"argv": ["sh", "-c", "sleep 3; echo done"]}),
+    );
+    assert_eq!(exit_code(&events), 0, "{events:?}");
+    assert_eq!(joined(&events, "stdout"), "done\n");
+    assert!(
+        !closed_now(approvals.get_ref()),
+        "the approvals stream was closed; log:\n{}",
+        server.log()
+    );
+}
+
+/// Issue 16 item 2: with `[api] max_connections = 20`, 40 bare connects
+/// without a token (idle, never sending a byte) do not lock anyone out:
+/// the oldest idle ones are closed to make room, `/healthz` answers and an
+/// exec on a live sandbox runs. When every connection is busy, one more is
+/// refused with a JSON 503 naming the key.
+#[test]
+fn idle_unauthenticated_connections_do_not_lock_out_healthz_or_an_exec() {
+    let plugins = Plugins::with_none();
+    let config = "[api]\nmax_connections = 20\nauthenticated_reserve = 5\n";
+    let server = Server::start_with(CcServer::new(&plugins).config(config));
+    let tmp = tempfile::tempdir().unwrap();
+    create(
+        &server,
+        &json!({"sessionId": "live", "guestWorkdir": tmp.path()}),
+    );
+
+    let bare: Vec<std::net::TcpStream> = (0..40)
+        .map(|_| std::net::TcpStream::connect(server.addr).unwrap())
+        .collect();
+    let health = http(server.addr, "GET", "/healthz", None, None);
+    assert_eq!(health.status, 200, "{}", text(&health.body));
+    let events = exec(&server, "live", &json!({"argv": ["echo", "still here"]}));
+    assert_eq!(joined(&events, "stdout"), "still here\n");
+    // At most 15 of the bare ones (the unauthenticated share) are open.
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            bare.iter().filter(|s| closed_now(s)).count() >= 25
+        }),
+        "bare connections were not closed to make room; log:\n{}",
+        server.log()
+    );
+    drop(bare);
+
+    // Every connection busy: 20 authenticated approvals streams.
+    let mut streams = Vec::new();
+    for _ in 0..20 {
+        let mut stream = http_open(
+            server.addr,
+            "GET",
+            "/v1/approvals",
+            None,
+            Some(&server.token),
+        );
+        let mut line = String::new();
+        while !line.contains("\"connected\"") {
+            line.clear();
+            std::io::BufRead::read_line(&mut stream, &mut line).unwrap();
+            assert!(!line.is_empty(), "an approvals stream ended at once");
+        }
+        streams.push(stream);
+    }
+    let refused = http(server.addr, "GET", "/healthz", None, None);
+    assert_eq!(refused.status, 503, "{}", text(&refused.body));
+    let body = refused.json();
+    assert_eq!(body["configKey"], "[api] max_connections", "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("max_connections"),
+        "{body}"
+    );
+    drop(streams);
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            http(server.addr, "GET", "/healthz", None, None).status == 200
+        }),
+        "the server did not recover; log:\n{}",
+        server.log()
+    );
+}
+
+/// Issue 16 item 3: SIGTERM ends the server within a bound
+/// (`[api] shutdown_timeout_secs`, here 2 s; checked within `stop`'s
+/// generous 30 s) while a client holds the stream of a command that writes
+/// endlessly and never reads it; the command is gone afterwards.
+#[test]
+fn shutdown_ends_while_a_client_holds_an_unread_exec_stream() {
+    let mut backends = vec![("none", Plugins::with_none())];
+    if bwrap_installed() {
+        backends.push(("bwrap", Plugins::with_bwrap()));
+    }
+    for (backend, plugins) in backends {
+        let config = "[api]\nshutdown_timeout_secs = 2\n";
+        let mut server = Server::start_with(CcServer::new(&plugins).config(config));
+        let tmp = tempfile::tempdir().unwrap();
+        let spec = json!({"sessionId": "flood", "guestWorkdir": tmp.path(),
+                          "bindMounts": [{"hostPath": tmp.path()}]});
+        let created = server.call(
+            "POST",
+            &format!("/v1/sandboxes?backend={backend}"),
+            Some(&spec.to_string()),
+        );
+        assert_eq!(created.status, 201, "{}", text(&created.body));
+        let body = json!({"argv": ["sh", "-c", "echo $$ > PIDFILE; exec yes flood"]});
+        let unread = http_open(
+            server.addr,
+            "POST",
+            "/v1/sandboxes/flood/exec",
+            Some(&body.to_string()),
+            Some(&server.token),
+        );
+        let pid_file = tmp.path().join("PIDFILE");
+        assert!(
+            eventually(Duration::from_secs(30), || pid_file.exists()),
+            "{backend}: the command did not start; log:\n{}",
+            server.log()
+        );
+        // The pid as the host sees it: the `yes` writing into the stream.
+        let pids = || -> Vec<i32> {
+            std::fs::read_dir("/proc")
+                .unwrap()
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|pid| {
+                    std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|c| c == b"yes\0flood\0")
+                })
+                .collect()
+        };
+        assert!(
+            eventually(Duration::from_secs(30), || !pids().is_empty()),
+            "{backend}: no `yes flood` process"
+        );
+        let writers = pids();
+        let status = server.stop();
+        assert!(
+            status.success(),
+            "{backend}: {status:?}; log:\n{}",
+            server.log()
+        );
+        assert!(
+            eventually(Duration::from_secs(30), || writers
+                .iter()
+                .all(|pid| process_is_gone(*pid))),
+            "{backend}: the command outlived the server; log:\n{}",
+            server.log()
+        );
+        drop(unread);
+    }
+}
+
+/// Issue 16 item 2: `serve` raises its soft `RLIMIT_NOFILE` to the hard
+/// limit (started here with a soft limit of 256) and logs it once.
+#[test]
+fn serve_raises_its_open_files_limit_to_the_hard_one() {
+    let plugins = Plugins::with_none();
+    let server = Server::start_with(CcServer::new(&plugins).with_soft_open_files_limit(256));
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.pid())).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap_or_else(|| panic!("{limits}"));
+    let numbers: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
+    let (soft, hard) = (numbers[0], numbers[1]);
+    let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open").unwrap();
+    let expected = if hard == "unlimited" {
+        nr_open.trim()
+    } else {
+        hard
+    };
+    assert_eq!(soft, expected, "{line}; log:\n{}", server.log());
+    let log = server.log();
+    assert_eq!(
+        log.matches("open files: soft limit raised from 256")
+            .count(),
+        1,
+        "log:\n{log}"
+    );
+}

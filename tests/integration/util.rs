@@ -336,6 +336,31 @@ impl CcServer {
             .arg(repo_root().join("examples/without-create-guard.toml"))
     }
 
+    /// Starts the child with this soft `RLIMIT_NOFILE` (the hard one kept),
+    /// as a shell's `ulimit -Sn` would.
+    pub fn with_soft_open_files_limit(mut self, soft: u64) -> Self {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: getrlimit and setrlimit are async-signal-safe and touch
+        // only the child's own limits and this stack's struct.
+        unsafe {
+            self.command.pre_exec(move || {
+                let mut limit = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                limit.rlim_cur = soft.min(limit.rlim_max);
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        self
+    }
+
     /// Uses this config file text (written into the private home).
     pub fn config(self, toml: &str) -> Self {
         let file = self._home.path().join("cc_server.toml");
@@ -658,6 +683,11 @@ impl Server {
 
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
     }
 
     /// A request with the server's token.

@@ -22,6 +22,8 @@
 //! server answers to (421 otherwise), no `Origin` the operator did not list
 //! (403).
 
+pub mod connections;
+pub mod listener;
 mod policy;
 pub mod request_rules;
 pub mod token;
@@ -198,7 +200,13 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
     match given {
-        Some(token) if token::matches(&state.token, token.trim()) => next.run(request).await,
+        Some(token) if token::matches(&state.token, token.trim()) => {
+            // Its connection may use the share kept for clients with the token.
+            if let Some(connection) = request.extensions().get::<listener::OnConnection>() {
+                connection.0.authenticated();
+            }
+            next.run(request).await
+        }
         Some(_) => ApiError::new(StatusCode::UNAUTHORIZED, "wrong bearer token").into_response(),
         None => ApiError::new(
             StatusCode::UNAUTHORIZED,

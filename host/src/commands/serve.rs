@@ -1,17 +1,24 @@
 //! `cc_server serve`: the HTTP API, until SIGINT or SIGTERM; then every
-//! sandbox is destroyed before the process exits.
+//! sandbox is destroyed before the process exits, within a bound whatever
+//! clients do (`[api] shutdown_timeout_secs`, issue 16 item 3).
 
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 
-use crate::api::{self, token};
+use crate::api::{self, listener, token};
 use crate::backends;
 use crate::config::Settings;
 use crate::sessions::Sessions;
 
+/// How long sandboxes still being destroyed get once the connections are
+/// closed (closing an unread exec stream is what lets its destroy end).
+const DESTROY_GRACE: Duration = Duration::from_secs(2);
+
 pub async fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
+    crate::open_files::raise();
     let listen = settings.listen;
     let token_file = match settings.token_file.clone() {
         Some(path) => path,
@@ -47,25 +54,40 @@ pub async fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
         allowed_origins: settings.api.allowed_origins.clone(),
     };
     let app = api::router(api::AppState::new(Arc::clone(&sessions), token, rules));
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let mut stop_rx = stop_rx;
-                let _ = stop_rx.wait_for(|stop| *stop).await;
-            })
-            .into_future(),
-    );
+    let limits = settings.api.connections;
+    let server = listener::Listener::start(listener, app, limits);
     shutdown_signal().await;
-    tracing::info!("shutting down: destroying every sandbox");
-    // Destroying first ends the open exec streams, so the server can stop.
-    sessions.destroy_all().await;
-    let _ = stop_tx.send(true);
-    match tokio::time::timeout(std::time::Duration::from_secs(5), server).await {
-        Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(e))) => tracing::error!("the HTTP server failed: {e}"),
-        Ok(Err(e)) => tracing::error!("the HTTP server task failed: {e}"),
-        Err(_) => tracing::warn!("open connections did not close within 5 s"),
+    tracing::info!(
+        "shutting down: destroying every sandbox, closing connections within {:?}",
+        limits.shutdown_timeout
+    );
+    // Destroying ends the open exec streams, so their connections can end;
+    // a client that does not read its stream would hold both, so after
+    // the bound its connection is closed, which frees the destroy too.
+    let destroying = tokio::spawn({
+        let sessions = Arc::clone(&sessions);
+        async move { sessions.destroy_all().await }
+    });
+    let closed = server.shut_down(limits.shutdown_timeout).await;
+    if closed > 0 {
+        tracing::warn!(
+            "closed {closed} connection(s) still open after `[api] shutdown_timeout_secs` ({:?})",
+            limits.shutdown_timeout
+        );
+    }
+    match tokio::time::timeout(DESTROY_GRACE, destroying).await {
+        Ok(Ok(())) => tracing::info!("every sandbox is destroyed"),
+        Ok(Err(e)) => tracing::error!("destroying the sandboxes failed: {e}"),
+        Err(_) => tracing::error!(
+            "sandboxes still being destroyed {DESTROY_GRACE:?} after the connections closed; \
+             exiting without waiting for them: {}",
+            sessions
+                .list()
+                .iter()
+                .map(|s| s.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
     Ok(ExitCode::SUCCESS)
 }

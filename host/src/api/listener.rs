@@ -1,0 +1,378 @@
+//! Serves the API's connections ourselves (instead of `axum::serve`, which
+//! has no timeouts and no cap): accepts, admits each through
+//! [`Connections`], runs it with hyper's HTTP/1 server under the deadlines
+//! of [`connections::plan_deadline`], and ends them all within a bound at
+//! shutdown.
+//!
+//! Streams (an exec's events, the approvals) have no deadline; a peer that
+//! vanished without closing is noticed by TCP keep-alive probes and a TCP
+//! user timeout on every accepted socket ([`KEEPALIVE_IDLE`]): the kernel
+//! then fails the socket and hyper drops the stream, which ends its
+//! command. A client that is alive but does not read is not cut (its
+//! kernel still acknowledges the probes): backpressure stops its command.
+
+use std::convert::Infallible;
+use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use http_body_util::BodyExt as _;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+use super::connections::{self, ConnState, Connections, Ticket};
+use crate::config::ConnectionSettings;
+
+/// Idle time before the first keep-alive probe on a quiet connection.
+pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+/// Between probes.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// Unanswered probes before the kernel gives up on the peer.
+const KEEPALIVE_PROBES: i32 = 3;
+/// Unacknowledged data older than this fails the socket (a peer gone while
+/// we were sending, which keep-alive probes do not cover).
+const USER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A connection's request, as the token check finds it: the connection
+/// it came on, to mark authenticated.
+#[derive(Clone)]
+pub struct OnConnection(pub Arc<ConnState>);
+
+/// The running accept loop and its connections.
+pub struct Listener {
+    stop: watch::Sender<bool>,
+    tasks: Arc<Mutex<JoinSet<()>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Listener {
+    /// Starts accepting on `listener`, serving `app`.
+    pub fn start(listener: TcpListener, app: axum::Router, limits: ConnectionSettings) -> Self {
+        let (stop, stop_rx) = watch::channel(false);
+        let tasks = Arc::new(Mutex::new(JoinSet::new()));
+        let connections = Connections::new(limits);
+        let accept = tokio::spawn(accept_loop(
+            listener,
+            app,
+            connections,
+            Arc::clone(&tasks),
+            stop_rx,
+        ));
+        Self {
+            stop,
+            tasks,
+            accept,
+        }
+    }
+
+    /// Stops accepting, closes idle connections and lets those with a
+    /// request in flight finish it; after `grace` closes what is left.
+    /// Returns how many had to be closed.
+    pub async fn shut_down(self, grace: Duration) -> usize {
+        let _ = self.stop.send(true);
+        let _ = self.accept.await;
+        let deadline = Instant::now() + grace;
+        loop {
+            if live(&self.tasks) == 0 {
+                return 0;
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let left = {
+            let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+            tasks.abort_all();
+            tasks.len()
+        };
+        // Aborted tasks drop their connections (and streams) when next polled.
+        while live(&self.tasks) > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        left
+    }
+}
+
+/// Connection tasks still running (finished ones reaped).
+fn live(tasks: &Mutex<JoinSet<()>>) -> usize {
+    let mut tasks = tasks.lock().unwrap_or_else(|p| p.into_inner());
+    while tasks.try_join_next().is_some() {}
+    tasks.len()
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    app: axum::Router,
+    connections: Arc<Connections>,
+    tasks: Arc<Mutex<JoinSet<()>>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let limits = *connections.limits();
+    let mut refusals = Refusals::default();
+    let lingering = Arc::new(Semaphore::new(LINGERING_REFUSALS));
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stop.wait_for(|stop| *stop) => return,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of descriptors, most likely: wait instead of spinning.
+                tracing::warn!("accepting an API connection: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        match connections.admit() {
+            Ok(ticket) => {
+                set_keepalive(&stream);
+                let app = app.clone();
+                let stop = stop.clone();
+                let mut tasks = tasks.lock().unwrap_or_else(|p| p.into_inner());
+                while tasks.try_join_next().is_some() {}
+                tasks.spawn(serve_connection(stream, ticket, app, limits, stop));
+            }
+            Err(refusal) => {
+                refusals.note(&refusal);
+                refuse(stream, &refusal, &lingering);
+            }
+        }
+    }
+}
+
+/// Logs refused connections once per burst, not once each.
+#[derive(Default)]
+struct Refusals {
+    last_logged: Option<Instant>,
+    since: usize,
+}
+
+impl Refusals {
+    fn note(&mut self, refusal: &connections::Refusal) {
+        self.since += 1;
+        let due = self
+            .last_logged
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(10));
+        if due {
+            tracing::warn!(refused = self.since, "refused API connection(s): {refusal}");
+            self.last_logged = Some(Instant::now());
+            self.since = 0;
+        }
+    }
+}
+
+/// Refused connections whose request is drained at once before the close
+/// (beyond these, the close may reach the client as a reset instead of the
+/// 503).
+const LINGERING_REFUSALS: usize = 64;
+
+/// How long a refused connection's request is drained.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// A 503 with the API's JSON error shape, written without reading the
+/// request (a fresh socket's buffer has room); then the write side closes
+/// and what the client sent is read away for a moment, so that closing
+/// does not reset the connection before the client has read the answer.
+fn refuse(stream: TcpStream, refusal: &connections::Refusal, lingering: &Arc<Semaphore>) {
+    let body =
+        serde_json::json!({"error": refusal.to_string(), "configKey": "[api] max_connections"})
+            .to_string();
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\nretry-after: 1\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.try_write(response.as_bytes());
+    let Ok(permit) = Arc::clone(lingering).try_acquire_owned() else {
+        return;
+    };
+    tokio::spawn(async move {
+        let _permit = permit;
+        let mut stream = stream;
+        let _ = stream.shutdown().await;
+        let mut buf = [0u8; 4096];
+        let drain = async {
+            while let Ok(n) = stream.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(LINGER, drain).await;
+    });
+}
+
+/// TCP keep-alive probes and a user timeout (see the module doc); best
+/// effort: a socket that refuses them still works, only a dead peer is
+/// noticed later.
+fn set_keepalive(stream: &TcpStream) {
+    let fd = stream.as_raw_fd();
+    let secs = |d: Duration| i32::try_from(d.as_secs()).unwrap_or(i32::MAX);
+    let millis = u32::try_from(USER_TIMEOUT.as_millis()).unwrap_or(u32::MAX);
+    let options: [(i32, i32, i32); 4] = [
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, secs(KEEPALIVE_IDLE)),
+        (
+            libc::IPPROTO_TCP,
+            libc::TCP_KEEPINTVL,
+            secs(KEEPALIVE_INTERVAL),
+        ),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, KEEPALIVE_PROBES),
+    ];
+    for (level, name, value) in options {
+        set_option(fd, level, name, &value);
+    }
+    set_option(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, &millis);
+}
+
+fn set_option<T>(fd: i32, level: i32, name: i32, value: &T) {
+    let len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: `value` points to a live T of `len` bytes for the call; `fd`
+    // is the open socket borrowed from the caller's stream.
+    let done = unsafe { libc::setsockopt(fd, level, name, std::ptr::from_ref(value).cast(), len) };
+    if done != 0 {
+        tracing::debug!(
+            "setsockopt({level}, {name}) on an API connection: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// Runs one connection to its end: hyper serves it; this task closes it
+/// at a deadline, when it is evicted, or (after a graceful attempt) at
+/// shutdown.
+async fn serve_connection(
+    stream: TcpStream,
+    ticket: Ticket,
+    app: axum::Router,
+    limits: ConnectionSettings,
+    mut stop: watch::Receiver<bool>,
+) {
+    let state = Arc::clone(&ticket.state);
+    let io = TokioIo::new(Watched {
+        stream,
+        state: Arc::clone(&state),
+    });
+    let tower = TowerToHyperService::new(app);
+    let service_state = Arc::clone(&state);
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+        let in_flight = service_state.request_started();
+        request
+            .extensions_mut()
+            .insert(OnConnection(Arc::clone(&service_state)));
+        let response = hyper::service::Service::call(&tower, request);
+        async move {
+            let response = response.await?;
+            // The request is in flight until its body is done or dropped:
+            // a stream has no deadline.
+            Ok::<_, Infallible>(response.map(|body| {
+                Body::new(body.map_frame(move |frame| {
+                    let _in_flight = &in_flight;
+                    frame
+                }))
+            }))
+        }
+    });
+    let connection = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+    tokio::pin!(connection);
+    let mut stopping = *stop.borrow();
+    if stopping {
+        connection.as_mut().graceful_shutdown();
+    }
+    loop {
+        if state.is_evicted() && state.phase().in_flight == 0 {
+            tracing::debug!("closed an idle API connection to make room for a new one");
+            return;
+        }
+        let deadline = connections::plan_deadline(&state.phase(), &limits);
+        let sleep = async {
+            match deadline {
+                Some((at, _)) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!("API connection: {e}");
+                }
+                return;
+            }
+            () = sleep => {
+                if let Some((at, expiry)) = connections::plan_deadline(&state.phase(), &limits)
+                    && at <= Instant::now()
+                {
+                    tracing::debug!("closed an API connection: {}", expiry.describe());
+                    return;
+                }
+            }
+            () = state.changed.notified() => {}
+            _ = stop.wait_for(|stop| *stop), if !stopping => {
+                stopping = true;
+                connection.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// The accepted socket, telling its connection's state when bytes arrive
+/// (a request's head has begun: the header-read deadline applies).
+struct Watched {
+    stream: TcpStream,
+    state: Arc<ConnState>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.state.bytes_arrived();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
