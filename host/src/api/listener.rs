@@ -5,11 +5,14 @@
 //! shutdown.
 //!
 //! Streams (an exec's events, the approvals) have no deadline; a peer that
-//! vanished without closing is noticed by TCP keep-alive probes and a TCP
-//! user timeout on every accepted socket ([`KEEPALIVE_IDLE`]): the kernel
-//! then fails the socket and hyper drops the stream, which ends its
-//! command. A client that is alive but does not read is not cut (its
-//! kernel still acknowledges the probes): backpressure stops its command.
+//! vanished without closing is noticed by TCP keep-alive probes on every
+//! accepted socket ([`KEEPALIVE_IDLE`]) while the stream is quiet, and by
+//! the kernel's retransmission limit while data is on its way: the socket
+//! fails and hyper drops the stream, which ends its command. A client that
+//! is alive but does not read is not cut — its kernel answers the
+//! zero-window probes — and backpressure stops its command. (No
+//! `TCP_USER_TIMEOUT`: Linux applies it to a window that stays closed, so
+//! it would cut such a client; measured here, reset after 60 s.)
 
 use std::convert::Infallible;
 use std::os::fd::AsRawFd;
@@ -37,9 +40,6 @@ pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 /// Unanswered probes before the kernel gives up on the peer.
 const KEEPALIVE_PROBES: i32 = 3;
-/// Unacknowledged data older than this fails the socket (a peer gone while
-/// we were sending, which keep-alive probes do not cover).
-const USER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A connection's request, as the token check finds it: the connection
 /// it came on, to mark authenticated.
@@ -212,13 +212,11 @@ fn refuse(stream: TcpStream, refusal: &connections::Refusal, lingering: &Arc<Sem
     });
 }
 
-/// TCP keep-alive probes and a user timeout (see the module doc); best
-/// effort: a socket that refuses them still works, only a dead peer is
-/// noticed later.
+/// TCP keep-alive probes (see the module doc); best effort: a socket that
+/// refuses them still works, only a dead peer is noticed later.
 fn set_keepalive(stream: &TcpStream) {
     let fd = stream.as_raw_fd();
     let secs = |d: Duration| i32::try_from(d.as_secs()).unwrap_or(i32::MAX);
-    let millis = u32::try_from(USER_TIMEOUT.as_millis()).unwrap_or(u32::MAX);
     let options: [(i32, i32, i32); 4] = [
         (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
         (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, secs(KEEPALIVE_IDLE)),
@@ -230,16 +228,15 @@ fn set_keepalive(stream: &TcpStream) {
         (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, KEEPALIVE_PROBES),
     ];
     for (level, name, value) in options {
-        set_option(fd, level, name, &value);
+        set_option(fd, level, name, value);
     }
-    set_option(fd, libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, &millis);
 }
 
-fn set_option<T>(fd: i32, level: i32, name: i32, value: &T) {
-    let len = std::mem::size_of::<T>() as libc::socklen_t;
-    // SAFETY: `value` points to a live T of `len` bytes for the call; `fd`
-    // is the open socket borrowed from the caller's stream.
-    let done = unsafe { libc::setsockopt(fd, level, name, std::ptr::from_ref(value).cast(), len) };
+fn set_option(fd: i32, level: i32, name: i32, value: i32) {
+    let len = std::mem::size_of::<i32>() as libc::socklen_t;
+    // SAFETY: `value` is a live i32 of `len` bytes for the call; `fd` is
+    // the open socket borrowed from the caller's stream.
+    let done = unsafe { libc::setsockopt(fd, level, name, std::ptr::from_ref(&value).cast(), len) };
     if done != 0 {
         tracing::debug!(
             "setsockopt({level}, {name}) on an API connection: {}",
