@@ -22,6 +22,12 @@ inventory::submit! {
 /// Discovers and probes; every skipped file is logged as one warning line.
 /// The settings' own notices are [`Settings::log_notices`]'.
 pub fn discover(settings: &Settings) -> Registry {
+    discover_with(settings, false)
+}
+
+/// [`discover`]; `fresh`: the backends drop what earlier probes kept and
+/// check everything now (`cc_server probe --fresh`).
+pub fn discover_with(settings: &Settings, fresh: bool) -> Registry {
     let exe_dir = std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().map(std::path::Path::to_path_buf));
@@ -33,6 +39,7 @@ pub fn discover(settings: &Settings) -> Registry {
         ),
         probe_timeout: settings.probe_timeout,
         backend_options: settings.backend_options.clone(),
+        fresh,
         logger: Arc::new(TracingLogger),
     };
     let registry = Registry::discover(&options);

@@ -41,6 +41,10 @@ pub enum Command {
         /// One JSON document instead of a table.
         #[arg(long)]
         json: bool,
+        /// Drop the results kept from earlier probes of this boot (the bwrap
+        /// canary and guard self-test) and run every check now.
+        #[arg(long)]
+        fresh: bool,
     },
     /// Serves the HTTP API.
     Serve(ServeArgs),

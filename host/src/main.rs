@@ -52,7 +52,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Probe { json } => commands::probe::run(&settings, json).await,
+            Command::Probe { json, fresh } => commands::probe::run(&settings, json, fresh).await,
             Command::Serve(_) => commands::serve::run(&settings).await,
             Command::Run(args) => commands::run::run(&settings, args).await,
             Command::Policy(cli::PolicyCommand::Check(args)) => {

@@ -328,6 +328,10 @@ pub struct ProbeReport {
     pub kind: SandboxBackend,
     /// What the backend can enforce; see [`capability`].
     pub capabilities: Vec<String>,
+    /// Which checks of this probe were not run now but taken from an
+    /// earlier probe of this boot, and where that is kept — or that they
+    /// ran now and why nothing was kept. Empty: the backend keeps nothing.
+    pub kept: String,
 }
 
 impl ProbeReport {
@@ -398,6 +402,9 @@ pub struct ProbeContext {
     pub host_api_version: String,
     /// The backend's section of the server config (`[backends.<name>]`), if any.
     pub options: serde_json::Value,
+    /// Drop what earlier probes kept and run every check now
+    /// (`cc_server probe --fresh`).
+    pub fresh: bool,
 }
 
 /// One command to run in a sandbox.

@@ -110,6 +110,8 @@ pub struct DiscoverOptions {
     pub probe_timeout: Duration,
     /// Each backend's section of the server config, by backend name.
     pub backend_options: BTreeMap<String, serde_json::Value>,
+    /// Ask every backend to drop what earlier probes kept and check afresh.
+    pub fresh: bool,
     /// Where plugin log records go.
     pub logger: Arc<dyn PluginLogger>,
 }
@@ -127,6 +129,7 @@ impl Default for DiscoverOptions {
             ),
             probe_timeout: Duration::from_secs(10),
             backend_options: BTreeMap::new(),
+            fresh: false,
             logger: Arc::new(TracingLogger),
         }
     }
@@ -167,6 +170,7 @@ impl Registry {
         let reports = probe::probe_all(
             found.iter().map(|(b, _)| b.clone()).collect(),
             &options.backend_options,
+            options.fresh,
             options.probe_timeout,
         );
         let entries = found

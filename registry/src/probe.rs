@@ -12,6 +12,7 @@ use sandbox_plugin_api::{API_VERSION, ErrorCode, ProbeContext, ProbeReport};
 pub(crate) fn probe_all(
     backends: Vec<BackendObject>,
     options: &BTreeMap<String, serde_json::Value>,
+    fresh: bool,
     timeout: Duration,
 ) -> Vec<ProbeReport> {
     let (tx, rx) = mpsc::channel();
@@ -22,6 +23,7 @@ pub(crate) fn probe_all(
             os: std::env::consts::OS.to_owned(),
             host_api_version: API_VERSION.to_owned(),
             options: options.get(backend.name()).cloned().unwrap_or_default(),
+            fresh,
         };
         let backend = backend.clone();
         let tx = tx.clone();

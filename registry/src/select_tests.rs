@@ -11,6 +11,7 @@ fn report(available: bool, kind: SandboxBackend, note: &str, hint: &str) -> Prob
         kernel_boundary: kind == SandboxBackend::Microvm,
         kind,
         capabilities: vec![],
+        kept: String::new(),
     }
 }
 

@@ -10,10 +10,12 @@ use serde_json::{Value, json};
 use crate::backends::{self, Default, backends_json, default_json, problems_json};
 use crate::config::Settings;
 
-pub async fn run(settings: &Settings, as_json: bool) -> anyhow::Result<ExitCode> {
+pub async fn run(settings: &Settings, as_json: bool, fresh: bool) -> anyhow::Result<ExitCode> {
     let settings_for_discovery = settings.clone();
-    let registry =
-        tokio::task::spawn_blocking(move || backends::discover(&settings_for_discovery)).await?;
+    let registry = tokio::task::spawn_blocking(move || {
+        backends::discover_with(&settings_for_discovery, fresh)
+    })
+    .await?;
     let launch = backends::launch_settings(settings, &registry);
     let sessions = crate::sessions::Sessions::new(std::sync::Arc::new(registry), launch);
     let registry = sessions.registry();
@@ -86,6 +88,9 @@ fn report_table(registry: &Registry, startup: &str, default: &Default) -> String
                 "",
                 r.capabilities.join(", ")
             );
+        }
+        if !r.kept.is_empty() {
+            let _ = writeln!(out, "{:<12} kept: {}", "", r.kept);
         }
     }
     if !registry.problems.is_empty() {

@@ -235,7 +235,9 @@ pub fn probe(ctx: &ProbeContext) -> (ProbeReport, Option<Engine>) {
         .map_or_else(|| "none".to_owned(), image::signature);
     let key = cache::key(binary.as_deref(), &format!("{accel:?}"), &signature);
     let dir = cache::dir();
-    let entry = match dir.as_deref().and_then(|d| cache::load(d, &key)) {
+    // `probe --fresh`: checked now, and the kept findings replaced.
+    let kept = dir.as_deref().filter(|_| !ctx.fresh);
+    let entry = match kept.and_then(|d| cache::load(d, &key)) {
         Some(entry) => {
             tracing::debug!("microvm: the probe's findings of this boot, kept");
             entry
