@@ -1627,3 +1627,315 @@ fn renames_and_links_across_directories_work_with_and_without_the_guard() {
         );
     }
 }
+
+/// A runtime directory of this test's own (`XDG_RUNTIME_DIR`), so the kept
+/// probe is neither shared with other tests nor with the machine's.
+struct KeptProbe {
+    root: tempfile::TempDir,
+}
+
+impl KeptProbe {
+    fn new() -> Self {
+        Self {
+            root: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// The directory the bwrap backend keeps its probe in.
+    fn dir(&self) -> PathBuf {
+        self.root.path().join("cc_server")
+    }
+
+    fn file(&self) -> PathBuf {
+        self.dir().join("bwrap-probe.json")
+    }
+
+    /// `cc_server` with this runtime directory.
+    fn cc_server(&self, plugins: &Plugins) -> CcServer {
+        CcServer::new(plugins).env("XDG_RUNTIME_DIR", self.root.path())
+    }
+
+    /// The bwrap entry of `probe --json` (plus `flags`).
+    fn probe(&self, plugins: &Plugins, flags: &[&str], path: Option<&str>) -> Value {
+        let mut command = self.cc_server(plugins);
+        if let Some(path) = path {
+            command = command.env("PATH", path);
+        }
+        let out = command.arg("probe").arg("--json").args(flags).output();
+        assert_eq!(code(&out), 0, "{}", both(&out));
+        let body: Value = serde_json::from_slice(&out.stdout).unwrap();
+        body["backends"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["name"] == "bwrap")
+            .unwrap_or_else(|| panic!("no bwrap in {body}"))["probe"]
+            .clone()
+    }
+}
+
+fn kept_of(probe: &Value) -> String {
+    probe["kept"].as_str().unwrap_or_default().to_owned()
+}
+
+fn has_guard(probe: &Value) -> bool {
+    probe["capabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c == "fs.deny-glob-on-create")
+}
+
+/// Issue 18 item 1: the canary and the guard's self-test run once per boot
+/// and are kept in a 0700 directory; a second `run` uses them (the self-test
+/// is not run again: the run's log says so), `probe` shows it, and
+/// `probe --fresh` runs them again.
+#[test]
+fn the_probe_is_kept_for_the_boot_and_a_second_run_uses_it() {
+    use std::os::unix::fs::MetadataExt;
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let kept = KeptProbe::new();
+    let work = tempfile::tempdir().unwrap();
+
+    let run = |log: &str| {
+        kept.cc_server(&plugins)
+            .env("CC_SERVER_LOG", log)
+            .current_dir(work.path())
+            .args(["run", "--backend", "bwrap", "--", "true"])
+            .output()
+    };
+    let first = run("info");
+    assert_eq!(code(&first), 0, "{}", both(&first));
+    let said = text(&first.stderr);
+    assert!(
+        said.contains("canary run now, guard self-test run now") && said.contains("kept in"),
+        "{said}"
+    );
+    let dir = std::fs::symlink_metadata(kept.dir()).unwrap();
+    assert!(dir.is_dir());
+    assert_eq!(dir.mode() & 0o777, 0o700, "the kept directory is private");
+    let file = std::fs::symlink_metadata(kept.file()).unwrap();
+    assert_eq!(file.mode() & 0o777, 0o600);
+
+    let second = run("info");
+    assert_eq!(code(&second), 0, "{}", both(&second));
+    let said = text(&second.stderr);
+    assert!(
+        said.contains("canary kept, guard self-test kept"),
+        "the second run probed again: {said}"
+    );
+
+    let probe = kept.probe(&plugins, &[], None);
+    assert_eq!(probe["available"], true, "{probe}");
+    assert!(has_guard(&probe), "{probe}");
+    assert!(
+        kept_of(&probe).starts_with("canary kept, guard self-test kept"),
+        "{probe}"
+    );
+    assert!(kept_of(&probe).contains("probe --fresh"), "{probe}");
+
+    let fresh = kept.probe(&plugins, &["--fresh"], None);
+    assert!(has_guard(&fresh), "{fresh}");
+    assert!(
+        kept_of(&fresh).starts_with("canary run now, guard self-test run now"),
+        "{fresh}"
+    );
+    let off = kept
+        .cc_server(&plugins)
+        .config("[backends.bwrap]\nguard = false\n")
+        .args(["probe", "--json"])
+        .output();
+    let body: Value = serde_json::from_slice(&off.stdout).unwrap();
+    let bwrap = body["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "bwrap")
+        .unwrap()["probe"]
+        .clone();
+    assert!(
+        kept_of(&bwrap).starts_with("canary run now —"),
+        "another setting is another key: {bwrap}"
+    );
+}
+
+/// A kept file that is damaged, or whose key is not this host's now (here:
+/// another boot's), is never trusted: the probe runs afresh, says why, and
+/// replaces it.
+#[test]
+fn a_damaged_or_tampered_kept_probe_is_not_trusted() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let kept = KeptProbe::new();
+    assert!(kept_of(&kept.probe(&plugins, &[], None)).contains("kept in"));
+    let genuine = std::fs::read_to_string(kept.file()).unwrap();
+
+    std::fs::write(kept.file(), "{\"key\": \"x\", \"canary\": tr").unwrap();
+    let probe = kept.probe(&plugins, &[], None);
+    assert!(
+        kept_of(&probe).starts_with("canary run now") && kept_of(&probe).contains("damaged"),
+        "{probe}"
+    );
+    assert!(
+        std::fs::read_to_string(kept.file())
+            .unwrap()
+            .contains("\"canary\":true")
+    );
+
+    let entry: Value = serde_json::from_str(&genuine).unwrap();
+    let key = entry["key"].as_str().unwrap();
+    let other_boot = another_boot(key);
+    let mut tampered = entry.clone();
+    tampered["key"] = Value::from(other_boot);
+    std::fs::write(kept.file(), tampered.to_string()).unwrap();
+    let probe = kept.probe(&plugins, &[], None);
+    assert!(
+        kept_of(&probe).starts_with("canary run now, guard self-test run now"),
+        "a file of another boot was used: {probe}"
+    );
+}
+
+/// `boot=<id>` in a key replaced by another id.
+fn another_boot(key: &str) -> String {
+    let rest = key.strip_prefix("boot=").unwrap();
+    let (_, after) = rest.split_once(' ').unwrap();
+    format!("boot=00000000-0000-0000-0000-000000000000 {after}")
+}
+
+/// A kept directory that group or others may write, or that is not ours,
+/// is refused — even holding a file with the right key — and the probe
+/// runs afresh, saying why and how to fix it; nothing is written there.
+#[test]
+fn a_kept_probe_in_a_loose_or_foreign_directory_is_refused() {
+    use std::os::unix::fs::MetadataExt;
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let good = KeptProbe::new();
+    good.probe(&plugins, &[], None);
+    let genuine = std::fs::read(good.file()).unwrap();
+
+    let loose = KeptProbe::new();
+    std::fs::create_dir(loose.dir()).unwrap();
+    std::fs::set_permissions(loose.dir(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::write(loose.file(), &genuine).unwrap();
+    std::fs::set_permissions(loose.file(), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let probe = loose.probe(&plugins, &[], None);
+    let said = kept_of(&probe);
+    assert!(
+        said.starts_with("canary run now, guard self-test run now"),
+        "{probe}"
+    );
+    assert!(
+        said.contains("not kept")
+            && said.contains("writable by group or others")
+            && said.contains("chmod 700"),
+        "{said}"
+    );
+    assert!(
+        has_guard(&probe),
+        "the fresh probe still finds the guard: {probe}"
+    );
+    assert_eq!(
+        std::fs::read(loose.file()).unwrap(),
+        genuine,
+        "written into a loose dir"
+    );
+
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: a directory owned by another user needs root to make");
+        return;
+    }
+    let foreign = KeptProbe::new();
+    std::fs::create_dir(foreign.dir()).unwrap();
+    std::fs::set_permissions(foreign.dir(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(foreign.file(), &genuine).unwrap();
+    std::os::unix::fs::chown(foreign.dir(), Some(65534), Some(65534)).unwrap();
+    let said = kept_of(&foreign.probe(&plugins, &[], None));
+    assert!(said.starts_with("canary run now"), "{said}");
+    assert!(said.contains("belongs to uid 65534"), "{said}");
+    assert_eq!(std::fs::metadata(foreign.dir()).unwrap().uid(), 65534);
+}
+
+/// A kept capability that no longer holds (here bwrap, through a wrapper,
+/// starts failing to create namespaces, as after a sysctl change): a run
+/// that trusted the kept probe fails closed naming the cause, drops the
+/// kept result, and the next probe is fresh and says bwrap is unavailable.
+/// A kept file with a key that is not this host's now is not believed even
+/// then.
+#[test]
+fn a_kept_capability_that_no_longer_holds_fails_closed_and_is_dropped() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let kept = KeptProbe::new();
+    let tools = tempfile::tempdir().unwrap();
+    let broken = tools.path().join("namespaces-blocked");
+    let wrapper = tools.path().join("bwrap");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n[ -e {} ] && {{ echo 'bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces' >&2; exit 1; }}\nexec /usr/bin/bwrap \"$@\"\n",
+            broken.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        tools.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let probe = kept.probe(&plugins, &[], Some(&path));
+    assert_eq!(probe["available"], true, "{probe}");
+    assert!(kept_of(&probe).contains("kept in"), "{probe}");
+    let genuine = std::fs::read_to_string(kept.file()).unwrap();
+
+    std::fs::write(&broken, "").unwrap();
+    // Not this boot's key: not believed, so the failure shows at once.
+    let mut stale: Value = serde_json::from_str(&genuine).unwrap();
+    stale["key"] = Value::from(another_boot(stale["key"].as_str().unwrap()));
+    std::fs::write(kept.file(), stale.to_string()).unwrap();
+    let probe = kept.probe(&plugins, &[], Some(&path));
+    assert_eq!(
+        probe["available"], false,
+        "a stale kept probe was believed: {probe}"
+    );
+    assert!(
+        probe["hint"]
+            .as_str()
+            .unwrap()
+            .contains("user namespaces are blocked"),
+        "{probe}"
+    );
+
+    // This boot's key: believed until a launch finds it wrong.
+    std::fs::write(kept.file(), &genuine).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let out = kept
+        .cc_server(&plugins)
+        .env("PATH", &path)
+        .current_dir(work.path())
+        .args([
+            "run",
+            "--backend",
+            "bwrap",
+            "--",
+            "sh",
+            "-c",
+            "echo ran > ran",
+        ])
+        .output();
+    assert_eq!(code(&out), 125, "{}", both(&out));
+    let said = text(&out.stderr);
+    assert!(
+        said.contains("bwrap can no longer start a sandbox here")
+            && said.contains("user namespaces are blocked")
+            && said.contains("next start probes afresh"),
+        "{said}"
+    );
+    assert!(!work.path().join("ran").exists(), "the command ran");
+    assert!(!kept.file().exists(), "the kept result was not dropped");
+    let probe = kept.probe(&plugins, &[], Some(&path));
+    assert_eq!(probe["available"], false, "{probe}");
+}

@@ -18,6 +18,7 @@
 pub mod cgroup;
 mod control;
 pub mod identity;
+pub mod kept;
 pub mod limits;
 pub mod lists;
 pub mod plan;
@@ -54,6 +55,9 @@ pub struct BwrapBackend {
     toolchains: Mutex<ToolchainOptions>,
     /// The configured limits (`limits` option) over the built-in ones.
     limits: Mutex<SandboxLimits>,
+    /// Where the probe's results are kept, and whether this probe took
+    /// them from there (then a failed launch checks them again).
+    kept: Mutex<Option<KeptState>>,
 }
 
 /// How the user's toolchains are shown (SPEC G4): found from the server's
@@ -74,6 +78,148 @@ impl Default for ToolchainOptions {
     }
 }
 
+/// What a failed launch needs to check a kept probe again.
+#[derive(Debug, Clone)]
+struct KeptState {
+    dir: Option<PathBuf>,
+    key: String,
+    from_kept: bool,
+}
+
+/// One probe's dealings with the kept file ([`kept`]): the canary and the
+/// guard's self-test are taken from it when its key matches, run
+/// otherwise, and what passed is stored for the next start.
+struct Keeping {
+    /// The directory, or why none is used.
+    dir: Result<PathBuf, kept::NoDir>,
+    /// Whether the self-test is part of this probe (`guard` not false).
+    guard_on: bool,
+    fresh: bool,
+    key: String,
+    /// The matching entry, when the canary came from it.
+    entry: Option<kept::Entry>,
+    /// Whether `entry` was read from the file (not stored by this probe).
+    loaded: bool,
+    /// Why the file gave nothing it could have (not for an absent or
+    /// stale file: those are ordinary).
+    refused: Option<String>,
+}
+
+impl Keeping {
+    fn new(fresh: bool, guard_on: bool) -> Self {
+        let dir = kept::dir();
+        match &dir {
+            Ok(_) => {}
+            Err(kept::NoDir::Uncreatable(why)) => {
+                tracing::info!("bwrap: the probe's results are not kept: {why}");
+            }
+            Err(kept::NoDir::Untrusted(why)) => {
+                tracing::warn!("bwrap: the probe's results are not kept: {why}");
+            }
+        }
+        Self {
+            dir,
+            guard_on,
+            fresh,
+            key: String::new(),
+            entry: None,
+            loaded: false,
+            refused: None,
+        }
+    }
+
+    /// The canary's result: kept, or run now.
+    fn canary(&mut self, tools: &Tools) -> Result<(), String> {
+        let own = probe::own_file();
+        let mut files = vec![tools.bwrap.as_path(), tools.init.as_path()];
+        files.extend(own.as_deref());
+        self.key = kept::key(&files, self.guard_on);
+        if let Ok(dir) = &self.dir {
+            if self.fresh {
+                kept::drop_kept(dir);
+            }
+            match kept::load(dir, &self.key) {
+                Ok(entry) if entry.canary => {
+                    self.entry = Some(entry);
+                    self.loaded = true;
+                    return Ok(());
+                }
+                Ok(_) | Err(kept::Miss::Absent | kept::Miss::Stale) => {}
+                Err(kept::Miss::Refused(why)) => {
+                    tracing::warn!("bwrap: the kept probe is not used: {why}; probing afresh");
+                    self.refused = Some(why);
+                }
+            }
+        }
+        probe::canary(&tools.bwrap)
+    }
+
+    /// Whether the self-test's pass is kept (so it is not run now).
+    fn guard_kept(&self) -> bool {
+        self.entry.as_ref().is_some_and(|e| e.guard)
+    }
+
+    /// Stores what passed now and says, for the report, where each result
+    /// came from.
+    fn finish(&mut self, guard: bool) -> String {
+        let from = |kept: bool| if kept { "kept" } else { "run now" };
+        let mut said = format!("canary {}", from(self.entry.is_some()));
+        if self.guard_on {
+            said.push_str(&format!(", guard self-test {}", from(self.guard_kept())));
+        }
+        let dir = match &self.dir {
+            Ok(dir) => dir,
+            Err(why) => return format!("{said} — not kept: {why}"),
+        };
+        let file = dir.join(kept::FILE);
+        let new_pass = match &self.entry {
+            None => true,
+            Some(entry) => guard && !entry.guard,
+        };
+        if let Some(entry) = &self.entry {
+            let age = kept::now().saturating_sub(entry.at);
+            said.push_str(&format!(
+                " — from a probe {age} s ago this boot, in {} (`cc_server probe --fresh` runs them again)",
+                file.display()
+            ));
+        }
+        if new_pass {
+            let entry = kept::Entry {
+                key: self.key.clone(),
+                canary: true,
+                guard: guard && self.guard_on,
+                at: kept::now(),
+            };
+            match kept::store(dir, &entry) {
+                Ok(()) if self.entry.is_none() => {
+                    said.push_str(&format!(" — kept in {} for this boot", file.display()));
+                    if let Some(why) = &self.refused {
+                        said.push_str(&format!(", replacing a file not used: {why}"));
+                    }
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    tracing::warn!(
+                        "bwrap: cannot keep the probe's results in {}: {e}",
+                        file.display()
+                    );
+                    said.push_str(&format!(" — not kept: writing {}: {e}", file.display()));
+                }
+            }
+            self.entry = Some(entry);
+        }
+        said
+    }
+
+    fn into_state(self) -> Option<KeptState> {
+        Some(KeptState {
+            from_kept: self.loaded,
+            dir: self.dir.ok(),
+            key: self.key,
+        })
+    }
+}
+
 /// Names each sandbox's cgroups apart within this server.
 static SANDBOXES: AtomicU64 = AtomicU64::new(0);
 
@@ -83,7 +229,18 @@ impl BackendImpl for BwrapBackend {
     }
 
     fn probe(&self, ctx: &ProbeContext) -> ProbeReport {
-        let (mut report, mut tools) = probe::probe(ctx);
+        let disabled = ctx
+            .options
+            .get("guard")
+            .and_then(serde_json::Value::as_bool)
+            == Some(false);
+        // Started now, so git's answer is ready by the first launch; same
+        // process, same environment and directory, so the same answer.
+        let _ = std::thread::Builder::new()
+            .name("bwrap-git-identity".into())
+            .spawn(identity::GitIdentity::of_host_user);
+        let mut keeping = Keeping::new(ctx.fresh, !disabled);
+        let (mut report, mut tools) = probe::probe(ctx, |tools| keeping.canary(tools));
         let mem_total = std::fs::read_to_string("/proc/meminfo")
             .ok()
             .and_then(|m| limits::mem_total(&m));
@@ -105,11 +262,6 @@ impl BackendImpl for BwrapBackend {
                 tools = None;
             }
         }
-        let disabled = ctx
-            .options
-            .get("guard")
-            .and_then(serde_json::Value::as_bool)
-            == Some(false);
         let guard = match &tools {
             Some(_) if disabled => {
                 tracing::warn!(
@@ -118,6 +270,7 @@ impl BackendImpl for BwrapBackend {
                 report.hint = "filename-glob write denies are not enforced: the guard is disabled in the config".into();
                 false
             }
+            Some(_) if keeping.guard_kept() => true,
             Some(tools) => match selftest::guard(tools) {
                 Ok(()) => true,
                 Err(why) => {
@@ -133,6 +286,13 @@ impl BackendImpl for BwrapBackend {
             report
                 .capabilities
                 .push(sandbox_plugin_api::capability::FS_DENY_GLOB_ON_CREATE.into());
+        }
+        if tools.is_some() {
+            report.kept = keeping.finish(guard);
+            tracing::info!("bwrap probe: {}", report.kept);
+        }
+        if let Ok(mut slot) = self.kept.lock() {
+            *slot = keeping.into_state();
         }
         if let Ok(mut slot) = self.guard.lock() {
             *slot = guard;
@@ -265,7 +425,8 @@ impl BackendImpl for BwrapBackend {
         .map_err(|e| PluginError::new(ErrorCode::INVALID_SPEC, e.to_string()))?;
         let limits = self.limits(&spec)?;
         events.starting();
-        let sandbox = BwrapSandbox::launch(&tools, plan, limits, events.clone())?;
+        let sandbox = BwrapSandbox::launch(&tools, plan, limits, events.clone())
+            .map_err(|e| self.recheck(&tools, guard, e))?;
         events.ready();
         tracing::debug!(session = %spec.session_id, "bwrap sandbox ready");
         Ok(Box::new(sandbox))
@@ -273,6 +434,65 @@ impl BackendImpl for BwrapBackend {
 }
 
 impl BwrapBackend {
+    /// A launch failed after a probe whose canary or self-test came from
+    /// the kept file: the kept result is dropped and both checks run now.
+    /// When one fails, the capability it stood for is gone (a sysctl
+    /// changed, a module was unloaded): the launch fails closed naming it,
+    /// this backend stops offering it, and the next start probes afresh.
+    /// When both pass, the failure was the launch's own and is returned
+    /// as it was (the checks are kept again). No retry: a command must
+    /// not run under a decision taken on a capability just found missing.
+    fn recheck(&self, tools: &Tools, guard: bool, error: PluginError) -> PluginError {
+        let Some(state) = self
+            .kept
+            .lock()
+            .ok()
+            .and_then(|mut k| k.take())
+            .filter(|k| k.from_kept)
+        else {
+            return error;
+        };
+        if let Some(dir) = &state.dir {
+            kept::drop_kept(dir);
+        }
+        let lost = match probe::canary(&tools.bwrap) {
+            Err(why) => {
+                if let Ok(mut slot) = self.tools.lock() {
+                    *slot = None;
+                }
+                Some(format!("bwrap can no longer start a sandbox here: {why}"))
+            }
+            Ok(()) if guard => selftest::guard(tools).err().map(|why| {
+                if let Ok(mut slot) = self.guard.lock() {
+                    *slot = false;
+                }
+                format!("the create-time guard no longer works here: {why}")
+            }),
+            Ok(()) => None,
+        };
+        let Some(lost) = lost else {
+            if let Some(dir) = &state.dir {
+                let entry = kept::Entry {
+                    key: state.key.clone(),
+                    canary: true,
+                    guard,
+                    at: kept::now(),
+                };
+                let _ = kept::store(dir, &entry);
+            }
+            return error;
+        };
+        tracing::error!("{lost}; the kept probe result is dropped");
+        PluginError::new(
+            error.code,
+            format!(
+                "{lost} — the probe result kept from earlier this boot said it could, so that result is \
+                 dropped and the next start probes afresh (the launch failed with: {})",
+                error.message
+            ),
+        )
+    }
+
     /// The spec's limits over the defaults, planned (refused when the spec
     /// asks for what cannot be held) and their groups created (SPEC G6).
     fn limits(&self, spec: &SandboxSpec) -> Result<sandbox::Limits, PluginError> {

@@ -22,8 +22,12 @@ pub struct Tools {
     pub init: PathBuf,
 }
 
-/// Probes; on success also returns the tools it found.
-pub fn probe(ctx: &ProbeContext) -> (ProbeReport, Option<Tools>) {
+/// Probes; on success also returns the tools it found. `canary` runs the
+/// canary for the bwrap found ([`canary`], or a kept result of it).
+pub fn probe(
+    ctx: &ProbeContext,
+    canary: impl FnOnce(&Tools) -> Result<(), String>,
+) -> (ProbeReport, Option<Tools>) {
     let unavailable = |hint: String| {
         (
             ProbeReport {
@@ -65,7 +69,8 @@ pub fn probe(ctx: &ProbeContext) -> (ProbeReport, Option<Tools>) {
         Ok(init) => init,
         Err(hint) => return unavailable(hint),
     };
-    if let Err(hint) = canary(&bwrap) {
+    let tools = Tools { bwrap, init };
+    if let Err(hint) = canary(&tools) {
         return unavailable(hint);
     }
     let report = ProbeReport {
@@ -83,7 +88,7 @@ pub fn probe(ctx: &ProbeContext) -> (ProbeReport, Option<Tools>) {
         ],
         ..ProbeReport::default()
     };
-    (report, Some(Tools { bwrap, init }))
+    (report, Some(tools))
 }
 
 fn find_in_path(path: &OsStr, name: &str) -> Option<PathBuf> {
@@ -127,7 +132,7 @@ fn find_init(ctx: &ProbeContext) -> Result<PathBuf, String> {
 
 /// The file this code was loaded from: the plugin library, or the
 /// executable it is linked into.
-fn own_file() -> Option<PathBuf> {
+pub fn own_file() -> Option<PathBuf> {
     // SAFETY: an all-zero Dl_info is a valid out-parameter.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     let address = own_file as *const libc::c_void;
@@ -163,7 +168,7 @@ fn check_trusted(path: &Path) -> Result<(), String> {
 }
 
 /// bwrap with every namespace unshared, running `true`.
-fn canary(bwrap: &Path) -> Result<(), String> {
+pub fn canary(bwrap: &Path) -> Result<(), String> {
     let output = Command::new(bwrap)
         .args([
             "--unshare-all",
