@@ -1415,3 +1415,146 @@ fn serve_raises_its_open_files_limit_to_the_hard_one() {
         "log:\n{log}"
     );
 }
+
+// ------------------------------------------------ issue 16 items 1 and 7
+
+/// A server with `none`, and `bwrap` when this machine has it; the
+/// backends to drive, with the spec each sandbox gets over `dir`.
+fn both_backends() -> (Plugins, Server, Vec<&'static str>) {
+    let mut names = vec!["none"];
+    let plugins = if bwrap_installed() {
+        names.push("bwrap");
+        Plugins::with_bwrap()
+    } else {
+        Plugins::with_none()
+    };
+    let server = Server::start(&plugins);
+    (plugins, server, names)
+}
+
+fn create_on(server: &Server, backend: &str, id: &str, dir: &Path) {
+    let body = json!({"sessionId": id, "bindMounts": [{"hostPath": dir}], "guestWorkdir": dir});
+    let response = server.call(
+        "POST",
+        &format!("/v1/sandboxes?backend={backend}"),
+        Some(&body.to_string()),
+    );
+    assert_eq!(response.status, 201, "{backend}: {}", text(&response.body));
+    assert_eq!(response.json()["backendName"], backend);
+}
+
+/// Asserts an error answer: the status, `Content-Type: application/json`
+/// and a JSON body with a text `error`; returns the body.
+fn json_error(response: &Response, status: u16, what: &str) -> Value {
+    assert_eq!(response.status, status, "{what}: {}", text(&response.body));
+    assert!(
+        response
+            .header("content-type")
+            .is_some_and(|v| v.starts_with("application/json")),
+        "{what}: {:?}",
+        response.headers
+    );
+    let body = response.json();
+    assert!(
+        body["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{what}: {body}"
+    );
+    body
+}
+
+/// Issue 16 item 1 (H5): an env name a command would read as another —
+/// with `=`, NUL or a line break, or empty — or a value with NUL, is a 400
+/// naming it; so is a name given twice. Nothing runs, on either backend.
+#[test]
+fn env_names_a_command_would_misread_are_refused_naming_them() {
+    let (_plugins, server, backends) = both_backends();
+    for backend in backends {
+        let work = tempfile::tempdir().unwrap();
+        let id = format!("envkeys-{backend}");
+        create_on(&server, backend, &id, work.path());
+        let post =
+            |body: &str| server.call("POST", &format!("/v1/sandboxes/{id}/exec"), Some(body));
+        let argv = json!(["touch", work.path().join("ran")]);
+        for (key, value) in [
+            ("LD_PRELOAD=/nonexistent-cc-test.so:y", ""),
+            ("BASH_ENV=/nonexistent-cc-test", ""),
+            ("GH_TOKEN=ghp_x", ""),
+            ("", "x"),
+            ("LD_PRELOAD\u{0}x", "/nonexistent-cc-test.so"),
+            ("FOO\nLD_PRELOAD", "/nonexistent-cc-test.so"),
+            ("FOO", "a\u{0}b"),
+        ] {
+            let body = json!({"argv": argv, "env": {key: value}}).to_string();
+            let refused = json_error(&post(&body), 400, &format!("{backend} {key:?}"));
+            assert_eq!(refused["field"], format!("env.{key}"), "{refused}");
+            let shown = format!("{key:?}");
+            assert!(
+                refused["error"].as_str().unwrap().contains(&shown),
+                "the error does not name {shown}: {refused}"
+            );
+        }
+        let argv = argv.to_string();
+        let twice = format!(
+            r#"{{"argv":{argv},"env":{{"LD_PRELOAD":"","LD_PRELOAD":"/nonexistent-cc-test.so"}}}}"#
+        );
+        let refused = json_error(&post(&twice), 400, "a name given twice");
+        assert_eq!(refused["field"], "env.LD_PRELOAD", "{refused}");
+        assert!(
+            !work.path().join("ran").exists(),
+            "{backend}: a refused exec ran"
+        );
+        // The session is fine and runs what is well-formed.
+        let ok = post(&format!(r#"{{"argv":{argv}}}"#));
+        assert_eq!(ok.status, 200, "{}", text(&ok.body));
+        assert!(work.path().join("ran").exists(), "{backend}");
+    }
+}
+
+/// Issue 16 item 1 (H5): stripping holds whatever the spelling — a
+/// lower-case or mixed-case name, a value that holds a line break and
+/// `LD_PRELOAD=` after it — on both backends: the loader never sees
+/// `LD_PRELOAD` (it would say so on stderr), and the command's own
+/// `/proc/self/environ` holds no stripped name.
+#[test]
+fn stripping_holds_whatever_the_spelling() {
+    let (_plugins, server, backends) = both_backends();
+    let env = json!({
+        "LD_PRELOAD": "/nonexistent-cc-test.so",
+        "ld_preload": "/nonexistent-cc-test.so",
+        "Ld_Audit": "/nonexistent-cc-test.so",
+        "gh_token": "ghp_x",
+        "Bash_Env": "/nonexistent-cc-test",
+        "FOO": "a\nLD_PRELOAD=/nonexistent-cc-test.so",
+        "KEEP": "1",
+    });
+    for backend in backends {
+        let work = tempfile::tempdir().unwrap();
+        let id = format!("spelling-{backend}");
+        create_on(&server, backend, &id, work.path());
+        let events = exec(
+            &server,
+            &id,
+            &json!({"argv": ["cat", "/proc/self/environ"], "env": env}),
+        );
+        assert_eq!(exit_code(&events), 0, "{backend}: {events:?}");
+        let stderr = joined(&events, "stderr");
+        assert!(
+            !stderr.contains("LD_PRELOAD"),
+            "{backend}: the loader saw it: {stderr}"
+        );
+        let environ = joined(&events, "stdout");
+        let entries: Vec<&str> = environ.split('\0').filter(|e| !e.is_empty()).collect();
+        for entry in &entries {
+            let name = entry.split('=').next().unwrap().to_ascii_uppercase();
+            assert!(
+                !["LD_PRELOAD", "LD_AUDIT", "GH_TOKEN", "BASH_ENV"].contains(&name.as_str()),
+                "{backend}: {entry:?} reached the command: {entries:?}"
+            );
+        }
+        assert!(
+            entries.contains(&"FOO=a\nLD_PRELOAD=/nonexistent-cc-test.so"),
+            "{backend}: the line break's variable is one variable: {entries:?}"
+        );
+        assert!(entries.contains(&"KEEP=1"), "{backend}: {entries:?}");
+    }
+}

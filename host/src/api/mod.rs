@@ -169,7 +169,9 @@ impl From<SessionError> for ApiError {
             SessionError::Unsupported { .. }
             | SessionError::Exec(_)
             | SessionError::PolicyUnenforceable(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            SessionError::BadId(_) | SessionError::InvalidSpec { .. } => StatusCode::BAD_REQUEST,
+            SessionError::BadId(_) | SessionError::InvalidSpec { .. } | SessionError::Env(_) => {
+                StatusCode::BAD_REQUEST
+            }
             SessionError::Conflict(_) => StatusCode::CONFLICT,
             SessionError::NotFound(_) => StatusCode::NOT_FOUND,
             SessionError::Destroyed(_) => StatusCode::GONE,
@@ -182,6 +184,7 @@ impl From<SessionError> for ApiError {
         let field = match &e {
             SessionError::BadId(_) => Some("sessionId".to_owned()),
             SessionError::InvalidSpec { field, .. } => Some((*field).to_owned()),
+            SessionError::Env(e) => Some(format!("env.{}", e.key)),
             _ => None,
         };
         Self {
@@ -279,14 +282,15 @@ async fn destroy_sandbox(
     Ok(Json(state.sessions.destroy(&id).await?))
 }
 
-/// The body of `POST …/exec`. `env` is added to a small base environment;
-/// `input`, when given, is written to stdin, which is then closed (on a
+/// The body of `POST …/exec`. `env` is added to a small base environment
+/// (a name given twice is refused: see [`env::unique_names`]); `input`, when given, is written to stdin, which is then closed (on a
 /// terminal, closing types ^D). `pty` runs the command on a terminal of
 /// that size (`{"cols": 80, "rows": 24}`), resized with `POST …/resize`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 struct ExecCall {
     argv: Vec<String>,
+    #[serde(deserialize_with = "env::unique_names")]
     env: BTreeMap<String, String>,
     cwd: Option<PathBuf>,
     input: Option<String>,
