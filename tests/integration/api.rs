@@ -1,6 +1,7 @@
 //! `cc_server serve`: the HTTP API, its bearer token, strict input, the
 //! sandbox lifecycle, NDJSON exec streams and cleanup.
 
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
@@ -381,8 +382,10 @@ fn exec_timeout_ends_with_killed() {
     assert_eq!(last["signal"], 9, "{events:?}");
 }
 
-/// B6, B7: `?backend=microvm` that cannot run is a 503 naming microvm (no
-/// silent downgrade); an unknown name gets `none`; unknown query params are 400.
+/// B6, B7: `?backend=microvm` that cannot run is a 422 naming microvm (no
+/// silent downgrade; the request cannot be served, the server is fine —
+/// issue 16 item 7) with the remedy; an unknown name gets `none`; unknown
+/// query params are 400.
 #[test]
 fn backend_query_parameter() {
     let plugins = Plugins::with_none();
@@ -391,13 +394,22 @@ fn backend_query_parameter() {
     let spec = |id: &str| json!({"sessionId": id, "guestWorkdir": tmp.path()}).to_string();
 
     let microvm = server.call("POST", "/v1/sandboxes?backend=microvm", Some(&spec("m")));
-    assert_eq!(microvm.status, 503, "{}", text(&microvm.body));
+    assert_eq!(microvm.status, 422, "{}", text(&microvm.body));
     assert!(
         microvm.json()["error"]
             .as_str()
             .unwrap()
             .contains("microvm"),
         "{}",
+        text(&microvm.body)
+    );
+    assert_eq!(microvm.json()["field"], "backend");
+    assert!(
+        microvm.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("GET /v1/backends"),
+        "no remedy: {}",
         text(&microvm.body)
     );
     assert_eq!(
@@ -504,7 +516,7 @@ fn exec_output_is_binary_safe_and_complete() {
 }
 
 /// B6: `?backend=docker` and `?backend=native` mean the native backend;
-/// absent here, that is a 503 naming it, not a silent `none`.
+/// absent here, that is a 422 naming it, not a silent `none`.
 #[test]
 fn docker_and_native_query_mean_the_native_backend() {
     let plugins = Plugins::with_none();
@@ -515,7 +527,7 @@ fn docker_and_native_query_mean_the_native_backend() {
             &format!("/v1/sandboxes?backend={name}"),
             Some(r#"{"sessionId":"n"}"#),
         );
-        assert_eq!(response.status, 503, "{name}: {}", text(&response.body));
+        assert_eq!(response.status, 422, "{name}: {}", text(&response.body));
         assert!(
             response.json()["error"].as_str().unwrap().contains("bwrap"),
             "{}",
@@ -1557,4 +1569,386 @@ fn stripping_holds_whatever_the_spelling() {
         );
         assert!(entries.contains(&"KEEP=1"), "{backend}: {entries:?}");
     }
+}
+
+/// Issue 16 item 7: every error is the API's JSON with
+/// `Content-Type: application/json` and the status meaning what it says —
+/// from the router (404, 405), the body limit (413), a body of another type
+/// (415), a bad path or query (400) — and the server stays healthy.
+#[test]
+fn every_error_is_json_whatever_layer_makes_it() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    create(
+        &server,
+        &json!({"sessionId": "j", "guestWorkdir": tmp.path()}),
+    );
+    let token = Some(server.token.as_str());
+    let addr = server.addr;
+
+    let rows: Vec<(&str, Response, u16, Option<&str>)> = vec![
+        (
+            "no such route",
+            http(addr, "GET", "/nope", None, None),
+            404,
+            None,
+        ),
+        (
+            "no such /v1 route",
+            server.call("GET", "/v1/nope", None),
+            404,
+            None,
+        ),
+        (
+            "PUT /healthz",
+            http(addr, "PUT", "/healthz", None, None),
+            405,
+            None,
+        ),
+        (
+            "DELETE /v1/backends",
+            server.call("DELETE", "/v1/backends", None),
+            405,
+            None,
+        ),
+        (
+            "GET …/exec",
+            server.call("GET", "/v1/sandboxes/j/exec", None),
+            405,
+            None,
+        ),
+        (
+            "an exec id that is no number",
+            server.call("POST", "/v1/sandboxes/j/execs/abc/kill", None),
+            400,
+            Some("exec_id"),
+        ),
+        (
+            "a session id that is no UTF-8",
+            server.call("GET", "/v1/sandboxes/%FF", None),
+            400,
+            Some("id"),
+        ),
+        (
+            "a query parameter given twice",
+            server.call(
+                "POST",
+                "/v1/sandboxes?backend=none&backend=microvm",
+                Some("{}"),
+            ),
+            400,
+            Some("backend"),
+        ),
+        (
+            "malformed JSON",
+            server.call("POST", "/v1/sandboxes/j/exec", Some("{\"argv\":")),
+            400,
+            None,
+        ),
+        (
+            "an empty sessionId",
+            server.call("POST", "/v1/sandboxes", Some(r#"{"sessionId":""}"#)),
+            400,
+            Some("sessionId"),
+        ),
+    ];
+    for (what, response, status, field) in &rows {
+        let body = json_error(response, *status, what);
+        if let Some(field) = field {
+            assert_eq!(body["field"], *field, "{what}: {body}");
+        }
+    }
+    let put = &rows[2].1;
+    assert_eq!(put.header("allow"), Some("GET,HEAD"), "{:?}", put.headers);
+    assert!(
+        put.json()["error"].as_str().unwrap().contains("GET"),
+        "{}",
+        put.json()
+    );
+
+    // A body of another type, or of none: 415, before the body is read.
+    let raw = |content_type: Option<&str>| {
+        let body = r#"{"argv":["true"]}"#;
+        let mut request = format!(
+            "POST /v1/sandboxes/j/exec HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+             Authorization: Bearer {}\r\nContent-Length: {}\r\n",
+            server.token,
+            body.len()
+        );
+        if let Some(ct) = content_type {
+            request.push_str(&format!("Content-Type: {ct}\r\n"));
+        }
+        request.push_str("\r\n");
+        request.push_str(body);
+        http_raw(addr, request.as_bytes())
+    };
+    for ct in [
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        None,
+    ] {
+        let body = json_error(&raw(ct), 415, &format!("{ct:?}"));
+        assert!(
+            body["error"].as_str().unwrap().contains("application/json"),
+            "{body}"
+        );
+    }
+    // With the type, the same request runs; with a charset too.
+    assert_eq!(raw(Some("application/json; charset=utf-8")).status, 200);
+
+    // One byte over the limit: 413, naming the limit and the way round it.
+    let mut big = String::from("{\"argv\":[\"true\"]}");
+    big.push_str(&" ".repeat((2 << 20) + 1 - big.len()));
+    let too_big = http(addr, "POST", "/v1/sandboxes/j/exec", Some(&big), token);
+    let body = json_error(&too_big, 413, "a body over the limit");
+    let said = body["error"].as_str().unwrap();
+    assert!(
+        said.contains("2 MiB") && said.contains("\"stdin\": \"stream\""),
+        "{body}"
+    );
+
+    // An empty sessionId made no sandbox; an absent one still gets an id.
+    let listed = server.call("GET", "/v1/sandboxes", None).json();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    let fresh = create(&server, &json!({"guestWorkdir": tmp.path()}));
+    assert!(fresh["sessionId"].as_str().is_some_and(|id| !id.is_empty()));
+
+    // Still healthy.
+    assert_eq!(http(addr, "GET", "/healthz", None, None).status, 200);
+    let events = exec(&server, "j", &json!({"argv": ["echo", "ok"]}));
+    assert_eq!(joined(&events, "stdout"), "ok\n");
+}
+
+/// Deterministic bytes of every value (xorshift), for upload tests.
+fn noise(len: usize) -> Vec<u8> {
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
+/// The host's `sha256sum` of `data`.
+fn host_sha256(data: &[u8]) -> String {
+    let mut child = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let data = data.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&data).unwrap());
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    text(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+/// Starts `argv` with `"stdin": "stream"`; returns the open stream and the
+/// exec id from its `started` line.
+fn start_streamed(
+    server: &Server,
+    id: &str,
+    argv: Value,
+) -> (std::io::BufReader<std::net::TcpStream>, u64) {
+    let body = json!({"argv": argv, "stdin": "stream"}).to_string();
+    let mut stream = http_open(
+        server.addr,
+        "POST",
+        &format!("/v1/sandboxes/{id}/exec"),
+        Some(&body),
+        Some(&server.token),
+    );
+    let events = read_until(&mut stream, "\"started\"");
+    let exec_id = events.last().unwrap()["execId"].as_u64().unwrap();
+    (stream, exec_id)
+}
+
+/// `POST …/stdin` with a chunked body of `data` in `piece`-sized chunks.
+/// A small request goes in one write, so a refusal the server makes before
+/// reading the body finds it read already (no reset of the connection).
+fn upload(
+    server: &Server,
+    id: &str,
+    exec_id: u64,
+    query: &str,
+    data: &[u8],
+    piece: usize,
+) -> Response {
+    let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
+    let mut head = format!(
+        "POST /v1/sandboxes/{id}/execs/{exec_id}/stdin{query} HTTP/1.1\r\nHost: {}\r\n\
+         Connection: close\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n",
+        server.addr, server.token
+    )
+    .into_bytes();
+    let chunked = move |data: &[u8], out: &mut Vec<u8>| {
+        for chunk in data.chunks(piece) {
+            out.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+            out.extend_from_slice(chunk);
+            out.extend_from_slice(b"\r\n");
+        }
+    };
+    let sender = if data.len() <= 4096 {
+        chunked(data, &mut head);
+        head.extend_from_slice(b"0\r\n\r\n");
+        stream.write_all(&head).unwrap();
+        None
+    } else {
+        let mut writer = stream.try_clone().unwrap();
+        let data = data.to_vec();
+        Some(std::thread::spawn(move || {
+            writer.write_all(&head)?;
+            for part in data.chunks(1 << 20) {
+                let mut out = Vec::with_capacity(part.len() + 4096);
+                chunked(part, &mut out);
+                writer.write_all(&out)?;
+            }
+            writer.write_all(b"0\r\n\r\n")
+        }))
+    };
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    if let Some(sender) = sender {
+        sender.join().unwrap().unwrap();
+    }
+    parse_response(&raw)
+}
+
+/// Reads the rest of an exec stream to its last event.
+fn rest_of(stream: &mut std::io::BufReader<std::net::TcpStream>) -> Vec<Value> {
+    read_until(stream, "\"exit\"")
+}
+
+/// Issue 16 item 7: stdin beyond the body limit streams in —
+/// `"stdin": "stream"`, then a chunked `POST …/stdin` of 16 MiB — with
+/// every byte intact (`sha256sum` inside equals the host's), on both
+/// backends; the end of the upload closes stdin, after which another
+/// upload is a 409.
+#[test]
+fn a_16_mib_stdin_streams_in_with_every_byte_intact() {
+    let (_plugins, server, backends) = both_backends();
+    let data = noise(16 << 20);
+    let expected = host_sha256(&data);
+    for backend in backends {
+        let work = tempfile::tempdir().unwrap();
+        let id = format!("stdin-{backend}");
+        create_on(&server, backend, &id, work.path());
+        let (mut stream, exec_id) = start_streamed(&server, &id, json!(["sha256sum"]));
+        let sent = upload(&server, &id, exec_id, "", &data, 64 << 10);
+        assert_eq!(sent.status, 204, "{backend}: {}", text(&sent.body));
+        let events = rest_of(&mut stream);
+        assert_eq!(exit_code(&events), 0, "{backend}: {events:?}");
+        let got = joined(&events, "stdout");
+        assert_eq!(
+            got.split_whitespace().next(),
+            Some(expected.as_str()),
+            "{backend}"
+        );
+
+        let again = upload(&server, &id, exec_id, "", b"x", 1);
+        let body = json_error(&again, 409, "an upload after the close");
+        assert!(body["error"].as_str().unwrap().contains("stream"), "{body}");
+    }
+}
+
+/// Issue 16 item 7: `?close=false` keeps stdin open for the next upload;
+/// an exec that was not started with `"stdin": "stream"` takes none (409),
+/// `input` and `"stdin": "stream"` together are a 400, and the upload's
+/// body must be `application/octet-stream` (415).
+#[test]
+fn streamed_stdin_comes_in_pieces_and_only_where_asked_for() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    create(
+        &server,
+        &json!({"sessionId": "p", "guestWorkdir": tmp.path()}),
+    );
+
+    let (mut stream, exec_id) = start_streamed(&server, "p", json!(["cat"]));
+    let first = upload(&server, "p", exec_id, "?close=false", b"ab", 1);
+    assert_eq!(first.status, 204, "{}", text(&first.body));
+    let second = upload(&server, "p", exec_id, "", b"cd", 1);
+    assert_eq!(second.status, 204, "{}", text(&second.body));
+    let events = rest_of(&mut stream);
+    assert_eq!(joined(&events, "stdout"), "abcd", "{events:?}");
+
+    let bad = upload(&server, "p", exec_id, "?close=maybe", b"", 1);
+    assert_eq!(json_error(&bad, 400, "close=maybe")["field"], "close");
+
+    let (mut plain, plain_id) = {
+        let mut stream = http_open(
+            server.addr,
+            "POST",
+            "/v1/sandboxes/p/exec",
+            Some(r#"{"argv":["sleep","30"]}"#),
+            Some(&server.token),
+        );
+        let events = read_until(&mut stream, "\"started\"");
+        let id = events.last().unwrap()["execId"].as_u64().unwrap();
+        (stream, id)
+    };
+    let refused = upload(&server, "p", plain_id, "", b"x", 1);
+    json_error(&refused, 409, "an exec without streamed stdin");
+    let killed = server.call(
+        "POST",
+        &format!("/v1/sandboxes/p/execs/{plain_id}/kill"),
+        Some(r#"{"signal":9}"#),
+    );
+    assert_eq!(killed.status, 204, "{}", text(&killed.body));
+    let _ = read_until(&mut plain, "\"killed\"");
+
+    let both = server.call(
+        "POST",
+        "/v1/sandboxes/p/exec",
+        Some(r#"{"argv":["cat"],"input":"x","stdin":"stream"}"#),
+    );
+    assert_eq!(json_error(&both, 400, "input and stream")["field"], "stdin");
+
+    let (mut stream, exec_id) = start_streamed(&server, "p", json!(["cat"]));
+    let wrong_type = server.call(
+        "POST",
+        &format!("/v1/sandboxes/p/execs/{exec_id}/stdin"),
+        Some("{}"),
+    );
+    let body = json_error(&wrong_type, 415, "a JSON upload");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("application/octet-stream"),
+        "{body}"
+    );
+    let sent = upload(&server, "p", exec_id, "", b"done\n", 2);
+    assert_eq!(sent.status, 204, "{}", text(&sent.body));
+    assert_eq!(joined(&rest_of(&mut stream), "stdout"), "done\n");
+
+    // An upload that breaks off mid-chunk kills the command: it must not
+    // read a cut-off input as the whole.
+    let (mut stream, exec_id) = start_streamed(&server, "p", json!(["cat"]));
+    {
+        let mut cut = std::net::TcpStream::connect(server.addr).unwrap();
+        let head = format!(
+            "POST /v1/sandboxes/p/execs/{exec_id}/stdin HTTP/1.1\r\nHost: {}\r\n\
+             Authorization: Bearer {}\r\nContent-Type: application/octet-stream\r\n\
+             Transfer-Encoding: chunked\r\n\r\n10\r\npart",
+            server.addr, server.token
+        );
+        cut.write_all(head.as_bytes()).unwrap();
+    }
+    let events = read_until(&mut stream, "\"killed\"");
+    assert_eq!(events.last().unwrap()["type"], "killed", "{events:?}");
 }
