@@ -1952,3 +1952,184 @@ fn streamed_stdin_comes_in_pieces_and_only_where_asked_for() {
     let events = read_until(&mut stream, "\"killed\"");
     assert_eq!(events.last().unwrap()["type"], "killed", "{events:?}");
 }
+
+/// Issue 16 (tests): a table of malformed requests — every route, wrong
+/// methods, bodies, types, paths, queries, tokens and headers — each
+/// answered with its own 4xx as the API's JSON, the server healthy after.
+#[test]
+fn a_table_of_malformed_requests_each_gets_a_json_4xx() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    create(
+        &server,
+        &json!({"sessionId": "t", "guestWorkdir": tmp.path()}),
+    );
+    let (addr, token) = (server.addr, server.token.clone());
+    let run = "/v1/sandboxes/t/exec";
+    // (method, path, body, status); the body goes as JSON.
+    let rows: &[(&str, &str, &str, u16)] = &[
+        ("GET", "/", "", 404),
+        ("GET", "/v2/sandboxes", "", 404),
+        ("GET", "/v1/sandboxes/t/nothing", "", 404),
+        ("GET", "/v1/sandboxes/a%2Fb", "", 404),
+        (
+            "GET",
+            &format!("/v1/sandboxes/{}", "x".repeat(300)),
+            "",
+            404,
+        ),
+        ("GET", "/v1/sandboxes/%FF%FE", "", 400),
+        ("POST", "/healthz", "", 405),
+        ("DELETE", "/healthz", "", 405),
+        ("POST", "/v1/backends", "{}", 405),
+        ("PUT", "/v1/sandboxes", "{}", 405),
+        ("PATCH", "/v1/sandboxes/t", "{}", 405),
+        ("GET", run, "", 405),
+        ("DELETE", run, "", 405),
+        ("GET", "/v1/sandboxes/t/execs/1/kill", "", 405),
+        ("GET", "/v1/sandboxes/t/execs/1/stdin", "", 405),
+        ("GET", "/v1/policy/check", "", 405),
+        ("DELETE", "/v1/approvals", "", 405),
+        ("POST", "/v1/sandboxes", "", 400),
+        ("POST", "/v1/sandboxes", "null", 400),
+        ("POST", "/v1/sandboxes", "[]", 400),
+        ("POST", "/v1/sandboxes", "\"spec\"", 400),
+        ("POST", "/v1/sandboxes", "{", 400),
+        ("POST", "/v1/sandboxes", "{}}", 400),
+        ("POST", "/v1/sandboxes", r#"{"bindMounts":5}"#, 400),
+        ("POST", "/v1/sandboxes", r#"{"mode":"yolo"}"#, 400),
+        ("POST", "/v1/sandboxes", r#"{"sessionid":"x"}"#, 400),
+        ("POST", "/v1/sandboxes", r#"{"sessionId":5}"#, 400),
+        ("POST", "/v1/sandboxes", r#"{"sessionId":""}"#, 400),
+        ("POST", "/v1/sandboxes", r#"{"sessionId":"../x"}"#, 400),
+        ("POST", "/v1/sandboxes", r#"{"sessionId":"t"}"#, 409),
+        ("POST", "/v1/sandboxes", r#"{"limits":{"tasks":-1}}"#, 400),
+        ("POST", "/v1/sandboxes?backend", "{}", 400),
+        ("POST", "/v1/sandboxes?%zz=1", "{}", 400),
+        ("POST", "/v1/sandboxes?backend=none&backend=none", "{}", 400),
+        (
+            "POST",
+            "/v1/sandboxes?backend=microvm",
+            r#"{"sessionId":"m"}"#,
+            422,
+        ),
+        ("POST", run, "", 400),
+        ("POST", run, r#"{"argv":"ls"}"#, 400),
+        ("POST", run, r#"{"argv":[1]}"#, 400),
+        ("POST", run, r#"{"argv":[]}"#, 400),
+        ("POST", run, r#"{"argv":["true"],"env":[]}"#, 400),
+        ("POST", run, r#"{"argv":["true"],"env":{"A":1}}"#, 400),
+        ("POST", run, r#"{"argv":["true"],"env":{"A=B":"1"}}"#, 400),
+        (
+            "POST",
+            run,
+            r#"{"argv":["true"],"env":{"A":"1","A":"2"}}"#,
+            400,
+        ),
+        ("POST", run, r#"{"argv":["true"],"stdin":"pipe"}"#, 400),
+        (
+            "POST",
+            run,
+            r#"{"argv":["true"],"input":"x","stdin":"stream"}"#,
+            400,
+        ),
+        ("POST", run, r#"{"argv":["true"],"timeoutMs":-5}"#, 400),
+        ("POST", run, r#"{"argv":["true"],"pty":{"cols":"x"}}"#, 400),
+        ("POST", run, r#"{"argv":["true"],"cwd":5}"#, 400),
+        (
+            "POST",
+            run,
+            r#"{"argv":["true"],"pty":{"cols":80,"rows":24}}"#,
+            422,
+        ),
+        (
+            "POST",
+            "/v1/sandboxes/nope/exec",
+            r#"{"argv":["true"]}"#,
+            404,
+        ),
+        ("POST", "/v1/sandboxes/t/execs/abc/kill", "", 400),
+        ("POST", "/v1/sandboxes/t/execs/-1/kill", "", 400),
+        (
+            "POST",
+            "/v1/sandboxes/t/execs/99999999999999999999999/kill",
+            "",
+            400,
+        ),
+        (
+            "POST",
+            "/v1/sandboxes/t/execs/1/kill",
+            r#"{"signal":"x"}"#,
+            400,
+        ),
+        ("POST", "/v1/sandboxes/t/execs/4242/kill", "", 404),
+        (
+            "POST",
+            "/v1/sandboxes/t/execs/1/resize",
+            r#"{"cols":80}"#,
+            422,
+        ),
+        ("POST", "/v1/sandboxes/t/execs/4242/stdin", "", 409),
+        ("POST", "/v1/sandboxes/t/execs/1/stdin?close=no", "", 400),
+        ("POST", "/v1/sandboxes/t/execs/1/stdin?x=1", "", 400),
+        ("POST", "/v1/policy/check", "{}", 400),
+        ("POST", "/v1/policy/check", r#"{"command":5}"#, 400),
+        (
+            "POST",
+            "/v1/policy/check?format=xml",
+            r#"{"command":"ls"}"#,
+            400,
+        ),
+        (
+            "POST",
+            "/v1/policy/check?mode=yolo",
+            r#"{"command":"ls"}"#,
+            400,
+        ),
+        ("POST", "/v1/policy/check?format=claude-code", "{", 400),
+        ("POST", "/v1/approvals/x", r#"{"decision":"maybe"}"#, 400),
+        ("POST", "/v1/approvals/x", r#"{"decision":"allow"}"#, 404),
+        ("DELETE", "/v1/sandboxes/nope", "", 404),
+        ("POST", "/v1/sandboxes/nope/suspend", "", 404),
+    ];
+    assert!(rows.len() >= 50, "{}", rows.len());
+    for (method, path, body, status) in rows {
+        let body = (!body.is_empty()).then_some(*body);
+        let response = http(addr, method, path, body, Some(&token));
+        json_error(&response, *status, &format!("{method} {path} {body:?}"));
+    }
+
+    // Headers: the token, the Host and Origin rules, the body's type.
+    type Headers<'a> = &'a [(&'a str, &'a str)];
+    let header_rows: &[(Headers, Option<&str>, u16)] = &[
+        (&[], None, 401),
+        (&[], Some("wrong"), 401),
+        (&[("Host", "evil.example")], Some(&token), 421),
+        (&[("Origin", "https://evil.example")], Some(&token), 403),
+    ];
+    for (headers, token, status) in header_rows {
+        let response = http_with(addr, "GET", "/v1/sandboxes", None, *token, headers);
+        json_error(&response, *status, &format!("{headers:?} {token:?}"));
+    }
+    for content_type in [
+        "text/plain",
+        "application/xml",
+        "multipart/form-data; boundary=x",
+    ] {
+        let body = "{}";
+        let request = format!(
+            "POST /v1/policy/check HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+             Authorization: Bearer {token}\r\nContent-Type: {content_type}\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        json_error(&http_raw(addr, request.as_bytes()), 415, content_type);
+    }
+
+    assert_eq!(http(addr, "GET", "/healthz", None, None).status, 200);
+    let listed = server.call("GET", "/v1/sandboxes", None).json();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    let events = exec(&server, "t", &json!({"argv": ["echo", "ok"]}));
+    assert_eq!(joined(&events, "stdout"), "ok\n");
+}

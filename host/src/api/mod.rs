@@ -286,6 +286,16 @@ async fn create_sandbox(
         });
     }
     let backend = query.get("backend").cloned();
+    if backend.as_deref() == Some("") {
+        return Err(ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: "`backend` is empty; name a backend (`GET /v1/backends` lists them), or \
+                      leave the parameter out for the default"
+                .into(),
+            field: Some("backend".into()),
+            extra: None,
+        });
+    }
     // Launch in a task of its own: if the client leaves before it learns the
     // sandbox exists, nobody else could destroy it, so the task does.
     let (tx, rx) = tokio::sync::oneshot::channel();
