@@ -37,6 +37,10 @@ pub const NOT_DISPATCHING: &[(&str, &str)] = &[
         "api POST /v1/sandboxes/{id}/execs/{exec_id}/resize",
         "resizes a running command's terminal",
     ),
+    (
+        "api POST /v1/sandboxes/{id}/execs/{exec_id}/stdin",
+        "feeds the stdin of a command already admitted by its exec",
+    ),
     ("api POST /v1/sandboxes/{id}/suspend", "freezes a sandbox"),
     ("api POST /v1/sandboxes/{id}/resume", "thaws a sandbox"),
     (

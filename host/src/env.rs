@@ -9,8 +9,29 @@
 //! There is no "inherit the host environment" switch: the seeds'
 //! NoSandboxAdapter passed the host env through, and here even the `none`
 //! backend gets the sanitized one.
+//!
+//! Stripping holds whatever the spelling (issue 16 item 1). A command gets
+//! its environment as `NAME=value` strings, so a name is what the command
+//! reads up to the first `=` and a string ends at NUL: the name
+//! `LD_PRELOAD=/x.so:y` arrives as `LD_PRELOAD`, and `LD_PRELOAD\0x` too.
+//! Each spelling is either refused or stripped:
+//!
+//! - **refused** ([`check`], before the command policy or a backend sees
+//!   the exec): an empty name, a name with `=`, NUL or another control
+//!   character, a value with NUL. Nothing sensible is lost: no program can
+//!   set such a name itself, and a line break in a name makes one entry
+//!   read as two in `env` output;
+//! - **refused** by the API ([`unique_names`]): a name given twice in one
+//!   JSON object, which parsers resolve differently (first or last wins);
+//! - **stripped**: the names below in any ASCII case (`ld_preload`,
+//!   `Gh_Token`). Linux reads them case-sensitively, but a lower-case twin is
+//!   never needed and other platforms and tools fold case;
+//! - **kept**: a value with a line break (certificates, JSON). It is one
+//!   variable: `FOO=a\nLD_PRELOAD=/x.so` sets `FOO` only, as the loader and
+//!   `/proc/<pid>/environ` see it.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 /// Exact names removed from every command's environment, with why.
 pub const STRIPPED: &[(&str, &str)] = &[
@@ -158,10 +179,103 @@ pub const STRIPPED_PREFIXES: &[(&str, &str)] = &[
     ),
 ];
 
-/// Whether a variable is an injection vector.
+/// Whether a variable is an injection vector, in any ASCII case.
 pub fn is_stripped(name: &str) -> bool {
+    let name = name.to_ascii_uppercase();
     STRIPPED.iter().any(|(n, _)| *n == name)
         || STRIPPED_PREFIXES.iter().any(|(p, _)| name.starts_with(p))
+}
+
+/// An environment entry no command may get, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("environment variable {key:?}: {problem}; remove it or fix its spelling")]
+pub struct EnvError {
+    /// The name as given.
+    pub key: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+/// Refuses the entries a command would read differently than written (see
+/// the module doc). Pure; the one dispatch path calls it for every exec.
+pub fn check(env: &BTreeMap<String, String>) -> Result<(), EnvError> {
+    for (key, value) in env {
+        let problem = if key.is_empty() {
+            Some("a variable needs a name".to_owned())
+        } else if let Some((name, _)) = key.split_once('=') {
+            Some(format!(
+                "a name cannot hold `=`: the command would read the name `{name}` and the rest \
+                 as its value"
+            ))
+        } else if let Some((name, _)) = key.split_once('\0') {
+            Some(format!(
+                "a name cannot hold a NUL byte: the command would read only `{name}`"
+            ))
+        } else if key.chars().any(char::is_control) {
+            Some("a name cannot hold a control character (a line break, a tab, …)".to_owned())
+        } else if value.contains('\0') {
+            Some(
+                "a value cannot hold a NUL byte: the command would read only what comes before it"
+                    .to_owned(),
+            )
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(EnvError {
+                key: key.clone(),
+                problem,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Reads a JSON object of names to values, refusing a name given twice: one
+/// parser would take the first value and another the last, so what a
+/// client's own check read need not be what runs.
+pub fn unique_names<'de, D>(deserializer: D) -> Result<BTreeMap<String, String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    deserializer.deserialize_map(UniqueNames)
+}
+
+struct UniqueNames;
+
+impl<'de> serde::de::Visitor<'de> for UniqueNames {
+    type Value = BTreeMap<String, String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object of variable names and string values")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut env = BTreeMap::new();
+        while let Some(name) = map.next_key::<String>()? {
+            if env.contains_key(&name) {
+                // Failing inside the value names it: `env.NAME`.
+                let never = map.next_value_seed(Twice)?;
+                match never {}
+            }
+            let value = map.next_value::<String>()?;
+            env.insert(name, value);
+        }
+        Ok(env)
+    }
+}
+
+/// The value of a name seen before: always an error.
+struct Twice;
+
+impl<'de> serde::de::DeserializeSeed<'de> for Twice {
+    type Value = std::convert::Infallible;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, _: D) -> Result<Self::Value, D::Error> {
+        Err(serde::de::Error::custom(
+            "this name is given twice; give each variable once",
+        ))
+    }
 }
 
 /// Set in every command's environment after sanitizing, with why.
@@ -297,6 +411,64 @@ mod tests {
             _ => assert_eq!(base["PATH"], DEFAULT_PATH),
         }
         assert_eq!(base["LANG"], "C.UTF-8");
+    }
+
+    /// Issue 16 item 1: what a command would read as another name is refused.
+    #[test]
+    fn names_a_command_would_misread_are_refused() {
+        let one = |k: &str, v: &str| BTreeMap::from([(k.to_owned(), v.to_owned())]);
+        for (key, value, says) in [
+            ("", "x", "needs a name"),
+            ("LD_PRELOAD=/x.so:y", "", "the name `LD_PRELOAD`"),
+            ("=LD_PRELOAD", "/x.so", "the name ``"),
+            ("LD_PRELOAD\0x", "/x.so", "only `LD_PRELOAD`"),
+            ("FOO\nLD_PRELOAD", "/x.so", "control character"),
+            ("FOO", "a\0b", "a value cannot hold a NUL"),
+        ] {
+            let err = check(&one(key, value)).unwrap_err();
+            assert_eq!(err.key, key);
+            assert!(err.to_string().contains(says), "{key:?}: {err}");
+        }
+        for (key, value) in [
+            ("FOO", "a\nLD_PRELOAD=/x.so"),
+            ("BASH_FUNC_ls%%", "() { :; }"),
+            ("MY VAR", "x"),
+        ] {
+            assert_eq!(check(&one(key, value)), Ok(()), "{key:?}");
+        }
+    }
+
+    /// Issue 16 item 1: stripping does not depend on the case of a name.
+    #[test]
+    fn stripping_ignores_case() {
+        for name in [
+            "ld_preload",
+            "Ld_Preload",
+            "gh_token",
+            "dyld_insert_libraries",
+            "bash_func_x%%",
+        ] {
+            assert!(is_stripped(name), "{name}");
+        }
+        assert!(!is_stripped("LD_PRELOADX") && !is_stripped("PATH"));
+    }
+
+    #[test]
+    fn a_name_given_twice_is_refused_naming_it() {
+        #[derive(Debug, serde::Deserialize)]
+        struct Call {
+            #[serde(deserialize_with = "unique_names")]
+            #[allow(dead_code)]
+            env: BTreeMap<String, String>,
+        }
+        let err = crate::input::parse_strict::<Call>(
+            br#"{"env":{"A":"1","LD_PRELOAD":"","LD_PRELOAD":"/x.so"}}"#,
+            "the exec request",
+        )
+        .unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("env.LD_PRELOAD"), "{err}");
+        assert!(err.message.contains("twice"), "{err}");
+        assert!(crate::input::parse_strict::<Call>(br#"{"env":{"A":"1","B":"1"}}"#, "x").is_ok());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `cc_server serve`: the HTTP API, its bearer token, strict input, the
 //! sandbox lifecycle, NDJSON exec streams and cleanup.
 
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
@@ -381,8 +382,10 @@ fn exec_timeout_ends_with_killed() {
     assert_eq!(last["signal"], 9, "{events:?}");
 }
 
-/// B6, B7: `?backend=microvm` that cannot run is a 503 naming microvm (no
-/// silent downgrade); an unknown name gets `none`; unknown query params are 400.
+/// B6, B7: `?backend=microvm` that cannot run is a 422 naming microvm (no
+/// silent downgrade; the request cannot be served, the server is fine —
+/// issue 16 item 7) with the remedy; an unknown name gets `none`; unknown
+/// query params are 400.
 #[test]
 fn backend_query_parameter() {
     let plugins = Plugins::with_none();
@@ -391,13 +394,22 @@ fn backend_query_parameter() {
     let spec = |id: &str| json!({"sessionId": id, "guestWorkdir": tmp.path()}).to_string();
 
     let microvm = server.call("POST", "/v1/sandboxes?backend=microvm", Some(&spec("m")));
-    assert_eq!(microvm.status, 503, "{}", text(&microvm.body));
+    assert_eq!(microvm.status, 422, "{}", text(&microvm.body));
     assert!(
         microvm.json()["error"]
             .as_str()
             .unwrap()
             .contains("microvm"),
         "{}",
+        text(&microvm.body)
+    );
+    assert_eq!(microvm.json()["field"], "backend");
+    assert!(
+        microvm.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("GET /v1/backends"),
+        "no remedy: {}",
         text(&microvm.body)
     );
     assert_eq!(
@@ -504,7 +516,7 @@ fn exec_output_is_binary_safe_and_complete() {
 }
 
 /// B6: `?backend=docker` and `?backend=native` mean the native backend;
-/// absent here, that is a 503 naming it, not a silent `none`.
+/// absent here, that is a 422 naming it, not a silent `none`.
 #[test]
 fn docker_and_native_query_mean_the_native_backend() {
     let plugins = Plugins::with_none();
@@ -515,7 +527,7 @@ fn docker_and_native_query_mean_the_native_backend() {
             &format!("/v1/sandboxes?backend={name}"),
             Some(r#"{"sessionId":"n"}"#),
         );
-        assert_eq!(response.status, 503, "{name}: {}", text(&response.body));
+        assert_eq!(response.status, 422, "{name}: {}", text(&response.body));
         assert!(
             response.json()["error"].as_str().unwrap().contains("bwrap"),
             "{}",
@@ -1414,4 +1426,710 @@ fn serve_raises_its_open_files_limit_to_the_hard_one() {
         1,
         "log:\n{log}"
     );
+}
+
+// ------------------------------------------------ issue 16 items 1 and 7
+
+/// A server with `none`, and `bwrap` when this machine has it; the
+/// backends to drive, with the spec each sandbox gets over `dir`.
+fn both_backends() -> (Plugins, Server, Vec<&'static str>) {
+    let mut names = vec!["none"];
+    let plugins = if bwrap_installed() {
+        names.push("bwrap");
+        Plugins::with_bwrap()
+    } else {
+        Plugins::with_none()
+    };
+    let server = Server::start(&plugins);
+    (plugins, server, names)
+}
+
+fn create_on(server: &Server, backend: &str, id: &str, dir: &Path) {
+    let body = json!({"sessionId": id, "bindMounts": [{"hostPath": dir}], "guestWorkdir": dir});
+    let response = server.call(
+        "POST",
+        &format!("/v1/sandboxes?backend={backend}"),
+        Some(&body.to_string()),
+    );
+    assert_eq!(response.status, 201, "{backend}: {}", text(&response.body));
+    assert_eq!(response.json()["backendName"], backend);
+}
+
+/// Asserts an error answer: the status, `Content-Type: application/json`
+/// and a JSON body with a text `error`; returns the body.
+fn json_error(response: &Response, status: u16, what: &str) -> Value {
+    assert_eq!(response.status, status, "{what}: {}", text(&response.body));
+    assert!(
+        response
+            .header("content-type")
+            .is_some_and(|v| v.starts_with("application/json")),
+        "{what}: {:?}",
+        response.headers
+    );
+    let body = response.json();
+    assert!(
+        body["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{what}: {body}"
+    );
+    body
+}
+
+/// Issue 16 item 1 (H5): an env name a command would read as another —
+/// with `=`, NUL or a line break, or empty — or a value with NUL, is a 400
+/// naming it; so is a name given twice. Nothing runs, on either backend.
+#[test]
+fn env_names_a_command_would_misread_are_refused_naming_them() {
+    let (_plugins, server, backends) = both_backends();
+    for backend in backends {
+        let work = tempfile::tempdir().unwrap();
+        let id = format!("envkeys-{backend}");
+        create_on(&server, backend, &id, work.path());
+        let post =
+            |body: &str| server.call("POST", &format!("/v1/sandboxes/{id}/exec"), Some(body));
+        let argv = json!(["touch", work.path().join("ran")]);
+        for (key, value) in [
+            ("LD_PRELOAD=/nonexistent-cc-test.so:y", ""),
+            ("BASH_ENV=/nonexistent-cc-test", ""),
+            ("GH_TOKEN=ghp_x", ""),
+            ("", "x"),
+            ("LD_PRELOAD\u{0}x", "/nonexistent-cc-test.so"),
+            ("FOO\nLD_PRELOAD", "/nonexistent-cc-test.so"),
+            ("FOO", "a\u{0}b"),
+        ] {
+            let body = json!({"argv": argv, "env": {key: value}}).to_string();
+            let refused = json_error(&post(&body), 400, &format!("{backend} {key:?}"));
+            assert_eq!(refused["field"], format!("env.{key}"), "{refused}");
+            let shown = format!("{key:?}");
+            assert!(
+                refused["error"].as_str().unwrap().contains(&shown),
+                "the error does not name {shown}: {refused}"
+            );
+        }
+        let argv = argv.to_string();
+        let twice = format!(
+            r#"{{"argv":{argv},"env":{{"LD_PRELOAD":"","LD_PRELOAD":"/nonexistent-cc-test.so"}}}}"#
+        );
+        let refused = json_error(&post(&twice), 400, "a name given twice");
+        assert_eq!(refused["field"], "env.LD_PRELOAD", "{refused}");
+        assert!(
+            !work.path().join("ran").exists(),
+            "{backend}: a refused exec ran"
+        );
+        // The session is fine and runs what is well-formed.
+        let ok = post(&format!(r#"{{"argv":{argv}}}"#));
+        assert_eq!(ok.status, 200, "{}", text(&ok.body));
+        assert!(work.path().join("ran").exists(), "{backend}");
+    }
+}
+
+/// Issue 16 item 1 (H5): stripping holds whatever the spelling — a
+/// lower-case or mixed-case name, a value that holds a line break and
+/// `LD_PRELOAD=` after it — on both backends: the loader never sees
+/// `LD_PRELOAD` (it would say so on stderr), and the command's own
+/// `/proc/self/environ` holds no stripped name.
+#[test]
+fn stripping_holds_whatever_the_spelling() {
+    let (_plugins, server, backends) = both_backends();
+    let env = json!({
+        "LD_PRELOAD": "/nonexistent-cc-test.so",
+        "ld_preload": "/nonexistent-cc-test.so",
+        "Ld_Audit": "/nonexistent-cc-test.so",
+        "gh_token": "ghp_x",
+        "Bash_Env": "/nonexistent-cc-test",
+        "FOO": "a\nLD_PRELOAD=/nonexistent-cc-test.so",
+        "KEEP": "1",
+    });
+    for backend in backends {
+        let work = tempfile::tempdir().unwrap();
+        let id = format!("spelling-{backend}");
+        create_on(&server, backend, &id, work.path());
+        let events = exec(
+            &server,
+            &id,
+            &json!({"argv": ["cat", "/proc/self/environ"], "env": env}),
+        );
+        assert_eq!(exit_code(&events), 0, "{backend}: {events:?}");
+        let stderr = joined(&events, "stderr");
+        assert!(
+            !stderr.contains("LD_PRELOAD"),
+            "{backend}: the loader saw it: {stderr}"
+        );
+        let environ = joined(&events, "stdout");
+        let entries: Vec<&str> = environ.split('\0').filter(|e| !e.is_empty()).collect();
+        for entry in &entries {
+            let name = entry.split('=').next().unwrap().to_ascii_uppercase();
+            assert!(
+                !["LD_PRELOAD", "LD_AUDIT", "GH_TOKEN", "BASH_ENV"].contains(&name.as_str()),
+                "{backend}: {entry:?} reached the command: {entries:?}"
+            );
+        }
+        assert!(
+            entries.contains(&"FOO=a\nLD_PRELOAD=/nonexistent-cc-test.so"),
+            "{backend}: the line break's variable is one variable: {entries:?}"
+        );
+        assert!(entries.contains(&"KEEP=1"), "{backend}: {entries:?}");
+    }
+}
+
+/// Issue 16 item 7: every error is the API's JSON with
+/// `Content-Type: application/json` and the status meaning what it says —
+/// from the router (404, 405), the body limit (413), a body of another type
+/// (415), a bad path or query (400) — and the server stays healthy.
+#[test]
+fn every_error_is_json_whatever_layer_makes_it() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    create(
+        &server,
+        &json!({"sessionId": "j", "guestWorkdir": tmp.path()}),
+    );
+    let token = Some(server.token.as_str());
+    let addr = server.addr;
+
+    let rows: Vec<(&str, Response, u16, Option<&str>)> = vec![
+        (
+            "no such route",
+            http(addr, "GET", "/nope", None, None),
+            404,
+            None,
+        ),
+        (
+            "no such /v1 route",
+            server.call("GET", "/v1/nope", None),
+            404,
+            None,
+        ),
+        (
+            "PUT /healthz",
+            http(addr, "PUT", "/healthz", None, None),
+            405,
+            None,
+        ),
+        (
+            "DELETE /v1/backends",
+            server.call("DELETE", "/v1/backends", None),
+            405,
+            None,
+        ),
+        (
+            "GET …/exec",
+            server.call("GET", "/v1/sandboxes/j/exec", None),
+            405,
+            None,
+        ),
+        (
+            "an exec id that is no number",
+            server.call("POST", "/v1/sandboxes/j/execs/abc/kill", None),
+            400,
+            Some("exec_id"),
+        ),
+        (
+            "a session id that is no UTF-8",
+            server.call("GET", "/v1/sandboxes/%FF", None),
+            400,
+            Some("id"),
+        ),
+        (
+            "a query parameter given twice",
+            server.call(
+                "POST",
+                "/v1/sandboxes?backend=none&backend=microvm",
+                Some("{}"),
+            ),
+            400,
+            Some("backend"),
+        ),
+        (
+            "malformed JSON",
+            server.call("POST", "/v1/sandboxes/j/exec", Some("{\"argv\":")),
+            400,
+            None,
+        ),
+        (
+            "an empty sessionId",
+            server.call("POST", "/v1/sandboxes", Some(r#"{"sessionId":""}"#)),
+            400,
+            Some("sessionId"),
+        ),
+    ];
+    for (what, response, status, field) in &rows {
+        let body = json_error(response, *status, what);
+        if let Some(field) = field {
+            assert_eq!(body["field"], *field, "{what}: {body}");
+        }
+    }
+    let put = &rows[2].1;
+    assert_eq!(put.header("allow"), Some("GET,HEAD"), "{:?}", put.headers);
+    assert!(
+        put.json()["error"].as_str().unwrap().contains("GET"),
+        "{}",
+        put.json()
+    );
+
+    // A body of another type, or of none: 415, before the body is read.
+    let raw = |content_type: Option<&str>| {
+        let body = r#"{"argv":["true"]}"#;
+        let mut request = format!(
+            "POST /v1/sandboxes/j/exec HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+             Authorization: Bearer {}\r\nContent-Length: {}\r\n",
+            server.token,
+            body.len()
+        );
+        if let Some(ct) = content_type {
+            request.push_str(&format!("Content-Type: {ct}\r\n"));
+        }
+        request.push_str("\r\n");
+        request.push_str(body);
+        http_raw(addr, request.as_bytes())
+    };
+    for ct in [
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        None,
+    ] {
+        let body = json_error(&raw(ct), 415, &format!("{ct:?}"));
+        assert!(
+            body["error"].as_str().unwrap().contains("application/json"),
+            "{body}"
+        );
+    }
+    // With the type, the same request runs; with a charset too.
+    assert_eq!(raw(Some("application/json; charset=utf-8")).status, 200);
+
+    // One byte over the limit: 413, naming the limit and the way round it.
+    let mut big = String::from("{\"argv\":[\"true\"]}");
+    big.push_str(&" ".repeat((2 << 20) + 1 - big.len()));
+    let too_big = http(addr, "POST", "/v1/sandboxes/j/exec", Some(&big), token);
+    let body = json_error(&too_big, 413, "a body over the limit");
+    let said = body["error"].as_str().unwrap();
+    assert!(
+        said.contains("2 MiB") && said.contains("\"stdin\": \"stream\""),
+        "{body}"
+    );
+
+    // An empty sessionId made no sandbox; an absent one still gets an id.
+    let listed = server.call("GET", "/v1/sandboxes", None).json();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    let fresh = create(&server, &json!({"guestWorkdir": tmp.path()}));
+    assert!(fresh["sessionId"].as_str().is_some_and(|id| !id.is_empty()));
+
+    // Still healthy.
+    assert_eq!(http(addr, "GET", "/healthz", None, None).status, 200);
+    let events = exec(&server, "j", &json!({"argv": ["echo", "ok"]}));
+    assert_eq!(joined(&events, "stdout"), "ok\n");
+}
+
+/// Deterministic bytes of every value (xorshift), for upload tests.
+fn noise(len: usize) -> Vec<u8> {
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
+/// The host's `sha256sum` of `data`.
+fn host_sha256(data: &[u8]) -> String {
+    let mut child = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let data = data.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&data).unwrap());
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    text(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+/// Starts `argv` with `"stdin": "stream"`; returns the open stream and the
+/// exec id from its `started` line.
+fn start_streamed(
+    server: &Server,
+    id: &str,
+    argv: Value,
+) -> (std::io::BufReader<std::net::TcpStream>, u64) {
+    let body = json!({"argv": argv, "stdin": "stream"}).to_string();
+    let mut stream = http_open(
+        server.addr,
+        "POST",
+        &format!("/v1/sandboxes/{id}/exec"),
+        Some(&body),
+        Some(&server.token),
+    );
+    let events = read_until(&mut stream, "\"started\"");
+    let exec_id = events.last().unwrap()["execId"].as_u64().unwrap();
+    (stream, exec_id)
+}
+
+/// `POST …/stdin` with a chunked body of `data` in `piece`-sized chunks.
+/// A small request goes in one write, so a refusal the server makes before
+/// reading the body finds it read already (no reset of the connection).
+fn upload(
+    server: &Server,
+    id: &str,
+    exec_id: u64,
+    query: &str,
+    data: &[u8],
+    piece: usize,
+) -> Response {
+    let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
+    let mut head = format!(
+        "POST /v1/sandboxes/{id}/execs/{exec_id}/stdin{query} HTTP/1.1\r\nHost: {}\r\n\
+         Connection: close\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/octet-stream\r\nTransfer-Encoding: chunked\r\n\r\n",
+        server.addr, server.token
+    )
+    .into_bytes();
+    let chunked = move |data: &[u8], out: &mut Vec<u8>| {
+        for chunk in data.chunks(piece) {
+            out.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+            out.extend_from_slice(chunk);
+            out.extend_from_slice(b"\r\n");
+        }
+    };
+    let sender = if data.len() <= 4096 {
+        chunked(data, &mut head);
+        head.extend_from_slice(b"0\r\n\r\n");
+        stream.write_all(&head).unwrap();
+        None
+    } else {
+        let mut writer = stream.try_clone().unwrap();
+        let data = data.to_vec();
+        Some(std::thread::spawn(move || {
+            writer.write_all(&head)?;
+            for part in data.chunks(1 << 20) {
+                let mut out = Vec::with_capacity(part.len() + 4096);
+                chunked(part, &mut out);
+                writer.write_all(&out)?;
+            }
+            writer.write_all(b"0\r\n\r\n")
+        }))
+    };
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    if let Some(sender) = sender {
+        sender.join().unwrap().unwrap();
+    }
+    parse_response(&raw)
+}
+
+/// Reads the rest of an exec stream to its last event.
+fn rest_of(stream: &mut std::io::BufReader<std::net::TcpStream>) -> Vec<Value> {
+    read_until(stream, "\"exit\"")
+}
+
+/// Issue 16 item 7: stdin beyond the body limit streams in —
+/// `"stdin": "stream"`, then a chunked `POST …/stdin` of 16 MiB — with
+/// every byte intact (`sha256sum` inside equals the host's), on both
+/// backends; the end of the upload closes stdin, after which another
+/// upload is a 409.
+#[test]
+fn a_16_mib_stdin_streams_in_with_every_byte_intact() {
+    let (_plugins, server, backends) = both_backends();
+    let data = noise(16 << 20);
+    let expected = host_sha256(&data);
+    for backend in backends {
+        let work = tempfile::tempdir().unwrap();
+        let id = format!("stdin-{backend}");
+        create_on(&server, backend, &id, work.path());
+        let (mut stream, exec_id) = start_streamed(&server, &id, json!(["sha256sum"]));
+        let sent = upload(&server, &id, exec_id, "", &data, 64 << 10);
+        assert_eq!(sent.status, 204, "{backend}: {}", text(&sent.body));
+        let events = rest_of(&mut stream);
+        assert_eq!(exit_code(&events), 0, "{backend}: {events:?}");
+        let got = joined(&events, "stdout");
+        assert_eq!(
+            got.split_whitespace().next(),
+            Some(expected.as_str()),
+            "{backend}"
+        );
+
+        let again = upload(&server, &id, exec_id, "", b"x", 1);
+        let body = json_error(&again, 409, "an upload after the close");
+        assert!(body["error"].as_str().unwrap().contains("stream"), "{body}");
+    }
+}
+
+/// Issue 16 item 7: `?close=false` keeps stdin open for the next upload;
+/// an exec that was not started with `"stdin": "stream"` takes none (409),
+/// `input` and `"stdin": "stream"` together are a 400, and the upload's
+/// body must be `application/octet-stream` (415).
+#[test]
+fn streamed_stdin_comes_in_pieces_and_only_where_asked_for() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    create(
+        &server,
+        &json!({"sessionId": "p", "guestWorkdir": tmp.path()}),
+    );
+
+    let (mut stream, exec_id) = start_streamed(&server, "p", json!(["cat"]));
+    let first = upload(&server, "p", exec_id, "?close=false", b"ab", 1);
+    assert_eq!(first.status, 204, "{}", text(&first.body));
+    let second = upload(&server, "p", exec_id, "", b"cd", 1);
+    assert_eq!(second.status, 204, "{}", text(&second.body));
+    let events = rest_of(&mut stream);
+    assert_eq!(joined(&events, "stdout"), "abcd", "{events:?}");
+
+    let bad = upload(&server, "p", exec_id, "?close=maybe", b"", 1);
+    assert_eq!(json_error(&bad, 400, "close=maybe")["field"], "close");
+
+    let (mut plain, plain_id) = {
+        let mut stream = http_open(
+            server.addr,
+            "POST",
+            "/v1/sandboxes/p/exec",
+            Some(r#"{"argv":["sleep","30"]}"#),
+            Some(&server.token),
+        );
+        let events = read_until(&mut stream, "\"started\"");
+        let id = events.last().unwrap()["execId"].as_u64().unwrap();
+        (stream, id)
+    };
+    let refused = upload(&server, "p", plain_id, "", b"x", 1);
+    json_error(&refused, 409, "an exec without streamed stdin");
+    let killed = server.call(
+        "POST",
+        &format!("/v1/sandboxes/p/execs/{plain_id}/kill"),
+        Some(r#"{"signal":9}"#),
+    );
+    assert_eq!(killed.status, 204, "{}", text(&killed.body));
+    let _ = read_until(&mut plain, "\"killed\"");
+
+    let both = server.call(
+        "POST",
+        "/v1/sandboxes/p/exec",
+        Some(r#"{"argv":["cat"],"input":"x","stdin":"stream"}"#),
+    );
+    assert_eq!(json_error(&both, 400, "input and stream")["field"], "stdin");
+
+    let (mut stream, exec_id) = start_streamed(&server, "p", json!(["cat"]));
+    let wrong_type = server.call(
+        "POST",
+        &format!("/v1/sandboxes/p/execs/{exec_id}/stdin"),
+        Some("{}"),
+    );
+    let body = json_error(&wrong_type, 415, "a JSON upload");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("application/octet-stream"),
+        "{body}"
+    );
+    let sent = upload(&server, "p", exec_id, "", b"done\n", 2);
+    assert_eq!(sent.status, 204, "{}", text(&sent.body));
+    assert_eq!(joined(&rest_of(&mut stream), "stdout"), "done\n");
+
+    // An upload that breaks off mid-chunk kills the command: it must not
+    // read a cut-off input as the whole.
+    let (mut stream, exec_id) = start_streamed(&server, "p", json!(["cat"]));
+    {
+        let mut cut = std::net::TcpStream::connect(server.addr).unwrap();
+        let head = format!(
+            "POST /v1/sandboxes/p/execs/{exec_id}/stdin HTTP/1.1\r\nHost: {}\r\n\
+             Authorization: Bearer {}\r\nContent-Type: application/octet-stream\r\n\
+             Transfer-Encoding: chunked\r\n\r\n10\r\npart",
+            server.addr, server.token
+        );
+        cut.write_all(head.as_bytes()).unwrap();
+    }
+    let events = read_until(&mut stream, "\"killed\"");
+    assert_eq!(events.last().unwrap()["type"], "killed", "{events:?}");
+}
+
+/// Issue 16 (tests): a table of malformed requests — every route, wrong
+/// methods, bodies, types, paths, queries, tokens and headers — each
+/// answered with its own 4xx as the API's JSON, the server healthy after.
+#[test]
+fn a_table_of_malformed_requests_each_gets_a_json_4xx() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    create(
+        &server,
+        &json!({"sessionId": "t", "guestWorkdir": tmp.path()}),
+    );
+    let (addr, token) = (server.addr, server.token.clone());
+    let run = "/v1/sandboxes/t/exec";
+    // (method, path, body, status); the body goes as JSON.
+    let rows: &[(&str, &str, &str, u16)] = &[
+        ("GET", "/", "", 404),
+        ("GET", "/v2/sandboxes", "", 404),
+        ("GET", "/v1/sandboxes/t/nothing", "", 404),
+        ("GET", "/v1/sandboxes/a%2Fb", "", 404),
+        (
+            "GET",
+            &format!("/v1/sandboxes/{}", "x".repeat(300)),
+            "",
+            404,
+        ),
+        ("GET", "/v1/sandboxes/%FF%FE", "", 400),
+        ("POST", "/healthz", "", 405),
+        ("DELETE", "/healthz", "", 405),
+        ("POST", "/v1/backends", "{}", 405),
+        ("PUT", "/v1/sandboxes", "{}", 405),
+        ("PATCH", "/v1/sandboxes/t", "{}", 405),
+        ("GET", run, "", 405),
+        ("DELETE", run, "", 405),
+        ("GET", "/v1/sandboxes/t/execs/1/kill", "", 405),
+        ("GET", "/v1/sandboxes/t/execs/1/stdin", "", 405),
+        ("GET", "/v1/policy/check", "", 405),
+        ("DELETE", "/v1/approvals", "", 405),
+        ("POST", "/v1/sandboxes", "", 400),
+        ("POST", "/v1/sandboxes", "null", 400),
+        ("POST", "/v1/sandboxes", "[]", 400),
+        ("POST", "/v1/sandboxes", "\"spec\"", 400),
+        ("POST", "/v1/sandboxes", "{", 400),
+        ("POST", "/v1/sandboxes", "{}}", 400),
+        ("POST", "/v1/sandboxes", r#"{"bindMounts":5}"#, 400),
+        ("POST", "/v1/sandboxes", r#"{"mode":"yolo"}"#, 400),
+        ("POST", "/v1/sandboxes", r#"{"sessionid":"x"}"#, 400),
+        ("POST", "/v1/sandboxes", r#"{"sessionId":5}"#, 400),
+        ("POST", "/v1/sandboxes", r#"{"sessionId":""}"#, 400),
+        ("POST", "/v1/sandboxes", r#"{"sessionId":"../x"}"#, 400),
+        ("POST", "/v1/sandboxes", r#"{"sessionId":"t"}"#, 409),
+        ("POST", "/v1/sandboxes", r#"{"limits":{"tasks":-1}}"#, 400),
+        ("POST", "/v1/sandboxes?backend", "{}", 400),
+        ("POST", "/v1/sandboxes?%zz=1", "{}", 400),
+        ("POST", "/v1/sandboxes?backend=none&backend=none", "{}", 400),
+        (
+            "POST",
+            "/v1/sandboxes?backend=microvm",
+            r#"{"sessionId":"m"}"#,
+            422,
+        ),
+        ("POST", run, "", 400),
+        ("POST", run, r#"{"argv":"ls"}"#, 400),
+        ("POST", run, r#"{"argv":[1]}"#, 400),
+        ("POST", run, r#"{"argv":[]}"#, 400),
+        ("POST", run, r#"{"argv":["true"],"env":[]}"#, 400),
+        ("POST", run, r#"{"argv":["true"],"env":{"A":1}}"#, 400),
+        ("POST", run, r#"{"argv":["true"],"env":{"A=B":"1"}}"#, 400),
+        (
+            "POST",
+            run,
+            r#"{"argv":["true"],"env":{"A":"1","A":"2"}}"#,
+            400,
+        ),
+        ("POST", run, r#"{"argv":["true"],"stdin":"pipe"}"#, 400),
+        (
+            "POST",
+            run,
+            r#"{"argv":["true"],"input":"x","stdin":"stream"}"#,
+            400,
+        ),
+        ("POST", run, r#"{"argv":["true"],"timeoutMs":-5}"#, 400),
+        ("POST", run, r#"{"argv":["true"],"pty":{"cols":"x"}}"#, 400),
+        ("POST", run, r#"{"argv":["true"],"cwd":5}"#, 400),
+        (
+            "POST",
+            run,
+            r#"{"argv":["true"],"pty":{"cols":80,"rows":24}}"#,
+            422,
+        ),
+        (
+            "POST",
+            "/v1/sandboxes/nope/exec",
+            r#"{"argv":["true"]}"#,
+            404,
+        ),
+        ("POST", "/v1/sandboxes/t/execs/abc/kill", "", 400),
+        ("POST", "/v1/sandboxes/t/execs/-1/kill", "", 400),
+        (
+            "POST",
+            "/v1/sandboxes/t/execs/99999999999999999999999/kill",
+            "",
+            400,
+        ),
+        (
+            "POST",
+            "/v1/sandboxes/t/execs/1/kill",
+            r#"{"signal":"x"}"#,
+            400,
+        ),
+        ("POST", "/v1/sandboxes/t/execs/4242/kill", "", 404),
+        (
+            "POST",
+            "/v1/sandboxes/t/execs/1/resize",
+            r#"{"cols":80}"#,
+            422,
+        ),
+        ("POST", "/v1/sandboxes/t/execs/4242/stdin", "", 409),
+        ("POST", "/v1/sandboxes/t/execs/1/stdin?close=no", "", 400),
+        ("POST", "/v1/sandboxes/t/execs/1/stdin?x=1", "", 400),
+        ("POST", "/v1/policy/check", "{}", 400),
+        ("POST", "/v1/policy/check", r#"{"command":5}"#, 400),
+        (
+            "POST",
+            "/v1/policy/check?format=xml",
+            r#"{"command":"ls"}"#,
+            400,
+        ),
+        (
+            "POST",
+            "/v1/policy/check?mode=yolo",
+            r#"{"command":"ls"}"#,
+            400,
+        ),
+        ("POST", "/v1/policy/check?format=claude-code", "{", 400),
+        ("POST", "/v1/approvals/x", r#"{"decision":"maybe"}"#, 400),
+        ("POST", "/v1/approvals/x", r#"{"decision":"allow"}"#, 404),
+        ("DELETE", "/v1/sandboxes/nope", "", 404),
+        ("POST", "/v1/sandboxes/nope/suspend", "", 404),
+    ];
+    assert!(rows.len() >= 50, "{}", rows.len());
+    for (method, path, body, status) in rows {
+        let body = (!body.is_empty()).then_some(*body);
+        let response = http(addr, method, path, body, Some(&token));
+        json_error(&response, *status, &format!("{method} {path} {body:?}"));
+    }
+
+    // Headers: the token, the Host and Origin rules, the body's type.
+    type Headers<'a> = &'a [(&'a str, &'a str)];
+    let header_rows: &[(Headers, Option<&str>, u16)] = &[
+        (&[], None, 401),
+        (&[], Some("wrong"), 401),
+        (&[("Host", "evil.example")], Some(&token), 421),
+        (&[("Origin", "https://evil.example")], Some(&token), 403),
+    ];
+    for (headers, token, status) in header_rows {
+        let response = http_with(addr, "GET", "/v1/sandboxes", None, *token, headers);
+        json_error(&response, *status, &format!("{headers:?} {token:?}"));
+    }
+    for content_type in [
+        "text/plain",
+        "application/xml",
+        "multipart/form-data; boundary=x",
+    ] {
+        let body = "{}";
+        let request = format!(
+            "POST /v1/policy/check HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+             Authorization: Bearer {token}\r\nContent-Type: {content_type}\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        json_error(&http_raw(addr, request.as_bytes()), 415, content_type);
+    }
+
+    assert_eq!(http(addr, "GET", "/healthz", None, None).status, 200);
+    let listed = server.call("GET", "/v1/sandboxes", None).json();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    let events = exec(&server, "t", &json!({"argv": ["echo", "ok"]}));
+    assert_eq!(joined(&events, "stdout"), "ok\n");
 }

@@ -153,7 +153,7 @@ fn every_bad_plugin_file_is_one_line_and_the_server_keeps_running() {
     assert_eq!(created.status, 201, "{}", text(&created.body));
     // An explicit request for the backend whose probe panicked fails loudly.
     let refused = server.call("POST", "/v1/sandboxes?backend=faulty", Some("{}"));
-    assert_eq!(refused.status, 503, "{}", text(&refused.body));
+    assert_eq!(refused.status, 422, "{}", text(&refused.body));
     assert!(text(&refused.body).contains("faulty"));
 }
 

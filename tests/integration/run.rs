@@ -634,6 +634,45 @@ fn the_environment_is_sanitized() {
     assert_eq!(text(&out.stdout), "[][][][1]\n");
 }
 
+/// Issue 16 item 1 (H5): an inherited variable whose name a command would
+/// read as another (`=LD_PRELOAD=…` reads as a name with `=`) is refused,
+/// naming it, with exit 125 and nothing run; a lower-case spelling of a
+/// stripped name is stripped like the upper-case one.
+#[test]
+fn environment_names_are_checked_and_stripped_in_any_case() {
+    let plugins = Plugins::with_none();
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = tmp.path().join("ran");
+    let out = run_cmd(&plugins, &["--", "touch"])
+        .arg(&marker)
+        .env("=LD_PRELOAD", "/nonexistent-cc-test.so")
+        .output();
+    assert_eq!(code(&out), 125, "{}", both(&out));
+    assert!(
+        text(&out.stderr).contains("\"=LD_PRELOAD\"") && text(&out.stderr).contains("`=`"),
+        "{}",
+        both(&out)
+    );
+    assert!(!marker.exists(), "the command ran");
+
+    let out = run_cmd(&plugins, &["--", "cat", "/proc/self/environ"])
+        .env("ld_preload", "/nonexistent-cc-test.so")
+        .env("Gh_Token", "ghp_x")
+        .env("KEEP_ME", "1")
+        .output();
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let environ = text(&out.stdout);
+    let names: Vec<String> = environ
+        .split('\0')
+        .filter_map(|e| e.split_once('=').map(|(k, _)| k.to_ascii_uppercase()))
+        .collect();
+    assert!(
+        !names.iter().any(|n| n == "LD_PRELOAD" || n == "GH_TOKEN"),
+        "{names:?}"
+    );
+    assert!(environ.split('\0').any(|e| e == "KEEP_ME=1"), "{environ:?}");
+}
+
 /// F1: the command runs in the current directory by default, in `--workdir` when given.
 #[test]
 fn the_workdir_defaults_to_the_current_directory() {

@@ -845,6 +845,19 @@ pub fn http_open(
     BufReader::new(stream)
 }
 
+/// Sends `request` as it is (every header the caller's own) over a fresh
+/// connection and reads the whole response.
+pub fn http_raw(addr: SocketAddr, request: &[u8]) -> Response {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    stream.write_all(request).unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    parse_response(&raw)
+}
+
 /// Reads a pid a command wrote into `file` (waiting until it is there).
 pub fn read_pid(file: &Path) -> i32 {
     let mut pid = None;
@@ -861,7 +874,8 @@ pub fn read_pid(file: &Path) -> i32 {
     pid.unwrap()
 }
 
-fn parse_response(raw: &[u8]) -> Response {
+/// Parses a whole HTTP/1.1 response (a chunked body de-chunked).
+pub fn parse_response(raw: &[u8]) -> Response {
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

@@ -13,6 +13,8 @@
 //! - `POST /v1/sandboxes/{id}/execs/{exec_id}/kill` (`{"signal": 15}`)
 //! - `POST /v1/sandboxes/{id}/execs/{exec_id}/resize` (`{"cols", "rows"}`:
 //!   the exec's terminal)
+//! - `POST /v1/sandboxes/{id}/execs/{exec_id}/stdin` (a raw body into the
+//!   exec's stdin; see [`stdin`])
 //! - `POST /v1/sandboxes/{id}/suspend`, `POST /v1/sandboxes/{id}/resume` →
 //!   SandboxHandle
 //! - `POST /v1/policy/check`, `GET /v1/approvals`, `POST /v1/approvals/{id}`
@@ -21,21 +23,28 @@
 //! Before any route, every request passes [`request_rules`]: a `Host` this
 //! server answers to (421 otherwise), no `Origin` the operator did not list
 //! (403).
+//!
+//! Every answer that is an error is the API's JSON (`error`, `field` where
+//! there is one): the extractors of [`extract`] refuse as JSON, and
+//! [`http_errors`] rewrites whatever another layer said (a 405's empty body).
 
 pub mod connections;
+mod extract;
+mod http_errors;
 pub mod listener;
 mod policy;
 pub mod request_rules;
+mod stdin;
 pub mod token;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -45,6 +54,7 @@ use sandbox_plugin_api::{ErrorCode, ExecRequest, PtySize, SandboxHandle, Sandbox
 use serde::Deserialize;
 use serde_json::json;
 
+use self::extract::{ApiPath, JsonBody, QueryPairs, only_known};
 use crate::input::{InputError, parse_strict};
 use crate::sessions::{SessionError, Sessions};
 use crate::{backends, env, wire};
@@ -54,6 +64,8 @@ pub struct AppState {
     sessions: Arc<Sessions>,
     token: Arc<str>,
     rules: Arc<request_rules::RequestRules>,
+    /// The execs whose stdin is streamed.
+    stdin: Arc<stdin::Streams>,
 }
 
 impl AppState {
@@ -62,6 +74,7 @@ impl AppState {
             sessions,
             token: token.into(),
             rules: Arc::new(rules),
+            stdin: Arc::default(),
         }
     }
 }
@@ -74,6 +87,7 @@ pub fn router(state: AppState) -> axum::Router {
         .route("/sandboxes/{id}/exec", post(exec))
         .route("/sandboxes/{id}/execs/{exec_id}/kill", post(kill))
         .route("/sandboxes/{id}/execs/{exec_id}/resize", post(resize))
+        .route("/sandboxes/{id}/execs/{exec_id}/stdin", post(stdin::upload))
         .route("/sandboxes/{id}/suspend", post(suspend))
         .route("/sandboxes/{id}/resume", post(resume))
         .route("/policy/check", post(policy::check))
@@ -81,7 +95,7 @@ pub fn router(state: AppState) -> axum::Router {
         .route("/approvals/{id}", post(policy::answer))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     let rules = Arc::clone(&state.rules);
-    axum::Router::new()
+    let app = axum::Router::new()
         .route("/healthz", get(healthz))
         .nest("/v1", v1)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
@@ -89,7 +103,12 @@ pub fn router(state: AppState) -> axum::Router {
             rules,
             request_rules::enforce,
         ))
-        .with_state(state)
+        .with_state(state);
+    // Around the finished router, so it sees what the router adds last (a
+    // 405's `Allow`).
+    axum::Router::new()
+        .fallback_service(app)
+        .layer(middleware::from_fn(http_errors::as_json))
 }
 
 /// An error as the client sees it: a status and `{"error", "field"?}`.
@@ -103,7 +122,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
         Self {
             status,
             message: message.into(),
@@ -149,7 +168,9 @@ impl From<InputError> for ApiError {
 impl From<SessionError> for ApiError {
     fn from(e: SessionError) -> Self {
         let status = match &e {
-            SessionError::Select(_) => StatusCode::SERVICE_UNAVAILABLE,
+            // The request asked for what this host cannot give; the server
+            // itself is fine (issue 16 item 7).
+            SessionError::Select(_) => StatusCode::UNPROCESSABLE_ENTITY,
             SessionError::Launch { error, .. } if error.code == ErrorCode::INVALID_SPEC => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
@@ -169,7 +190,9 @@ impl From<SessionError> for ApiError {
             SessionError::Unsupported { .. }
             | SessionError::Exec(_)
             | SessionError::PolicyUnenforceable(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            SessionError::BadId(_) | SessionError::InvalidSpec { .. } => StatusCode::BAD_REQUEST,
+            SessionError::BadId(_) | SessionError::InvalidSpec { .. } | SessionError::Env(_) => {
+                StatusCode::BAD_REQUEST
+            }
             SessionError::Conflict(_) => StatusCode::CONFLICT,
             SessionError::NotFound(_) => StatusCode::NOT_FOUND,
             SessionError::Destroyed(_) => StatusCode::GONE,
@@ -182,11 +205,21 @@ impl From<SessionError> for ApiError {
         let field = match &e {
             SessionError::BadId(_) => Some("sessionId".to_owned()),
             SessionError::InvalidSpec { field, .. } => Some((*field).to_owned()),
+            SessionError::Env(e) => Some(format!("env.{}", e.key)),
+            SessionError::Select(_) => Some("backend".to_owned()),
             _ => None,
         };
+        let mut message = sandbox_plugin_api::error_chain(&e);
+        if let SessionError::Select(_) = &e {
+            message.push_str(
+                "; ask for a backend this host has (`GET /v1/backends` lists each with its \
+                 probe), or leave `backend` out for the default — or fix what the probe \
+                 reports (`cc_server probe`)",
+            );
+        }
         Self {
             status,
-            message: sandbox_plugin_api::error_chain(&e),
+            message,
             field,
             extra,
         }
@@ -235,19 +268,34 @@ async fn list_sandboxes(State(state): State<AppState>) -> Json<Vec<SandboxHandle
 
 async fn create_sandbox(
     State(state): State<AppState>,
-    Query(query): Query<HashMap<String, String>>,
-    body: Bytes,
+    QueryPairs(query): QueryPairs,
+    JsonBody(body): JsonBody,
 ) -> Result<(StatusCode, Json<SandboxHandle>), ApiError> {
-    if let Some(unknown) = query.keys().find(|k| k.as_str() != "backend") {
+    only_known(&query, &["backend"])?;
+    let spec: SandboxSpec = parse_strict(&body, "the sandbox spec")?;
+    // An absent `sessionId` gets a fresh id; an empty one is a mistake, not
+    // a request for one (the spec type cannot tell the two apart).
+    if spec.session_id.is_empty() && gives_empty_session_id(&body) {
         return Err(ApiError {
             status: StatusCode::BAD_REQUEST,
-            message: format!("unknown query parameter `{unknown}`; the only one is `backend`"),
-            field: Some(unknown.clone()),
+            message: "the sandbox spec: `sessionId` is empty; give 1 to 128 letters, digits, \
+                      `.`, `_` or `-`, or leave it out for a fresh id"
+                .into(),
+            field: Some("sessionId".into()),
             extra: None,
         });
     }
-    let spec: SandboxSpec = parse_strict(&body, "the sandbox spec")?;
     let backend = query.get("backend").cloned();
+    if backend.as_deref() == Some("") {
+        return Err(ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: "`backend` is empty; name a backend (`GET /v1/backends` lists them), or \
+                      leave the parameter out for the default"
+                .into(),
+            field: Some("backend".into()),
+            extra: None,
+        });
+    }
     // Launch in a task of its own: if the client leaves before it learns the
     // sandbox exists, nobody else could destroy it, so the task does.
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -265,39 +313,58 @@ async fn create_sandbox(
     Ok((StatusCode::CREATED, Json(session.handle())))
 }
 
+/// Whether the spec's JSON has `"sessionId": ""` (not merely no `sessionId`).
+fn gives_empty_session_id(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .is_ok_and(|spec| spec.get("sessionId").and_then(|v| v.as_str()) == Some(""))
+}
+
 async fn show_sandbox(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<SandboxHandle>, ApiError> {
     Ok(Json(state.sessions.get(&id)?.handle()))
 }
 
 async fn destroy_sandbox(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<SandboxHandle>, ApiError> {
     Ok(Json(state.sessions.destroy(&id).await?))
 }
 
-/// The body of `POST …/exec`. `env` is added to a small base environment;
-/// `input`, when given, is written to stdin, which is then closed (on a
-/// terminal, closing types ^D). `pty` runs the command on a terminal of
-/// that size (`{"cols": 80, "rows": 24}`), resized with `POST …/resize`.
+/// The body of `POST …/exec`. `env` is added to a small base environment
+/// (a name given twice is refused: see [`env::unique_names`]); `input`,
+/// when given, is written to stdin, which is then closed (on a terminal,
+/// closing types ^D); `"stdin": "stream"` keeps stdin open for
+/// `POST …/execs/{exec}/stdin` instead. `pty` runs the command on a
+/// terminal of that size (`{"cols": 80, "rows": 24}`), resized with
+/// `POST …/resize`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 struct ExecCall {
     argv: Vec<String>,
+    #[serde(deserialize_with = "env::unique_names")]
     env: BTreeMap<String, String>,
     cwd: Option<PathBuf>,
     input: Option<String>,
+    stdin: Option<StdinMode>,
     timeout_ms: Option<u64>,
     pty: Option<PtySize>,
 }
 
+/// How an exec's stdin is fed besides `input`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum StdinMode {
+    /// Open until an upload to `POST …/execs/{exec}/stdin` closes it.
+    Stream,
+}
+
 async fn exec(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    body: Bytes,
+    ApiPath(id): ApiPath<String>,
+    JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let call: ExecCall = parse_strict(&body, "the exec request")?;
     if call.argv.is_empty() {
@@ -305,6 +372,15 @@ async fn exec(
             status: StatusCode::BAD_REQUEST,
             message: "the exec request: argv is empty; give the command and its arguments".into(),
             field: Some("argv".into()),
+            extra: None,
+        });
+    }
+    let streamed = call.stdin == Some(StdinMode::Stream);
+    if streamed && call.input.is_some() {
+        return Err(ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: "the exec request: give `input` or `\"stdin\": \"stream\"`, not both".into(),
+            field: Some("stdin".into()),
             extra: None,
         });
     }
@@ -316,12 +392,14 @@ async fn exec(
         argv: call.argv,
         env: environment,
         cwd: call.cwd,
-        stdin: call.input.is_some(),
+        stdin: call.input.is_some() || streamed,
         timeout_ms: call.timeout_ms,
         pty: call.pty,
     };
     let stream = session.exec(request).await?;
     let exec_id = stream.exec_id;
+    // Lives as long as the response body: uploads are taken while it does.
+    let uploads = streamed.then(|| state.stdin.open(&session, exec_id));
     if let Some(input) = call.input {
         let session = Arc::clone(&session);
         tokio::spawn(async move {
@@ -354,7 +432,11 @@ async fn exec(
         Some((Ok::<_, Infallible>(Bytes::from(line)), Some(stream)))
     });
     let body = futures_util::stream::once(async move { Ok::<_, Infallible>(Bytes::from(started)) })
-        .chain(events);
+        .chain(events)
+        .map(move |item| {
+            let _ = &uploads;
+            item
+        });
     Ok((
         [(header::CONTENT_TYPE, "application/x-ndjson")],
         Body::from_stream(body),
@@ -368,10 +450,17 @@ struct KillCall {
     signal: Option<i32>,
 }
 
+/// The path of one exec's routes.
+#[derive(Deserialize)]
+struct ExecPath {
+    id: String,
+    exec_id: u64,
+}
+
 async fn kill(
     State(state): State<AppState>,
-    Path((id, exec_id)): Path<(String, u64)>,
-    body: Bytes,
+    ApiPath(ExecPath { id, exec_id }): ApiPath<ExecPath>,
+    JsonBody(body): JsonBody,
 ) -> Result<StatusCode, ApiError> {
     let call: KillCall = if body.is_empty() {
         KillCall::default()
@@ -395,8 +484,8 @@ struct ResizeCall {
 
 async fn resize(
     State(state): State<AppState>,
-    Path((id, exec_id)): Path<(String, u64)>,
-    body: Bytes,
+    ApiPath(ExecPath { id, exec_id }): ApiPath<ExecPath>,
+    JsonBody(body): JsonBody,
 ) -> Result<StatusCode, ApiError> {
     let call: ResizeCall = parse_strict(&body, "the resize request")?;
     let session = state.sessions.get(&id)?;
@@ -414,7 +503,7 @@ async fn resize(
 
 async fn suspend(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<SandboxHandle>, ApiError> {
     let session = state.sessions.get(&id)?;
     session.suspend().await?;
@@ -423,7 +512,7 @@ async fn suspend(
 
 async fn resume(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<SandboxHandle>, ApiError> {
     let session = state.sessions.get(&id)?;
     session.resume().await?;

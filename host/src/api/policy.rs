@@ -10,12 +10,11 @@
 //!   is a deny.
 //! - `POST /v1/approvals/{id}` (`{"decision":"allow"|"deny"}`) answers one.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
@@ -24,6 +23,7 @@ use sandbox_policy::Decision;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::extract::{ApiPath, JsonBody, QueryPairs, only_known};
 use super::{ApiError, AppState};
 use crate::input::parse_strict;
 use crate::wire;
@@ -47,18 +47,10 @@ fn bad_query(message: String, field: &str) -> ApiError {
 
 pub async fn check(
     State(state): State<AppState>,
-    Query(query): Query<HashMap<String, String>>,
-    body: Bytes,
+    QueryPairs(query): QueryPairs,
+    JsonBody(body): JsonBody,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    if let Some(unknown) = query
-        .keys()
-        .find(|k| !["format", "mode"].contains(&k.as_str()))
-    {
-        return Err(bad_query(
-            format!("unknown query parameter `{unknown}`; use `format` or `mode`"),
-            unknown,
-        ));
-    }
+    only_known(&query, &["format", "mode"])?;
     let query_mode = match query.get("mode") {
         Some(text) => Some(
             text.parse::<SandboxMode>()
@@ -150,8 +142,8 @@ struct AnswerCall {
 
 pub async fn answer(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    body: Bytes,
+    ApiPath(id): ApiPath<String>,
+    JsonBody(body): JsonBody,
 ) -> Result<StatusCode, ApiError> {
     let call: AnswerCall = parse_strict(&body, "the approval answer")?;
     let allow = match call.decision.as_str() {

@@ -58,6 +58,8 @@ pub enum SessionError {
     },
     #[error("invalid session id `{0}`: use 1 to 128 letters, digits, `.`, `_` or `-`")]
     BadId(String),
+    #[error(transparent)]
+    Env(#[from] env::EnvError),
     #[error("a session `{0}` already exists")]
     Conflict(String),
     #[error("no session `{0}`")]
@@ -466,6 +468,9 @@ impl Session {
     ) -> Result<ExecStream, SessionError> {
         self.check_live()?;
         self.check_capabilities(&request)?;
+        // Before the policy asks anyone: a name that would be misread is
+        // refused, never passed on (issue 16 item 1).
+        env::check(&request.env)?;
         let place = request
             .cwd
             .as_ref()
