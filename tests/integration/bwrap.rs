@@ -116,31 +116,6 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
     out
 }
 
-/// Live host processes whose command line contains `needle`.
-fn processes_with(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
-        if cmdline.contains(needle) && !process_is_gone(pid) {
-            found.push(format!("{pid}: {cmdline}"));
-        }
-    }
-    found
-}
-
 /// Live `bwrap` processes whose command line contains `needle`.
 fn bwrap_processes_with(needle: &str) -> Vec<String> {
     processes_with(needle)

@@ -1048,3 +1048,28 @@ pub fn own_lines(stderr: &[u8]) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// Live host processes whose command line contains `needle`.
+pub fn processes_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if cmdline.contains(needle) && !process_is_gone(pid) {
+            found.push(format!("{pid}: {cmdline}"));
+        }
+    }
+    found
+}

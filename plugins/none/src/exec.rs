@@ -1,4 +1,5 @@
-//! One command on the host: a process group, its output relay and a waiter.
+//! One command on the host: a process group (and, where there is one, a
+//! cgroup: `crate::lifetime`), its output relay and a waiter.
 //!
 //! PID reuse: the waiter reads the leader's status with `WNOWAIT` and leaves
 //! it a zombie. While the zombie exists its pid — and so the group id — cannot
@@ -13,6 +14,7 @@ use std::process::{ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sandbox_exec_group::Group;
 use sandbox_exec_relay::Relay;
 use sandbox_plugin_api::sdk::EventSender;
 use sandbox_plugin_api::{ErrorCode, EventBody, ExecRequest, KillReason, PluginError};
@@ -25,14 +27,19 @@ pub(crate) struct Exec {
     kill_reason: Mutex<Option<KillReason>>,
     relay: Arc<Relay>,
     reaped: Mutex<bool>,
+    /// The exec's own cgroup, until it is removed (at reap, if empty).
+    group: Mutex<Option<Group>>,
 }
 
 impl Exec {
+    /// Starts the command; with `sandbox_group`, in a group of its own
+    /// below it (or not at all: an exec that cannot be tracked is refused).
     pub(crate) fn spawn(
         id: u64,
         request: &ExecRequest,
         cwd: &Path,
         events: EventSender,
+        sandbox_group: Option<&Group>,
     ) -> Result<Arc<Self>, PluginError> {
         if !cwd.is_dir() {
             return Err(PluginError::invalid(format!(
@@ -54,9 +61,61 @@ impl Exec {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = command
-            .spawn()
-            .map_err(|e| spawn_error(&request.argv[0], &e))?;
+        let group = match sandbox_group {
+            Some(parent) => Some(parent.child(&format!("e{id}")).map_err(|e| {
+                PluginError::other(format!(
+                    "creating the cgroup of exec {id} below {} (so its timeout ends every process it starts): {e}",
+                    parent.path().display()
+                ))
+            })?),
+            None => None,
+        };
+        let join = match &group {
+            Some(g) => Some(g.join_file().map_err(|e| {
+                PluginError::other(format!("opening {}/cgroup.procs: {e}", g.path().display()))
+            })?),
+            None => None,
+        };
+        let join_fd = join.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+        let server = std::process::id() as libc::pid_t;
+        // SAFETY: runs in the forked child before exec: write, prctl and
+        // getppid are async-signal-safe; the join file is open until spawn
+        // returns (close-on-exec: the command does not keep it).
+        unsafe {
+            command.pre_exec(move || {
+                if let Some(fd) = join_fd
+                    && libc::write(fd, b"0".as_ptr().cast(), 1) != 1
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The server died before the death signal was armed.
+                if libc::getppid() != server {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
+        let spawned = crate::lifetime::spawn(command);
+        drop(join);
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                if let Some(g) = &group {
+                    let _ = g.remove();
+                }
+                return Err(spawn_error(&request.argv[0], &e));
+            }
+        };
         let pid = i32::try_from(child.id()).map_err(|_| PluginError::other("pid out of range"))?;
         let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
             return Err(PluginError::other("the command's output pipes are missing"));
@@ -68,6 +127,7 @@ impl Exec {
             kill_reason: Mutex::new(None),
             relay: Relay::start(id, stdout, stderr, events, None),
             reaped: Mutex::new(false),
+            group: Mutex::new(group),
         });
         // The std `Child` is dropped without waiting: the waiter owns the pid.
         drop(child);
@@ -107,12 +167,39 @@ impl Exec {
         self.relay.wait_ended(patience)
     }
 
-    /// Signals the whole process group, remembering why.
+    /// Whether a process of the exec's cgroup is alive.
+    pub(crate) fn group_populated(&self) -> bool {
+        self.group
+            .lock()
+            .map(|g| g.as_ref().is_some_and(Group::populated))
+            .unwrap_or(false)
+    }
+
+    /// Signals every process of the exec, remembering why: through its
+    /// cgroup where it has one (SIGKILL by `cgroup.kill`, which nothing
+    /// forks its way out of; another signal once to each member), else
+    /// its process group. SIGKILL goes to the process group as well.
     pub(crate) fn signal(&self, signal: i32, reason: KillReason) {
         if let Ok(mut r) = self.kill_reason.lock() {
             r.get_or_insert(reason);
         }
-        if self.reaped.lock().map(|r| *r).unwrap_or(true) {
+        let mut reached = false;
+        if let Ok(group) = self.group.lock()
+            && let Some(group) = group.as_ref()
+        {
+            let sent = if signal == libc::SIGKILL {
+                group.kill()
+            } else {
+                group.signal(signal)
+            };
+            match sent {
+                Ok(()) => reached = signal != libc::SIGKILL,
+                Err(e) => {
+                    tracing::warn!(exec = self.id, group = %group.path().display(), "signalling the exec's cgroup: {e}")
+                }
+            }
+        }
+        if reached || self.reaped.lock().map(|r| *r).unwrap_or(true) {
             return; // the group id may belong to someone else by now
         }
         // SAFETY: plain syscall; the group id is held by our unreaped leader.
@@ -156,6 +243,12 @@ impl Exec {
                 libc::waitpid(self.pid, &mut status, 0);
             }
             *reaped = true;
+        }
+        drop(reaped);
+        if let Ok(mut group) = self.group.lock()
+            && group.as_ref().is_some_and(Group::remove_if_empty)
+        {
+            group.take();
         }
     }
 

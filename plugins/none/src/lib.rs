@@ -5,11 +5,16 @@
 //! all go through the same event stream as the real backends — and so that
 //! its badge says, truthfully, that nothing is isolated.
 //!
-//! Each exec is its own process group. `destroy` kills every group the
-//! sandbox started; a process that leaves its group (`setsid`) escapes it,
-//! which is one more reason this backend is called `none`.
+//! Each exec is its own process group and, where the server may make
+//! cgroup v2 groups, its own cgroup: an exec's timeout or kill and the
+//! sandbox's destroy end every process it started, `setsid` or not, and
+//! every command dies with the server, even one killed by SIGKILL (see
+//! `lifetime`). Without a cgroup a process that leaves its group
+//! (`setsid`) escapes them, and the handle's `processTracking` says so —
+//! one more reason this backend is called `none`.
 
 mod exec;
+mod lifetime;
 mod procfs;
 
 use std::collections::HashMap;
@@ -18,6 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sandbox_exec_group::Group;
 use sandbox_plugin_api::sdk::{BackendImpl, EventSender, SandboxImpl};
 use sandbox_plugin_api::{
     ErrorCode, ExecRequest, KillReason, PluginError, ProbeContext, ProbeReport, SandboxBackend,
@@ -84,8 +90,25 @@ impl BackendImpl for NoneBackend {
                 ),
             ));
         }
+        let (group, tracking) = match lifetime::sandbox_group() {
+            Ok(group) => {
+                let how = format!("cgroup v2 {}", group.path().display());
+                (Some(group), how)
+            }
+            Err(why) => {
+                tracing::warn!(session = %spec.session_id, "none: an exec's timeout and kill reach its process group only; `setsid` escapes them: {why}");
+                (
+                    None,
+                    format!(
+                        "process groups only (`setsid` escapes an exec's timeout and kill, and the server's death): {why}"
+                    ),
+                )
+            }
+        };
         let sandbox = NoneSandbox {
             workdir,
+            group,
+            tracking,
             events,
             execs: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
@@ -99,6 +122,10 @@ impl BackendImpl for NoneBackend {
 
 struct NoneSandbox {
     workdir: PathBuf,
+    /// The sandbox's cgroup, each exec's a child of it.
+    group: Option<Group>,
+    /// How an exec's processes are found: the handle's `processTracking`.
+    tracking: String,
     events: EventSender,
     execs: Mutex<HashMap<u64, Arc<Exec>>>,
     next_id: AtomicU64,
@@ -144,6 +171,7 @@ impl NoneSandbox {
         for id in finished {
             if let Some(exec) = execs.get(&id)
                 && !live.contains(&exec.pgid())
+                && !exec.group_populated()
             {
                 exec.reap();
                 execs.remove(&id);
@@ -164,6 +192,7 @@ impl SandboxImpl for NoneSandbox {
         let mut details = serde_json::Map::new();
         details.insert("workdir".into(), self.workdir.display().to_string().into());
         details.insert("isolation".into(), "none".into());
+        details.insert("processTracking".into(), self.tracking.clone().into());
         SandboxInfo {
             state,
             error: None,
@@ -188,7 +217,7 @@ impl SandboxImpl for NoneSandbox {
                 "the sandbox was destroyed",
             ));
         }
-        let exec = Exec::spawn(id, &request, &cwd, self.events.clone())?;
+        let exec = Exec::spawn(id, &request, &cwd, self.events.clone(), self.group.as_ref())?;
         execs.insert(id, exec);
         drop(execs);
         self.sweep_zombies();
@@ -231,12 +260,22 @@ impl SandboxImpl for NoneSandbox {
             // Finished execs too: their background processes belong to us.
             exec.signal(libc::SIGKILL, KillReason::Destroyed);
         }
+        if let Some(group) = &self.group
+            && let Err(e) = group.kill()
+        {
+            tracing::warn!(group = %group.path().display(), "killing the sandbox's cgroup: {e}");
+        }
         let mut stuck = Vec::new();
         for exec in &execs {
             if !exec.wait_ended(DESTROY_PATIENCE) {
                 stuck.push(exec.id());
             }
             exec.reap();
+        }
+        if let Some(group) = &self.group
+            && let Err(e) = group.remove()
+        {
+            tracing::warn!(group = %group.path().display(), "removing the sandbox's cgroup: {e}");
         }
         if stuck.is_empty() {
             Ok(())

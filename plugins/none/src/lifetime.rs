@@ -1,0 +1,201 @@
+//! What ties a `none` command's processes to its exec and to the server
+//! (issue 16 items 5 and 6).
+//!
+//! - **Its exec**: each exec joins a cgroup v2 group of its own
+//!   (`sandbox_exec_group`) before it runs, so its timeout, a kill and the
+//!   sandbox's destroy end every process it started, whatever it did with
+//!   sessions or process groups. Without a writable v2 hierarchy only the
+//!   exec's process group is signalled — `setsid` escapes that, and the
+//!   handle's `processTracking` detail says so.
+//! - **The server**: when the server dies, even by SIGKILL, a watcher
+//!   process it forked once (a pipe only the server holds the write end of
+//!   reaches end-of-file) writes `cgroup.kill` of the server's group, so
+//!   every `none` command of the server ends with it. Besides, every
+//!   command's own process gets `PR_SET_PDEATHSIG(SIGKILL)` — which fires
+//!   when the *thread* that forked it ends, so commands are forked by one
+//!   thread that lives as long as the server ([`spawn`]) — which still
+//!   holds where there is no cgroup, for the command itself (not for what
+//!   it started).
+//!
+//! What does not hold: the server's rights are the commands' rights, so a
+//! command may kill the watcher, or write the cgroup files itself; this
+//! backend isolates nothing, and says so.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, mpsc};
+
+use sandbox_exec_group::{Group, Hierarchy};
+
+/// A request to the spawning thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Runs `command.spawn()` on the one thread that forks every `none`
+/// command, which never ends: a command's `PR_SET_PDEATHSIG` then fires
+/// only when the server itself dies.
+pub(crate) fn spawn(command: Command) -> io::Result<Child> {
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (jobs, incoming) = mpsc::channel::<Job>();
+        let started = std::thread::Builder::new()
+            .name("none-spawner".into())
+            .spawn(move || {
+                for job in incoming {
+                    job();
+                }
+            });
+        if let Err(e) = started {
+            tracing::error!("cannot start the none backend's spawning thread: {e}");
+        }
+        Mutex::new(jobs)
+    });
+    let (answer, answered) = mpsc::channel();
+    let mut command = command;
+    let job: Job = Box::new(move || {
+        let _ = answer.send(command.spawn());
+    });
+    let gone = || io::Error::other("the none backend's spawning thread is gone");
+    spawner
+        .lock()
+        .map_err(|_| gone())?
+        .send(job)
+        .map_err(|_| gone())?;
+    answered.recv().map_err(|_| gone())?
+}
+
+/// The server's group for `none` commands, with its watcher started; or
+/// why there is none. Made once per server, on the first launch, after the
+/// groups killed servers left are swept away.
+fn server_group() -> &'static Result<Group, String> {
+    static GROUP: OnceLock<Result<Group, String>> = OnceLock::new();
+    GROUP.get_or_init(|| {
+        let hierarchy = Hierarchy::find()?;
+        sandbox_exec_group::sweep(hierarchy.base());
+        let name = sandbox_exec_group::owner_name(std::process::id(), "none");
+        let group = hierarchy.owner(&name).map_err(|e| {
+            format!(
+                "cannot create the cgroup {}: {e}",
+                hierarchy.base().join(&name).display()
+            )
+        })?;
+        start_watcher(&group).map_err(|e| format!("cannot start the watcher: {e}"))?;
+        tracing::debug!(group = %group.path().display(), "none commands are tracked by cgroup");
+        Ok(group)
+    })
+}
+
+/// A sandbox's group below the server's, or why there is none (logged
+/// once per sandbox by the caller, reported in the handle).
+pub(crate) fn sandbox_group() -> Result<Group, String> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let server = server_group().as_ref().map_err(Clone::clone)?;
+    // Another copy of this crate (the built-in backend and a plugin file)
+    // counts on its own: a name already taken is skipped.
+    for _ in 0..1000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        match server.child(&format!("s{n}")) {
+            Ok(group) => return Ok(group),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(format!(
+                    "cannot create a cgroup below {}: {e}",
+                    server.path().display()
+                ));
+            }
+        }
+    }
+    Err("no free cgroup name for the sandbox".into())
+}
+
+/// Forks the watcher: a process that blocks reading a pipe whose write end
+/// only the server holds (close-on-exec, so no command keeps it), and on
+/// end-of-file — the server is gone, however it died — kills the server's
+/// group. It holds nothing else: every other descriptor is closed.
+fn start_watcher(group: &Group) -> io::Result<()> {
+    let kill = group.kill_file()?;
+    let mut ends = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `ends`.
+    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both were just created and are ours.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };
+    let (r, k) = (read.as_raw_fd(), kill.as_raw_fd());
+    // SAFETY: the child makes only async-signal-safe calls on descriptors
+    // opened before the fork and ends in _exit.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: async-signal-safe syscalls only; never returns.
+        unsafe { watch(r, k) }
+    }
+    drop(read);
+    // The write end lives as long as the server: its end is the signal.
+    std::mem::forget(write);
+    Ok(())
+}
+
+/// The watcher's body (in the forked child).
+///
+/// # Safety
+/// Call only in the child of `fork`; `read` and `kill` are open.
+unsafe fn watch(read: i32, kill: i32) -> ! {
+    // SAFETY: async-signal-safe syscalls on our own descriptors and stack.
+    unsafe {
+        let (low, high) = (read.min(kill), read.max(kill));
+        libc::syscall(libc::SYS_close_range, 3u32, (low - 1) as u32, 0u32);
+        libc::syscall(
+            libc::SYS_close_range,
+            (low + 1) as u32,
+            (high - 1) as u32,
+            0u32,
+        );
+        libc::syscall(libc::SYS_close_range, (high + 1) as u32, u32::MAX, 0u32);
+        for fd in 0..3 {
+            libc::close(fd);
+        }
+        // Out of the server's process group: a terminal's ^C that reaches
+        // the server must not end its watcher first.
+        libc::setpgid(0, 0);
+        libc::prctl(
+            libc::PR_SET_NAME,
+            c"cc-none-watch".as_ptr() as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        let mut byte = [0u8; 1];
+        loop {
+            let n = libc::read(read, byte.as_mut_ptr().cast(), 1);
+            if n == 0 || (n < 0 && *libc::__errno_location() != libc::EINTR) {
+                break;
+            }
+        }
+        libc::write(kill, b"1".as_ptr().cast(), 1);
+        libc::_exit(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spawning_thread_outlives_its_callers() {
+        let threads: Vec<_> = (0..3)
+            .map(|_| std::thread::spawn(|| spawn(Command::new("true")).map(|mut c| c.wait())))
+            .collect();
+        for t in threads {
+            assert!(t.join().unwrap().unwrap().unwrap().success());
+        }
+    }
+}
