@@ -106,6 +106,20 @@ pub fn parse_resolve(text: &str) -> Result<(String, IpAddr), EgressError> {
     Ok((host.to_ascii_lowercase(), addr))
 }
 
+/// Removes the egress directories of servers that are gone (killed: a
+/// server that stops cleans up its own), those whose owner file names a
+/// process that no longer runs; a live server's, or one without an owner
+/// file, stays. Run once at start.
+pub fn sweep_stale_dirs() {
+    let removed = sandbox_plugin_api::state_dirs::sweep_gone_owners(
+        &std::env::temp_dir(),
+        sandbox_plugin_api::state_dirs::EGRESS_DIR_PREFIX,
+    );
+    for dir in removed {
+        tracing::info!(dir = %dir.display(), "removed the egress directory a gone server left");
+    }
+}
+
 /// One session's proxies (and the private directory of their sockets).
 pub struct SessionEgress {
     proxies: Option<SessionProxies>,
@@ -134,6 +148,10 @@ impl SessionEgress {
             .prefix(sandbox_plugin_api::state_dirs::EGRESS_DIR_PREFIX)
             .tempdir()
             .map_err(EgressError::Dir)?;
+        // Names this server, so a start after it was killed removes the
+        // directory (`sweep_stale_dirs`); never shown to a sandbox (only
+        // the sockets are bound).
+        sandbox_plugin_api::state_dirs::write_owner(dir.path()).map_err(EgressError::Dir)?;
         let listen = Listen::Unix {
             dir: dir.path().to_path_buf(),
         };

@@ -27,6 +27,7 @@ use crate::{EXIT_FAILURE, backends, env, input, wire};
 pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let spec = build_spec(&args, &cwd)?;
+    crate::egress::sweep_stale_dirs();
     let settings_for_discovery = settings.clone();
     let registry =
         tokio::task::spawn_blocking(move || backends::discover(&settings_for_discovery)).await?;

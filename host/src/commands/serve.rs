@@ -26,6 +26,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
     };
     let token = token::ensure(&token_file)?;
 
+    crate::egress::sweep_stale_dirs();
     let settings_for_discovery = settings.clone();
     let registry =
         tokio::task::spawn_blocking(move || backends::discover(&settings_for_discovery)).await?;
