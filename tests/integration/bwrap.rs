@@ -1914,3 +1914,180 @@ fn a_kept_capability_that_no_longer_holds_fails_closed_and_is_dropped() {
     let probe = kept.probe(&plugins, &[], Some(&path));
     assert_eq!(probe["available"], false, "{probe}");
 }
+
+/// The directory of a bwrap sandbox's exec groups, from its handle; `None`
+/// (and the test says it skips) where the host gives the server no cgroup
+/// v2 group, in which case the handle says what escapes.
+fn exec_groups_of(handle: &Value) -> Option<PathBuf> {
+    let tracking = handle["details"]["processTracking"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no processTracking detail: {handle}"));
+    if let Some(dir) = tracking.strip_prefix("cgroup v2 ") {
+        return Some(PathBuf::from(dir));
+    }
+    assert!(tracking.starts_with("process groups only"), "{tracking}");
+    eprintln!("SKIPPED: this host gives the server no cgroup v2 group: {tracking}");
+    None
+}
+
+/// F10, issue 16 item 6: a bwrap exec's timeout ends every process it
+/// started — here one that left its session with `setsid`, which PID 1's
+/// process-group signal alone does not reach — and the sandbox lives on.
+#[test]
+fn a_bwrap_exec_timeout_ends_what_it_started_with_setsid() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = bwrap_server(&plugins);
+    let handle = create_bwrap(&server, "ts", work.path());
+    if exec_groups_of(&handle).is_none() {
+        return;
+    }
+    let marker = format!("20.{}", unique());
+    let script = format!("setsid sleep {marker} & sleep {marker}");
+    let response = server.call(
+        "POST",
+        "/v1/sandboxes/ts/exec",
+        Some(&json!({"argv": ["sh", "-c", script], "timeoutMs": 500}).to_string()),
+    );
+    assert_eq!(response.status, 200, "{}", text(&response.body));
+    let events = response.lines();
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "killed", "{events:?}");
+    assert_eq!(last["reason"], "timeout", "{events:?}");
+    assert!(
+        eventually(Duration::from_secs(10), || processes_with(&marker)
+            .is_empty()),
+        "processes of the exec outlived its timeout: {:?}",
+        processes_with(&marker)
+    );
+    let events = api_exec(&server, "ts", &["echo", "still here"]);
+    assert_eq!(joined(&events, "stdout"), "still here\n", "{events:?}");
+}
+
+/// F10, issue 16 item 6: the kill route ends every process of a bwrap
+/// exec with the signal asked for, the one in a session of its own too.
+#[test]
+fn killing_a_bwrap_exec_ends_what_it_started_with_setsid() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = bwrap_server(&plugins);
+    let handle = create_bwrap(&server, "ks", work.path());
+    if exec_groups_of(&handle).is_none() {
+        return;
+    }
+    let marker = format!("20.{}", unique());
+    let script = format!("setsid sleep {marker} & echo go; exec sleep {marker}");
+    let body = json!({"argv": ["sh", "-c", script]}).to_string();
+    let mut stream = http_open(
+        server.addr,
+        "POST",
+        "/v1/sandboxes/ks/exec",
+        Some(&body),
+        Some(&server.token),
+    );
+    let events = read_until(&mut stream, r#"go\n""#);
+    let exec_id = events[0]["execId"].as_u64().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || processes_with(&marker).len()
+            == 2),
+        "{:?}",
+        processes_with(&marker)
+    );
+    let killed = server.call(
+        "POST",
+        &format!("/v1/sandboxes/ks/execs/{exec_id}/kill"),
+        Some(r#"{"signal":15}"#),
+    );
+    assert_eq!(killed.status, 204, "{}", text(&killed.body));
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stream, &mut rest).unwrap();
+    assert!(rest.contains(r#""type":"killed""#), "{rest}");
+    assert!(
+        eventually(Duration::from_secs(10), || processes_with(&marker)
+            .is_empty()),
+        "processes of the exec outlived its kill: {:?}",
+        processes_with(&marker)
+    );
+}
+
+/// Issue 16 item 5: a start after a server was killed removes the runtime
+/// state it left — its sessions' egress directories and its execs' cgroups
+/// — and keeps a live server's, by the owner each names.
+#[test]
+fn a_start_removes_what_a_killed_server_left_and_keeps_a_live_ones() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let egress_dirs = || -> Vec<PathBuf> {
+        std::fs::read_dir(tmp.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("cc_server-egress-")
+            })
+            .map(|e| e.path())
+            .collect()
+    };
+    let start = || Server::start_with(CcServer::new(&plugins).env("TMPDIR", tmp.path()));
+    let create = |server: &Server, id: &str| -> Value {
+        let body = json!({
+            "sessionId": id,
+            "bindMounts": [{"hostPath": work.path()}],
+            "guestWorkdir": work.path(),
+            "networkEnabled": true,
+        });
+        let response = server.call(
+            "POST",
+            "/v1/sandboxes?backend=bwrap",
+            Some(&body.to_string()),
+        );
+        assert_eq!(
+            response.status,
+            201,
+            "{}\n{}",
+            text(&response.body),
+            server.log()
+        );
+        response.json()
+    };
+    let mut killed = start();
+    let killed_handle = create(&killed, "a");
+    let killed_dirs = egress_dirs();
+    assert_eq!(killed_dirs.len(), 1, "{killed_dirs:?}");
+    let live = start();
+    let live_handle = create(&live, "b");
+    let live_dirs: Vec<PathBuf> = egress_dirs()
+        .into_iter()
+        .filter(|d| !killed_dirs.contains(d))
+        .collect();
+    assert_eq!(live_dirs.len(), 1, "{live_dirs:?}");
+
+    killed.stop_with(libc::SIGKILL);
+    assert!(killed_dirs[0].exists(), "a killed server cannot clean up");
+    let _next = start();
+    assert!(
+        !killed_dirs[0].exists(),
+        "the killed server's egress directory is left"
+    );
+    assert!(
+        live_dirs[0].exists(),
+        "a live server's egress directory was removed"
+    );
+    if let (Some(killed_groups), Some(live_groups)) =
+        (exec_groups_of(&killed_handle), exec_groups_of(&live_handle))
+    {
+        assert!(
+            !killed_groups.exists(),
+            "the killed server's cgroup {} is left",
+            killed_groups.display()
+        );
+        assert!(live_groups.exists(), "a live server's cgroup was removed");
+    }
+    let events = api_exec(&live, "b", &["echo", "still here"]);
+    assert_eq!(joined(&events, "stdout"), "still here\n", "{events:?}");
+}

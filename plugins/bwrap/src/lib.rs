@@ -244,6 +244,11 @@ impl BackendImpl for BwrapBackend {
         let mem_total = std::fs::read_to_string("/proc/meminfo")
             .ok()
             .and_then(|m| limits::mem_total(&m));
+        // What killed servers left: their execs' v2 groups (killed, then
+        // removed), then their empty limit groups.
+        if let Ok(hierarchy) = sandbox_exec_group::Hierarchy::find() {
+            sandbox_exec_group::sweep(hierarchy.base());
+        }
         cgroup::sweep(&cgroup::group_parents(
             &cgroup::Facts::of_self(),
             &cgroup::RealFs,
@@ -524,6 +529,7 @@ impl BwrapBackend {
             details: limits::details(&merged, &plan),
             plan,
             groups,
+            name,
         })
     }
 }

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use sandbox_exec_group::Group;
 use sandbox_exec_relay::Relay;
 use sandbox_init::proto::{Reply, Request};
 use sandbox_plugin_api::sdk::{EventSender, SandboxImpl};
@@ -40,6 +41,98 @@ struct ExecState {
     stdin: Mutex<Option<PipeWriter>>,
     /// Why we signalled it, if we did; decides `killed` over `exit`.
     kill_reason: Mutex<Option<KillReason>>,
+    /// The exec's own cgroup (see [`ExecGroups`]), until it is removed.
+    group: Mutex<Option<Group>>,
+}
+
+impl ExecState {
+    /// Signals every process of the exec's cgroup: SIGKILL through
+    /// `cgroup.kill`, which no process forks its way out of, another
+    /// signal once to each member. `false` when it has no group, or it
+    /// could not be signalled (then PID 1 signals the process group).
+    fn signal_group(&self, exec_id: u64, signal: i32) -> bool {
+        let Ok(group) = self.group.lock() else {
+            return false;
+        };
+        let Some(group) = group.as_ref() else {
+            return false;
+        };
+        let sent = if signal == libc::SIGKILL {
+            group.kill()
+        } else {
+            group.signal(signal)
+        };
+        match sent {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(exec = exec_id, group = %group.path().display(), "signalling the exec's cgroup: {e}");
+                false
+            }
+        }
+    }
+
+    /// Removes the exec's cgroup if nothing of it lives on.
+    fn remove_group_if_empty(&self) {
+        if let Ok(mut group) = self.group.lock()
+            && group.as_ref().is_some_and(Group::remove_if_empty)
+        {
+            group.take();
+        }
+    }
+}
+
+/// Where each exec's processes are tracked: a cgroup v2 group per exec
+/// below the sandbox's (`sandbox_exec_group`), which a command cannot
+/// leave — so an exec's timeout and kill end every process it started,
+/// `setsid`, double fork or not (issue 16 item 6). Without a writable v2
+/// hierarchy, only the exec's process group is signalled; `setsid` escapes
+/// that until the sandbox is destroyed (PID 1 then kills everything), and
+/// the handle's `processTracking` says so.
+struct ExecGroups {
+    sandbox: Option<Group>,
+    /// The handle's `processTracking`.
+    tracking: String,
+}
+
+impl ExecGroups {
+    fn new(name: &str) -> Self {
+        let found = sandbox_exec_group::Hierarchy::find().and_then(|h| {
+            h.owner(name).map_err(|e| {
+                format!(
+                    "cannot create the cgroup {}: {e}",
+                    h.base().join(name).display()
+                )
+            })
+        });
+        match found {
+            Ok(group) => Self {
+                tracking: format!("cgroup v2 {}", group.path().display()),
+                sandbox: Some(group),
+            },
+            Err(why) => {
+                tracing::warn!(
+                    "bwrap: an exec's timeout and kill reach its process group only; `setsid` escapes them until destroy: {why}"
+                );
+                Self {
+                    sandbox: None,
+                    tracking: format!(
+                        "process groups only (`setsid` escapes an exec's timeout and kill until the sandbox is destroyed): {why}"
+                    ),
+                }
+            }
+        }
+    }
+
+    /// Removes every exec's group and the sandbox's (once bwrap, and so
+    /// every process, is gone; an exec's group that outlived its exec, a
+    /// background process in it, is removed here).
+    fn remove(&self) {
+        if let Some(group) = &self.sandbox
+            && let Err(e) = group.kill_and_remove()
+        {
+            tracing::warn!(group = %group.path().display(), "removing the sandbox's exec cgroups: {e}");
+        }
+    }
 }
 
 type Execs = Arc<Mutex<HashMap<u64, Arc<ExecState>>>>;
@@ -124,6 +217,8 @@ impl ControlEvents for Handler {
         if let Ok(mut stdin) = exec.stdin.lock() {
             stdin.take();
         }
+        // One with processes left stays until destroy removes the tree.
+        exec.remove_group_if_empty();
         // Draining may wait on a background writer: not on the control thread.
         let _ = std::thread::Builder::new()
             .name(format!("bwrap-finish-{exec_id}"))
@@ -187,6 +282,7 @@ pub struct BwrapSandbox {
     limits: serde_json::Value,
     /// The sandbox's cgroups, removed once bwrap is gone.
     groups: Mutex<Groups>,
+    exec_groups: Arc<ExecGroups>,
 }
 
 /// A sandbox's limits: its groups (created, empty) and how each is held.
@@ -194,6 +290,9 @@ pub struct Limits {
     pub plan: CgroupPlan,
     pub groups: Groups,
     pub details: serde_json::Value,
+    /// The name of the sandbox's groups (`cc_server-<pid>-<n>`); its execs'
+    /// groups are made below the v2 one.
+    pub name: String,
 }
 
 impl BwrapSandbox {
@@ -207,6 +306,7 @@ impl BwrapSandbox {
     ) -> Result<Self, PluginError> {
         let execs: Execs = Arc::default();
         let life = Arc::new(Mutex::new(Life::Live));
+        let exec_groups = Arc::new(ExecGroups::new(&limits.name));
         let handler = Arc::new(Handler {
             execs: Arc::clone(&execs),
             life: Arc::clone(&life),
@@ -214,9 +314,16 @@ impl BwrapSandbox {
         });
         let joins = crate::cgroup::open_joins(&limits.plan)
             .map_err(|e| PluginError::other(sandbox_plugin_api::error_chain(&e)))?;
-        let (child, control) = start(tools, &plan, &joins, handler)?;
+        let (child, control) = match start(tools, &plan, &joins, handler) {
+            Ok(started) => started,
+            Err(e) => {
+                exec_groups.remove();
+                return Err(e);
+            }
+        };
         drop(joins);
         Ok(Self {
+            exec_groups,
             limits: limits.details,
             groups: Mutex::new(limits.groups),
             events,
@@ -257,6 +364,12 @@ impl BwrapSandbox {
     ) -> Result<(), PluginError> {
         if let Ok(mut r) = exec.kill_reason.lock() {
             r.get_or_insert(reason);
+        }
+        // Once to each process: a member of the group is not signalled
+        // again through its process group (SIGKILL aside, which PID 1 also
+        // sends to the group: the same end either way).
+        if exec.signal_group(exec_id, signal) && signal != libc::SIGKILL {
+            return Ok(());
         }
         match self.control.call(
             &Request::Signal {
@@ -500,6 +613,10 @@ impl SandboxImpl for BwrapSandbox {
                 .into(),
         );
         details.insert("limits".into(), self.limits.clone());
+        details.insert(
+            "processTracking".into(),
+            self.exec_groups.tracking.clone().into(),
+        );
         SandboxInfo {
             state,
             error,
@@ -557,10 +674,28 @@ impl SandboxImpl for BwrapSandbox {
             Some((r, w)) => (Some(r), Some(w)),
             None => (None, None),
         };
+        // Fail closed: where execs are tracked by cgroup, one that cannot
+        // be is not started.
+        let group = match &self.exec_groups.sandbox {
+            Some(sandbox) => Some(sandbox.child(&format!("e{id}")).map_err(|e| {
+                PluginError::other(format!(
+                    "creating the cgroup of exec {id} below {} (so its timeout ends every process it starts): {e}",
+                    sandbox.path().display()
+                ))
+            })?),
+            None => None,
+        };
+        let join = match &group {
+            Some(g) => Some(g.join_file().map_err(|e| {
+                PluginError::other(format!("opening {}/cgroup.procs: {e}", g.path().display()))
+            })?),
+            None => None,
+        };
         let exec = Arc::new(ExecState {
             relay,
             stdin: Mutex::new(stdin_w),
             kill_reason: Mutex::new(None),
+            group: Mutex::new(group),
         });
         // Registered before the request so a quick exit finds it.
         self.execs
@@ -583,17 +718,26 @@ impl SandboxImpl for BwrapSandbox {
             env: env.into_iter().collect(),
             cwd: cwd.display().to_string(),
             stdin: stdin_r.is_some(),
+            cgroup: join.is_some(),
         };
         let mut fds = vec![out_w.as_fd(), err_w.as_fd()];
         if let Some(r) = &stdin_r {
             fds.push(r.as_fd());
         }
+        if let Some(join) = &join {
+            fds.push(join.as_fd());
+        }
         let reply = self.control.call(&message, &fds);
         drop(fds);
-        drop((out_w, err_w, stdin_r));
+        drop((out_w, err_w, stdin_r, join));
         let forget = || {
             if let Ok(mut m) = self.execs.lock() {
                 m.remove(&id);
+            }
+            if let Ok(mut group) = exec.group.lock()
+                && let Some(group) = group.take()
+            {
+                let _ = group.remove();
             }
         };
         match reply {
@@ -624,6 +768,7 @@ impl SandboxImpl for BwrapSandbox {
                         if let Ok(mut r) = exec.kill_reason.lock() {
                             r.get_or_insert(KillReason::Timeout);
                         }
+                        let _ = exec.signal_group(id, libc::SIGKILL);
                         let _ = control.call(
                             &Request::Signal {
                                 id,
@@ -733,6 +878,9 @@ impl SandboxImpl for BwrapSandbox {
                 }
             }
         }
+        // The execs' groups first: the v2 limit group, when there is one,
+        // is their parent.
+        self.exec_groups.remove();
         if let Ok(mut groups) = self.groups.lock() {
             groups.remove();
         }

@@ -149,6 +149,7 @@ fn run_checks(control: &crate::control::Control, seen: &Seen, dir: &Path) -> Res
             env: vec![("PATH".into(), "/usr/bin:/bin".into())],
             cwd: dir.display().to_string(),
             stdin: false,
+            cgroup: false,
         };
         match control.call(&request, &[out_w.as_fd(), err_w.as_fd()]) {
             Ok(Reply::Started { .. }) => {}

@@ -45,6 +45,7 @@ const STAGE_CHDIR: u32 = 1;
 const STAGE_EXEC: u32 = 2;
 const STAGE_GUARD: u32 = 3;
 const STAGE_OOM: u32 = 4;
+const STAGE_CGROUP: u32 = 5;
 
 /// Every command's `oom_score_adj`: the OOM killer takes a command before
 /// PID 1, the supervisor or the forwarder (which keep 0; lowering their
@@ -420,7 +421,7 @@ fn start_forwards(forwards: &[Forward]) -> io::Result<Option<i32>> {
         &argv,
         &[],
         "/",
-        false,
+        Streams::default(),
         vec![dev_null, stderr],
         &inherit,
         &filters,
@@ -478,11 +479,12 @@ fn handle(
             env,
             cwd,
             stdin,
+            cgroup,
         } => match spawn(
             &argv,
             &env,
             &cwd,
-            stdin,
+            Streams { stdin, cgroup },
             fds,
             &[],
             filters,
@@ -688,7 +690,16 @@ fn candidates(program: &str, env: &[(String, String)]) -> Vec<String> {
         .collect()
 }
 
-/// Forks and execs one command in a session (and process group) of its own.
+/// Which descriptors follow stdout and stderr in an exec request.
+#[derive(Default, Clone, Copy)]
+struct Streams {
+    stdin: bool,
+    /// The exec's `cgroup.procs`, which the child joins first.
+    cgroup: bool,
+}
+
+/// Forks and execs one command in a session (and process group) of its own,
+/// and, when one is sent, in the exec's cgroup.
 /// With a guard filter, the child installs it before exec and hands over
 /// its listener, which is returned with the pid. The descriptors in
 /// `inherit` (close-on-exec in PID 1, above 2) stay open across the exec,
@@ -699,13 +710,13 @@ fn spawn(
     argv: &[String],
     env: &[(String, String)],
     cwd: &str,
-    stdin: bool,
+    streams: Streams,
     fds: Vec<OwnedFd>,
     inherit: &[RawFd],
     filters: &Filters,
     forker: Option<&Forker>,
 ) -> Result<(i32, Option<OwnedFd>), Failure> {
-    let expected = if stdin { 3 } else { 2 };
+    let expected = 2 + usize::from(streams.stdin) + usize::from(streams.cgroup);
     if argv.is_empty() || fds.len() != expected {
         return Err(Failure {
             errno: libc::EINVAL,
@@ -732,8 +743,13 @@ fn spawn(
         cwd: c_string(cwd)?,
         dev_null: c_string("/dev/null")?,
         oom_score_adj: c_string("/proc/self/oom_score_adj")?,
-        stdin: if stdin {
+        stdin: if streams.stdin {
             Some(fds[2].as_raw_fd())
+        } else {
+            None
+        },
+        cgroup: if streams.cgroup {
+            Some(fds[expected - 1].as_raw_fd())
         } else {
             None
         },
@@ -801,6 +817,7 @@ fn spawn(
             STAGE_CHDIR => format!("working directory {cwd}"),
             STAGE_GUARD => "installing the command's seccomp filters".to_owned(),
             STAGE_OOM => "raising the command's oom_score_adj".to_owned(),
+            STAGE_CGROUP => "joining the exec's cgroup (which ends every process of the exec at its timeout or kill)".to_owned(),
             _ => argv[0].clone(),
         };
         let mut message = format!("{what}: {}", io::Error::from_raw_os_error(errno));
@@ -886,6 +903,8 @@ struct Prepared<'a> {
     dev_null: CString,
     oom_score_adj: CString,
     stdin: Option<RawFd>,
+    /// The exec's `cgroup.procs`, open for writing.
+    cgroup: Option<RawFd>,
     stdout: RawFd,
     stderr: RawFd,
     hardening: &'a [seccomp::SockFilter],
@@ -901,6 +920,15 @@ struct Prepared<'a> {
 unsafe fn child(p: &Prepared<'_>, report: RawFd) -> ! {
     // SAFETY: async-signal-safe syscalls on descriptors and memory prepared before fork.
     unsafe {
+        // First: everything this process does and starts is in the exec's
+        // group. The kernel checks the rights of the descriptor's opener
+        // (the server), not ours.
+        if let Some(fd) = p.cgroup {
+            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                fail(report, STAGE_CGROUP);
+            }
+            libc::close(fd);
+        }
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());

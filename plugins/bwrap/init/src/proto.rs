@@ -31,7 +31,8 @@ pub const MAX_FDS: usize = 4;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "camelCase")]
 pub enum Request {
-    /// Start a command. Descriptors: stdout, stderr, and stdin when `stdin`.
+    /// Start a command. Descriptors: stdout, stderr, stdin when `stdin`,
+    /// then the exec's `cgroup.procs` when `cgroup`.
     Exec {
         /// The backend's exec id.
         id: u64,
@@ -41,6 +42,11 @@ pub enum Request {
         cwd: String,
         /// Whether a stdin descriptor follows; otherwise stdin is /dev/null.
         stdin: bool,
+        /// Whether the exec's `cgroup.procs` follows, open for writing: the
+        /// command joins that group before anything else, so its timeout
+        /// and kill reach every process it starts (issue 16 item 6).
+        #[serde(default)]
+        cgroup: bool,
     },
     /// Signal an exec's whole process group.
     Signal { id: u64, signal: i32 },
@@ -296,6 +302,7 @@ mod tests {
             env: vec![("PATH".into(), "/bin".into())],
             cwd: "/".into(),
             stdin: false,
+            cgroup: false,
         };
         send(a.as_fd(), 3, &request, &[w.as_fd()]).unwrap();
         drop(w);
