@@ -366,19 +366,24 @@ impl BwrapSandbox {
             r.get_or_insert(reason);
         }
         // Once to each process: a member of the group is not signalled
-        // again through its process group (SIGKILL aside, which PID 1 also
-        // sends to the group: the same end either way).
-        if exec.signal_group(exec_id, signal) && signal != libc::SIGKILL {
+        // again through its process group.
+        if signal != libc::SIGKILL && exec.signal_group(exec_id, signal) {
             return Ok(());
         }
-        match self.control.call(
+        // SIGKILL: the process group through PID 1 first (while PID 1
+        // still knows the exec), then the whole cgroup.
+        let answer = self.control.call(
             &Request::Signal {
                 id: exec_id,
                 signal,
             },
             &[],
-        ) {
+        );
+        let grouped = signal == libc::SIGKILL && exec.signal_group(exec_id, signal);
+        match answer {
             Ok(Reply::Done) => Ok(()),
+            // The leader had just ended; the group kill reached the rest.
+            Ok(Reply::Refused { .. }) if grouped => Ok(()),
             Ok(Reply::Refused { message }) => Err(PluginError::new(ErrorCode::NOT_FOUND, message)),
             Ok(other) => Err(PluginError::other(format!("unexpected answer {other:?}"))),
             Err(e) => Err(PluginError::other(format!(
@@ -768,7 +773,6 @@ impl SandboxImpl for BwrapSandbox {
                         if let Ok(mut r) = exec.kill_reason.lock() {
                             r.get_or_insert(KillReason::Timeout);
                         }
-                        let _ = exec.signal_group(id, libc::SIGKILL);
                         let _ = control.call(
                             &Request::Signal {
                                 id,
@@ -776,6 +780,7 @@ impl SandboxImpl for BwrapSandbox {
                             },
                             &[],
                         );
+                        let _ = exec.signal_group(id, libc::SIGKILL);
                     }
                 });
             if let Err(e) = timer {
