@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use sandbox_egress::Policy as EgressPolicy;
-use sandbox_plugin_api::write_deny::GlobSet;
+use sandbox_plugin_api::write_deny::check_globs;
 use sandbox_plugin_api::{SandboxBackend, SandboxSpec, capability};
 use sandbox_registry::select::{Offer, Platform, Request, SandboxSwitch, Selection, select};
 
@@ -107,7 +107,7 @@ pub fn plan_launch(
     if network_rule.is_some() {
         spec.network_enabled = false;
     }
-    if let Err(e) = GlobSet::parse(&spec.write_deny_globs) {
+    if let Err(e) = check_globs(&spec.write_deny_globs) {
         return Err(SessionError::InvalidSpec {
             field: "writeDenyGlobs",
             message: e.to_string(),

@@ -299,7 +299,10 @@ pub fn sb_string(text: &str) -> String {
 }
 
 /// The regex fragment of a glob, to follow a root: every segment adds `/name`,
-/// `**` adds any number of segments.
+/// `**` adds any number of segments. Written here, not taken from globset's
+/// `Glob::regex()`: that is Rust-regex syntax (`(?-u)(?i)` flags, `(?:…)`
+/// groups, `\xNN` escapes, anchored at both ends), while SBPL takes the POSIX
+/// ERE subset `sexpr::Regex` checks, after a root parameter.
 pub fn glob_fragment(segments: &[Segment]) -> String {
     let mut out = String::new();
     for seg in segments {

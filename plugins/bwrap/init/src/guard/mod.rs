@@ -27,13 +27,22 @@ const INODE_SCAN_LIMIT: usize = 200_000;
 /// files `existing:` globs protect, and every git directory's hooks
 /// directory below a `.git` (whatever a submodule's name). Returns `false` when the scan stopped at
 /// its limit (then `existing:` globs protect every match: fail closed).
+///
+/// Each file costs one match of the globs (most are ruled out by the
+/// prefilter of [`sandbox_plugin_api::write_deny::GlobSet::judge`] without
+/// running the matcher) and a `stat` only when protected. Every directory
+/// is entered, none skipped: a "name anywhere" glob (`**/*.pem`) matches at
+/// any depth, and every `.git` below a root is recorded as a repository,
+/// so no subtree is provably free of what the scan must find.
 pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
+    use std::os::unix::ffi::OsStrExt;
     let mut seen = 0usize;
     let roots: Vec<_> = rules.roots().to_vec();
     let mut found = Vec::new();
     let mut existing = Vec::new();
     let mut hooks = Vec::new();
     let mut repositories = Vec::new();
+    let mut scratch = Vec::new();
     let mut stack: Vec<std::path::PathBuf> = roots;
     while let Some(dir) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -54,11 +63,13 @@ pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
                 }
                 return false;
             }
+            // The type from the directory entry itself: no `stat`.
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
             let path = entry.path();
-            if entry.file_name() == ".git"
+            // Its name, by the bytes of its path (a directory, `/`, the name).
+            if path.as_os_str().as_bytes().ends_with(b"/.git")
                 && let Some(worktree) = path.parent()
             {
                 repositories.push(worktree.to_path_buf());
@@ -69,14 +80,16 @@ pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
                 }
                 stack.push(path);
             } else if kind.is_file() {
-                if rules.matches_existing_only(&path) {
-                    existing.push(path.clone());
-                }
-                if (rules.check_create(&path).is_some() || rules.matches_existing_only(&path))
+                // One match of every glob; `stat` only for what it protects.
+                let at_start = rules.judge_at_start(&path, &mut scratch);
+                if at_start.protected
                     && let Ok(meta) = entry.metadata()
                 {
                     use std::os::unix::fs::MetadataExt;
                     found.push((meta.dev(), meta.ino()));
+                }
+                if at_start.existing_only {
+                    existing.push(path);
                 }
             }
         }

@@ -26,6 +26,16 @@ pub struct Refusal {
     pub rule: String,
 }
 
+/// What the globs say about a file found by the start-up scan.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AtStart {
+    /// An `existing:` glob protects it.
+    pub existing_only: bool,
+    /// It is protected at all: its identity is kept, so a hard link to it
+    /// is refused too.
+    pub protected: bool,
+}
+
 /// The compiled rules.
 #[derive(Debug, Clone)]
 pub struct Rules {
@@ -170,12 +180,35 @@ impl Rules {
     /// Whether `path` matches an `existing:` glob (at any root).
     pub fn matches_existing_only(&self, path: &Path) -> bool {
         self.relatives(path).any(|(rel, home)| {
-            !rel.is_empty()
+            !rel.as_os_str().is_empty()
                 && self
                     .globs
-                    .matching(&rel, home)
+                    .matching(rel, home)
                     .is_some_and(|g| g.existing_only())
         })
+    }
+
+    /// What the start-up scan needs to know of an existing file, from one
+    /// match of the globs per root that holds it: whether an `existing:`
+    /// glob protects it ([`Rules::matches_existing_only`]), and whether it
+    /// is protected at all — an `existing:` glob, or creating it would be
+    /// refused ([`Rules::check_create`]) — so its identity is kept.
+    /// `scratch` is reused from file to file.
+    pub fn judge_at_start(&self, path: &Path, scratch: &mut Vec<usize>) -> AtStart {
+        let mut at_start = AtStart::default();
+        let mut creation_refused = false;
+        for (rel, home) in self.relatives(path) {
+            if rel.as_os_str().is_empty() {
+                continue;
+            }
+            let verdict = self.globs.judge(rel, home, scratch);
+            at_start.existing_only |= verdict.first.is_some_and(|g| g.existing_only());
+            creation_refused |= verdict.forbidding_creation.is_some();
+        }
+        at_start.protected = at_start.existing_only
+            || creation_refused
+            || self.check_create_beyond_globs(path).is_some();
+        at_start
     }
 
     /// Whether `(dev, ino)` is a protected file's.
@@ -189,21 +222,21 @@ impl Rules {
     }
 
     /// The path relative to every root that holds it, nearest first, and
-    /// whether that root is `$HOME`.
-    fn relatives<'a>(&'a self, path: &'a Path) -> impl Iterator<Item = (String, bool)> + 'a {
+    /// whether that root is `$HOME`. Borrowed: the globs match its bytes.
+    fn relatives<'a>(&'a self, path: &'a Path) -> impl Iterator<Item = (&'a Path, bool)> + 'a {
         self.roots.iter().filter_map(move |root| {
-            let rel = path.strip_prefix(root).ok()?;
+            let rel = relative_to(path, root)?;
             let home = self.home.as_deref() == Some(root.as_path());
-            Some((rel.to_string_lossy().into_owned(), home))
+            Some((rel, home))
         })
     }
 
     /// Whether any glob matches `path` at all: when none does, nothing
     /// about it needs looking up.
     pub fn could_refuse(&self, path: &Path) -> bool {
-        self.relatives(path)
-            .any(|(rel, home)| !rel.is_empty() && self.globs.matching(&rel, home).is_some())
-            || path.parent().is_some_and(|d| self.hooks_dirs.contains(d))
+        self.relatives(path).any(|(rel, home)| {
+            !rel.as_os_str().is_empty() && self.globs.matching(rel, home).is_some()
+        }) || path.parent().is_some_and(|d| self.hooks_dirs.contains(d))
             || (path.file_name().is_some_and(|n| n == ".git")
                 && path
                     .parent()
@@ -221,9 +254,9 @@ impl Rules {
         self.relatives(path).find_map(|(rel, home)| {
             let glob = self
                 .globs
-                .matching(&rel, home)
+                .matching(rel, home)
                 .filter(|g| g.existing_only())?;
-            (protected && !rel.is_empty()).then(|| Refusal {
+            (protected && !rel.as_os_str().is_empty()).then(|| Refusal {
                 rule: glob.as_str().to_owned(),
             })
         })
@@ -236,26 +269,37 @@ impl Rules {
     pub fn check_create(&self, path: &Path) -> Option<Refusal> {
         self.relatives(path)
             .find_map(|(rel, home)| {
-                (!rel.is_empty())
-                    .then(|| self.globs.forbidding_creation(&rel, home))
+                (!rel.as_os_str().is_empty())
+                    .then(|| self.globs.forbidding_creation(rel, home))
                     .flatten()
                     .map(|glob| Refusal {
                         rule: glob.as_str().to_owned(),
                     })
             })
-            .or_else(|| {
-                (self.scan_complete && self.existing.contains(path)).then(|| Refusal {
-                    rule: format!("{} was protected at start", path.display()),
-                })
+            .or_else(|| self.check_create_beyond_globs(path))
+    }
+
+    /// The part of [`Rules::check_create`] the globs do not decide: what
+    /// the start-up scan found (a file protected at start, a hooks
+    /// directory, a repository).
+    /// (Each part asks first whether there is anything to look up: during
+    /// the start-up scan there is not, and it asks for every file.)
+    fn check_create_beyond_globs(&self, path: &Path) -> Option<Refusal> {
+        (self.scan_complete && self.existing.contains(path))
+            .then(|| Refusal {
+                rule: format!("{} was protected at start", path.display()),
             })
             .or_else(|| {
+                if self.hooks_dirs.is_empty() {
+                    return None;
+                }
                 let dir = path.parent().filter(|d| self.hooks_dirs.contains(*d))?;
                 Some(Refusal {
                     rule: format!("{} is a git hooks directory", dir.display()),
                 })
             })
             .or_else(|| {
-                if path.file_name().is_none_or(|n| n != ".git") {
+                if self.repositories.is_empty() || path.file_name().is_none_or(|n| n != ".git") {
                     return None;
                 }
                 let repository = self.repository_around(path.parent()?)?;
@@ -283,12 +327,12 @@ impl Rules {
         }
         self.relatives(path).find_map(|(rel, home)| {
             let guarded = if self.scan_complete {
-                self.globs.guards_inside_new_names(&rel, home)
+                self.globs.guards_inside_new_names(rel, home)
             } else {
-                self.globs.guards_inside(&rel, home)
+                self.globs.guards_inside(rel, home)
             };
-            (!rel.is_empty() && guarded).then(|| Refusal {
-                rule: format!("{rel} may hold protected names"),
+            (!rel.as_os_str().is_empty() && guarded).then(|| Refusal {
+                rule: format!("{} may hold protected names", rel.display()),
             })
         })
     }
@@ -307,6 +351,34 @@ impl Rules {
     /// (`mv x .git` would turn `x/hooks/*` into `.git/hooks/*`).
     pub fn check_structure(&self, path: &Path) -> Option<Refusal> {
         self.check_name(path).or_else(|| self.structural(path))
+    }
+}
+
+/// `path` relative to `root`, as [`Path::strip_prefix`] has it — by bytes
+/// when `path` is `root`, a `/`, and segments that are neither empty nor
+/// `.` (every path the start-up scan makes), which is that answer without
+/// parsing components.
+fn relative_to<'p>(path: &'p Path, root: &Path) -> Option<&'p Path> {
+    use std::os::unix::ffi::OsStrExt;
+    let root_bytes = root.as_os_str().as_bytes();
+    let fast = path
+        .as_os_str()
+        .as_bytes()
+        .strip_prefix(root_bytes)
+        .and_then(|rest| {
+            if root_bytes.ends_with(b"/") {
+                Some(rest)
+            } else {
+                rest.strip_prefix(b"/")
+            }
+        })
+        .filter(|rest| {
+            rest.split(|b| *b == b'/')
+                .all(|s| !s.is_empty() && s != b".")
+        });
+    match fast {
+        Some(rest) => Some(Path::new(std::ffi::OsStr::from_bytes(rest))),
+        None => path.strip_prefix(root).ok(),
     }
 }
 
@@ -546,5 +618,32 @@ mod tests {
         );
         let empty = Rules::new(&GuardConfig::default()).unwrap();
         assert!(!empty.is_active());
+    }
+
+    /// The byte-wise shortcut gives what `Path::strip_prefix` gives, on
+    /// the paths the scan makes and on the ones it leaves to it.
+    #[test]
+    fn relative_paths_by_bytes_are_strip_prefix() {
+        for (path, root) in [
+            ("/work/proj/a/.env", "/work/proj"),
+            ("/work/proj", "/work/proj"),
+            ("/work/proj/", "/work/proj"),
+            ("/work/projx/a", "/work/proj"),
+            ("/work/pro/j", "/work/proj"),
+            ("/work/proj//a", "/work/proj"),
+            ("/work/proj/./a", "/work/proj"),
+            ("/work/proj/a/", "/work/proj"),
+            ("/work/proj/a", "/work/proj/"),
+            ("/work/proj/a", "/work/./proj"),
+            ("/a/b", "/"),
+            ("/", "/"),
+            ("/elsewhere", "/work"),
+        ] {
+            assert_eq!(
+                relative_to(Path::new(path), Path::new(root)),
+                Path::new(path).strip_prefix(root).ok(),
+                "{path} from {root}"
+            );
+        }
     }
 }
