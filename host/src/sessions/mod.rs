@@ -608,6 +608,9 @@ impl Session {
         }
         *self.fate.lock().unwrap_or_else(|p| p.into_inner()) = fate;
         tracing::info!(session = %self.id, "sandbox destroyed");
+        // What its streams and threads used goes back to the system, not
+        // only to malloc's free lists (issue 16 item 4).
+        let _ = blocking(crate::heap::give_back).await;
     }
 
     /// How many commands are running.
