@@ -12,7 +12,8 @@
 //! Draining never loses what the command wrote: while a reader is delivering
 //! (the host applies backpressure: a slow client, the server's output
 //! budget) `finish` waits for it however long that takes; the grace only
-//! counts time the readers wait for a pipe that stays open and silent. What
+//! counts time the readers wait for a pipe that stays open and silent (or
+//! that a background process trickles into). What
 //! a reader may still read once `finish` began is capped at
 //! [`AFTER_EXIT_LIMIT`] — more than any pipe of the command can hold — so a
 //! background process writing on forever cannot keep the exec from ending.
@@ -32,6 +33,12 @@ pub const DRAIN_GRACE: Duration = Duration::from_millis(250);
 
 /// Output is read and emitted in chunks of this size.
 const CHUNK: usize = 64 * 1024;
+
+/// How many grace periods in a row `finish` extends because a reader read
+/// something, without seeing one delivering: enough to cover a reader
+/// between two deliveries of a backlog, not a background process that
+/// prints now and then for ever.
+const PROGRESS_GRACES: u32 = 4;
 
 /// Bytes a reader may still read after the command ended: Linux's default
 /// `fs.pipe-max-size`, the most an unprivileged command can make its pipe
@@ -148,18 +155,24 @@ impl Relay {
         if let Ok(drained) = self.drained.lock() {
             let mut left = 2;
             let mut seen = self.read_bytes.load(Ordering::SeqCst);
+            let mut reading_only = 0;
             while left > 0 {
                 match drained.recv_timeout(DRAIN_GRACE) {
                     Ok(()) => left -= 1,
                     Err(mpsc::RecvTimeoutError::Disconnected) => break,
                     Err(mpsc::RecvTimeoutError::Timeout) => {
-                        // A reader still delivering, or one that read since
-                        // the last look, is not idle: its bytes are the
-                        // command's and are waited for.
+                        // A reader still delivering is held by backpressure:
+                        // its bytes are the command's and are waited for,
+                        // however long. One that only read since the last
+                        // look (between two deliveries) gets a few graces.
                         let now = self.read_bytes.load(Ordering::SeqCst);
-                        let busy = self.delivering.load(Ordering::SeqCst) > 0 || now != seen;
+                        let progressed = now != seen;
                         seen = now;
-                        if !busy {
+                        if self.delivering.load(Ordering::SeqCst) > 0 {
+                            reading_only = 0;
+                        } else if progressed && reading_only < PROGRESS_GRACES {
+                            reading_only += 1;
+                        } else {
                             break;
                         }
                     }
