@@ -62,6 +62,9 @@ pub fn launch_settings(settings: &Settings, registry: &Registry) -> LaunchSettin
             &settings.policy,
         )),
         egress: settings.egress.clone(),
+        output_budget: std::sync::Arc::new(crate::sessions::budget::OutputBudget::new(
+            settings.output.budget_bytes,
+        )),
     }
 }
 

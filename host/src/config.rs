@@ -45,6 +45,31 @@ pub struct FileConfig {
     pub egress: Option<EgressSection>,
     /// The HTTP API's request rules and what specs may bind.
     pub api: Option<ApiSection>,
+    /// What the server holds of commands' output for their clients.
+    pub output: Option<OutputSection>,
+}
+
+/// `[output]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSection {
+    /// MiB of output all exec streams together may hold for clients that
+    /// have not read it yet; past it, commands wait (their pipes fill).
+    pub budget_mib: Option<u64>,
+}
+
+/// `[output]`, checked.
+#[derive(Debug, Clone)]
+pub struct OutputSettings {
+    pub budget_bytes: usize,
+}
+
+impl Default for OutputSettings {
+    fn default() -> Self {
+        Self {
+            budget_bytes: crate::sessions::budget::DEFAULT_BYTES,
+        }
+    }
 }
 
 /// `[api]`.
@@ -218,6 +243,8 @@ pub struct Settings {
     pub config_file: Option<PathBuf>,
     /// `[api]`.
     pub api: ApiSettings,
+    /// `[output]`.
+    pub output: OutputSettings,
 }
 
 /// A config problem, naming the file and the fix.
@@ -309,6 +336,11 @@ impl Settings {
             path: config_path.clone(),
             message,
         })?;
+        let output =
+            resolve_output(file.output.as_ref()).map_err(|message| ConfigError::Parse {
+                path: config_path.clone(),
+                message,
+            })?;
         let listen = match flags.listen.or(file.listen) {
             Some(addr) => addr,
             None => SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)),
@@ -329,6 +361,7 @@ impl Settings {
             token_file: flags.token_file.clone().or(file.token_file),
             config_file: common.config.clone(),
             api,
+            output,
         })
     }
 
@@ -481,6 +514,25 @@ fn resolve_connections(section: &ApiSection) -> Result<ConnectionSettings, Strin
             default.shutdown_timeout,
         )?,
     })
+}
+
+/// `[output]`, checked now: a budget of 0 would hold every command at its
+/// first chunk, and one past 1 TiB is a typo.
+fn resolve_output(section: Option<&OutputSection>) -> Result<OutputSettings, String> {
+    let Some(mib) = section.and_then(|s| s.budget_mib) else {
+        return Ok(OutputSettings::default());
+    };
+    if !(1..=1 << 20).contains(&mib) {
+        return Err(format!(
+            "[output] budget_mib: {mib} is not between 1 and 1048576 (MiB of output all exec \
+             streams together may hold; default {})",
+            crate::sessions::budget::DEFAULT_BYTES >> 20
+        ));
+    }
+    let budget_bytes = usize::try_from(mib << 20).map_err(|_| {
+        format!("[output] budget_mib: {mib} MiB does not fit this machine's address space")
+    })?;
+    Ok(OutputSettings { budget_bytes })
 }
 
 /// `[policy]`, with the guardrails file read and checked now: a broken
@@ -684,5 +736,41 @@ mod tests {
         ] {
             assert!(readme.contains(&line), "README.md does not show `{line}`");
         }
+    }
+
+    /// Issue 16 item 4: `[output] budget_mib`, 64 MiB unless set, checked.
+    #[test]
+    fn the_output_budget_is_read_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        let resolve = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            Settings::resolve(&common(Some(path.clone()), None), &CommandFlags::default())
+        };
+        assert_eq!(resolve("").unwrap().output.budget_bytes, 64 << 20);
+        assert_eq!(
+            resolve("[output]\nbudget_mib = 4\n")
+                .unwrap()
+                .output
+                .budget_bytes,
+            4 << 20
+        );
+        for (text, needle) in [
+            ("[output]\nbudget_mib = 0\n", "not between 1 and"),
+            ("[output]\nbudget_mib = 2000000\n", "not between 1 and"),
+            ("[output]\nbudget_mb = 4\n", "budget_mb"),
+        ] {
+            let err = resolve(text).unwrap_err().to_string();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
+        // Documented, with its default, in the README's config example.
+        let readme =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+                .unwrap();
+        let line = format!(
+            "budget_mib = {}",
+            crate::sessions::budget::DEFAULT_BYTES >> 20
+        );
+        assert!(readme.contains(&line), "README.md does not show `{line}`");
     }
 }

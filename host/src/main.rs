@@ -14,6 +14,7 @@ mod entry_points;
 #[cfg(test)]
 mod entry_points_tests;
 mod env;
+mod heap;
 mod input;
 mod logging;
 mod open_files;
@@ -32,6 +33,7 @@ use crate::config::{CommandFlags, Settings};
 pub const EXIT_FAILURE: u8 = 125;
 
 fn main() -> ExitCode {
+    heap::limit_arenas();
     // Before anything is spawned: what our caller left open stays ours.
     descriptors::close_inherited_on_exec();
     let cli = Cli::parse();

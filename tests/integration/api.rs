@@ -2277,3 +2277,108 @@ fn none_commands_die_with_a_killed_server() {
         processes_with(&marker)
     );
 }
+
+/// Whether process `pid` is asleep writing into a full pipe: held by
+/// backpressure, not killed.
+fn blocked_writing(pid: i32) -> bool {
+    // `pipe_write`; `anon_pipe_write` since Linux 6.14.
+    std::fs::read_to_string(format!("/proc/{pid}/wchan"))
+        .is_ok_and(|w| w.trim().ends_with("pipe_write"))
+}
+
+/// Issue 16 item 4 (SPEC G6): one budget for the output of all exec streams
+/// together, on top of each stream's cap. 32 clients that never read, each
+/// of an endless writer, with `[output] budget_mib = 4`: every writer ends
+/// up held, asleep writing into its full pipe (backpressure — nothing is
+/// killed), and the server's RSS stays within the budget plus a generous
+/// 200 MB (before the budget: ~12 MB per unread stream, over 400 MB here).
+/// Eight streams beside them, each of a command writing a known 2 MiB text,
+/// unread all that time, deliver every byte in order when read afterwards,
+/// and end with exit 0.
+#[test]
+fn one_output_budget_bounds_unread_streams_and_loses_no_byte() {
+    const BUDGET_MIB: u64 = 4;
+    const ENDLESS: usize = 32;
+    const PATTERNS: usize = 8;
+    let plugins = Plugins::with_none();
+    let server = Server::start_with(
+        CcServer::new(&plugins).config(&format!("[output]\nbudget_mib = {BUDGET_MIB}\n")),
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    create(
+        &server,
+        &json!({"sessionId": "budget", "guestWorkdir": dir}),
+    );
+    let open = |script: String| {
+        let body = json!({"argv": ["sh", "-c", script]}).to_string();
+        http_open(
+            server.addr,
+            "POST",
+            "/v1/sandboxes/budget/exec",
+            Some(&body),
+            Some(&server.token),
+        )
+    };
+    let endless: Vec<_> = (0..ENDLESS)
+        .map(|i| open(format!("echo $$ > {}/yes.{i}; exec yes", dir.display())))
+        .collect();
+    let expected = |i: usize| -> String {
+        (0..2 << 20)
+            .step_by(16)
+            .map(|j| format!("p{i:02} {j:011}\n"))
+            .collect()
+    };
+    let mut patterns = Vec::new();
+    for i in 0..PATTERNS {
+        let file = dir.join(format!("pattern.{i}"));
+        std::fs::write(&file, expected(i)).unwrap();
+        patterns.push(open(format!("exec cat {}", file.display())));
+    }
+    let pids: Vec<i32> = (0..ENDLESS)
+        .map(|i| read_pid(&dir.join(format!("yes.{i}"))))
+        .collect();
+    assert!(
+        eventually(Duration::from_secs(120), || pids
+            .iter()
+            .all(|&pid| blocked_writing(pid))),
+        "not every endless writer is held by backpressure; log:\n{}",
+        server.log()
+    );
+    let bound = (BUDGET_MIB << 20) + (200 << 20);
+    for _ in 0..10 {
+        let rss = server.rss();
+        eprintln!(
+            "server RSS with {ENDLESS} unread endless streams: {} MB",
+            rss >> 20
+        );
+        assert!(
+            rss < bound,
+            "the server holds {} MB for unread streams, past the {BUDGET_MIB} MiB budget + 200 MB",
+            rss >> 20
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        pids.iter().all(|&pid| !process_is_gone(pid)),
+        "a held command was killed"
+    );
+    for (i, mut stream) in patterns.into_iter().enumerate() {
+        let events = read_rest(&mut stream);
+        let got = joined(&events, "stdout");
+        assert!(
+            got == expected(i),
+            "stream {i} lost or reordered bytes: {} of {} bytes",
+            got.len(),
+            expected(i).len()
+        );
+        assert_eq!(exit_code(&events), 0, "stream {i}");
+    }
+    drop(endless);
+    assert!(
+        eventually(Duration::from_secs(60), || pids
+            .iter()
+            .all(|&pid| process_is_gone(pid))),
+        "commands outlived their clients"
+    );
+}

@@ -690,6 +690,18 @@ impl Server {
         self.child.as_ref().unwrap().id() as i32
     }
 
+    /// The server's resident memory now (`VmRSS`), in bytes.
+    pub fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no VmRSS in {status}"));
+        kib << 10
+    }
+
     /// A request with the server's token.
     pub fn call(&self, method: &str, path: &str, body: Option<&str>) -> Response {
         http(self.addr, method, path, body, Some(&self.token))

@@ -56,6 +56,7 @@ use serde_json::json;
 
 use self::extract::{ApiPath, JsonBody, QueryPairs, only_known};
 use crate::input::{InputError, parse_strict};
+use crate::sessions::budget::ChargedLine;
 use crate::sessions::{SessionError, Sessions};
 use crate::{backends, env, wire};
 
@@ -418,8 +419,13 @@ async fn exec(
     // whose guard kills the command.
     let events = futures_util::stream::unfold(Some(stream), move |state| async move {
         let mut stream = state?;
-        let line = match stream.next().await {
-            Some(event) => wire::line(&wire::event_json(&event)),
+        let line = match stream.next_charged().await {
+            // The line keeps the output's share of the server's budget until
+            // the socket has it, so unread streams cannot hold more.
+            Some((event, charge)) => Bytes::from_owner(ChargedLine::new(
+                wire::line(&wire::event_json(&event)).into_bytes(),
+                charge,
+            )),
             None if stream.ended() => return None,
             None => {
                 let message = "the sandbox ended without reporting the command's exit";
@@ -429,7 +435,7 @@ async fn exec(
                 ));
             }
         };
-        Some((Ok::<_, Infallible>(Bytes::from(line)), Some(stream)))
+        Some((Ok::<_, Infallible>(line), Some(stream)))
     });
     let body = futures_util::stream::once(async move { Ok::<_, Infallible>(Bytes::from(started)) })
         .chain(events)

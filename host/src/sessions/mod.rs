@@ -3,6 +3,7 @@
 //! same selection, the same checks and the same wrapping (SPEC B10).
 
 pub mod binds;
+pub mod budget;
 mod plan;
 pub(crate) mod router;
 
@@ -19,8 +20,9 @@ use sandbox_plugin_api::{
 use sandbox_registry::Registry;
 use sandbox_registry::select::{SelectError, Selection};
 
+use self::budget::Charge;
 pub use self::plan::{EgressPlan, LaunchPlan, LaunchSettings, plan_launch};
-use self::router::Router;
+use self::router::{Delivery, Router};
 use crate::command_policy::{CommandPolicy, Refusal, workdir};
 use crate::egress::{EgressError, Reach, SessionEgress};
 use crate::env;
@@ -216,7 +218,7 @@ impl Sessions {
         let (mode, network_enabled) = (spec.mode, spec.network_enabled);
         let (binds, workdir) = (spec.bind_mounts.clone(), spec.guest_workdir.clone());
         let mut reservation = self.reserve(&id)?;
-        let router = Arc::new(Router::default());
+        let router = Arc::new(Router::new(Arc::clone(&self.settings.output_budget)));
         // SPEC E1: this session's own proxies, before the sandbox exists.
         let mut proxy_env = Vec::new();
         if let Some(egress_plan) = egress_plan {
@@ -586,6 +588,9 @@ impl Session {
     /// Ends the sandbox; idempotent. The session is destroyed afterwards
     /// even if the backend reported a failure (then with that error).
     pub async fn destroy(&self) {
+        // Output still arriving no longer waits for the server-wide budget:
+        // the backend's destroy waits for deliveries under way.
+        self.router.ending();
         let sandbox = self.sandbox.clone();
         let result = blocking(move || sandbox.destroy()).await;
         // No tunnel outlives the sandbox.
@@ -603,6 +608,9 @@ impl Session {
         }
         *self.fate.lock().unwrap_or_else(|p| p.into_inner()) = fate;
         tracing::info!(session = %self.id, "sandbox destroyed");
+        // What its streams and threads used goes back to the system, not
+        // only to malloc's free lists (issue 16 item 4).
+        let _ = blocking(crate::heap::give_back).await;
     }
 
     /// How many commands are running.
@@ -616,8 +624,8 @@ pub struct ExecStream {
     pub exec_id: u64,
     /// The policy's verdict that let the command run (`None`: policy off).
     pub verdict: Option<sandbox_policy::Verdict>,
-    early: VecDeque<Event>,
-    live: tokio::sync::mpsc::Receiver<Event>,
+    early: VecDeque<Delivery>,
+    live: tokio::sync::mpsc::Receiver<Delivery>,
     guard: ExecGuard,
 }
 
@@ -625,19 +633,26 @@ impl ExecStream {
     /// The next event; `None` after the last one, or if the sandbox went away
     /// without ending the command (then [`ExecStream::ended`] is false).
     pub async fn next(&mut self) -> Option<Event> {
+        self.next_charged().await.map(|(event, _)| event)
+    }
+
+    /// [`ExecStream::next`], with the share of the server's output budget
+    /// the event's bytes hold: keep it until they are written out (the
+    /// API's body does), so the budget counts what waits for a slow client.
+    pub async fn next_charged(&mut self) -> Option<(Event, Option<Charge>)> {
         if self.guard.state != Progress::Running {
             return None;
         }
-        let event = match self.early.pop_front() {
-            Some(event) => Some(event),
+        let delivery = match self.early.pop_front() {
+            Some(delivery) => Some(delivery),
             None => self.live.recv().await,
         };
-        match &event {
-            Some(e) if e.body.is_terminal() => self.guard.settle(Progress::Ended),
+        match &delivery {
+            Some(d) if d.event.body.is_terminal() => self.guard.settle(Progress::Ended),
             None => self.guard.settle(Progress::Lost),
             Some(_) => {}
         }
-        event
+        delivery.map(|d| (d.event, d.charge))
     }
 
     /// Whether the command's last event arrived.

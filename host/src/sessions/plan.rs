@@ -12,6 +12,7 @@ use sandbox_registry::select::{Offer, Platform, Request, SandboxSwitch, Selectio
 
 use super::SessionError;
 use super::binds::{PathFacts, ServerPaths, check_binds};
+use super::budget::OutputBudget;
 use crate::command_policy::CommandPolicy;
 use crate::dispatch_policy::DispatchPolicy;
 use crate::egress::EgressSettings;
@@ -30,6 +31,9 @@ pub struct LaunchSettings {
     pub egress: EgressSettings,
     /// The server's own paths and the bind roots, for the bind rules.
     pub paths: ServerPaths,
+    /// What every session's exec streams may hold together
+    /// (`[output] budget_mib`).
+    pub output_budget: Arc<OutputBudget>,
 }
 
 impl LaunchSettings {

@@ -56,6 +56,7 @@ fn settings(switch: SandboxSwitch) -> LaunchSettings {
         commands: Arc::new(CommandPolicy::default()),
         egress: EgressSettings::default(),
         paths: server_paths(),
+        output_budget: Arc::default(),
     }
 }
 

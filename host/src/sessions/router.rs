@@ -5,16 +5,20 @@
 //! subscribed to yet are held until the subscription arrives. Delivery
 //! blocks when a subscriber is slow — that backpressure reaches the plugin's
 //! reader and, through the pipe, the command itself, so memory stays bounded
-//! however much a command prints.
+//! however much a command prints. Output also waits for the server-wide
+//! [`OutputBudget`] (issue 16 item 4): each stream's cap bounds one client
+//! that does not read, the budget bounds all of them together.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use sandbox_plugin_api::host::EventHandler;
 use sandbox_plugin_api::{Event, EventBody, SandboxViolation};
 use tokio::sync::mpsc;
+
+use super::budget::{Charge, OutputBudget, Reserved, StreamShare};
 
 /// Events buffered per exec stream.
 const STREAM_CAPACITY: usize = 64;
@@ -36,19 +40,41 @@ const RECENT_LIMIT: usize = 64;
 /// dropped, with a warning.
 const PENDING_PATIENCE: Duration = Duration::from_secs(60);
 
+/// One event on its way to a client, with the share of the output budget
+/// its bytes hold until the client has them.
+#[derive(Debug)]
+pub struct Delivery {
+    pub event: Event,
+    pub charge: Option<Charge>,
+}
+
+impl Delivery {
+    fn uncharged(event: Event) -> Self {
+        Self {
+            event,
+            charge: None,
+        }
+    }
+}
+
 enum Route {
     /// Events that arrived before the subscription.
-    Pending(Vec<Event>),
+    Pending(Vec<Delivery>),
     /// Someone is listening.
-    Live(mpsc::Sender<Event>),
+    Live(mpsc::Sender<Delivery>),
     /// The listener went away: drop the rest until the exec ends.
     Dropped,
 }
 
+/// One exec's route and its share of the output budget.
+struct Entry {
+    route: Route,
+    share: Arc<StreamShare>,
+}
+
 /// The host's event handler for one sandbox.
-#[derive(Default)]
 pub struct Router {
-    routes: Mutex<HashMap<u64, Route>>,
+    routes: Mutex<HashMap<u64, Entry>>,
     /// Sandbox-wide violations of the last [`RECENT_PATIENCE`], for execs
     /// that subscribe after one happened: a command can dial and be refused
     /// before the host has its exec id. Locked after `routes`.
@@ -56,37 +82,76 @@ pub struct Router {
     /// Signalled when a route changes from pending (or the router closes).
     changed: Condvar,
     closed: AtomicBool,
+    /// Set when the sandbox is being destroyed: output no longer waits for
+    /// the budget (see [`Router::ending`]).
+    ending: AtomicBool,
+    /// Shared by every router of the server.
+    budget: Arc<OutputBudget>,
+}
+
+impl Default for Router {
+    fn default() -> Self {
+        Self::new(Arc::new(OutputBudget::default()))
+    }
 }
 
 /// A subscription to one exec: what arrived early, then the live stream.
 pub struct Subscription {
-    pub early: Vec<Event>,
-    pub live: mpsc::Receiver<Event>,
+    pub early: Vec<Delivery>,
+    pub live: mpsc::Receiver<Delivery>,
 }
 
 impl Router {
+    /// A router whose output counts against `budget`.
+    pub fn new(budget: Arc<OutputBudget>) -> Self {
+        Self {
+            routes: Mutex::new(HashMap::new()),
+            recent: Mutex::new(Vec::new()),
+            changed: Condvar::new(),
+            closed: AtomicBool::new(false),
+            ending: AtomicBool::new(false),
+            budget,
+        }
+    }
+
+    fn entry(&self, route: Route) -> Entry {
+        let share = StreamShare::default();
+        if self.ending.load(Ordering::SeqCst) {
+            share.end();
+        }
+        Entry {
+            route,
+            share: Arc::new(share),
+        }
+    }
+
     /// Starts listening to an exec. Call once per exec id, right after `exec`;
     /// `since` is when the exec was asked for: the sandbox-wide violations
     /// from then on come first (before the exec's own end, if it is early).
     pub fn subscribe(&self, exec_id: u64, since: Instant) -> Subscription {
         let (tx, rx) = mpsc::channel(STREAM_CAPACITY);
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        let mut early: Vec<Event> = self
+        let mut early: Vec<Delivery> = self
             .recent
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
             .filter(|(at, _)| *at >= since)
-            .map(|(_, v)| Event {
-                exec_id,
-                body: EventBody::Violation(v.clone()),
+            .map(|(_, v)| {
+                Delivery::uncharged(Event {
+                    exec_id,
+                    body: EventBody::Violation(v.clone()),
+                })
             })
             .collect();
-        if let Some(Route::Pending(events)) = routes.insert(exec_id, Route::Live(tx)) {
+        let entry = routes
+            .entry(exec_id)
+            .or_insert_with(|| self.entry(Route::Dropped));
+        if let Route::Pending(events) = std::mem::replace(&mut entry.route, Route::Live(tx)) {
             early.extend(events);
         }
         // An exec that already ended needs no live route.
-        if early.iter().any(|e| e.body.is_terminal()) {
+        if early.iter().any(|d| d.event.body.is_terminal()) {
             routes.remove(&exec_id);
         }
         self.changed.notify_all();
@@ -94,23 +159,46 @@ impl Router {
     }
 
     /// Stops listening to an exec (its stream was dropped). Its remaining
-    /// events are discarded.
+    /// events are discarded, and their share of the budget given back.
     pub fn unsubscribe(&self, exec_id: u64) {
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(route) = routes.get_mut(&exec_id) {
-            *route = Route::Dropped;
+        if let Some(entry) = routes.get_mut(&exec_id) {
+            entry.route = Route::Dropped;
+            entry.share.abandon();
         }
         self.changed.notify_all();
+        drop(routes);
+        self.budget.wake();
+    }
+
+    /// The sandbox is being destroyed: from now on its output goes through
+    /// without waiting for the budget (each stream's own cap still holds),
+    /// so its destroy — which waits for deliveries under way — never waits
+    /// for other sandboxes' clients to read.
+    pub fn ending(&self) {
+        self.ending.store(true, Ordering::SeqCst);
+        for entry in self
+            .routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+        {
+            entry.share.end();
+        }
+        self.budget.wake();
     }
 
     /// After this, every event is refused and the plugin is told to stop.
     pub fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
-        self.routes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        for entry in routes.values() {
+            entry.share.abandon();
+        }
+        routes.clear();
         self.changed.notify_all();
+        drop(routes);
+        self.budget.wake();
     }
 
     /// A violation the host saw for the sandbox as a whole (a refused
@@ -129,13 +217,13 @@ impl Router {
             }
             recent.push((now, violation.clone()));
         }
-        for (&exec_id, route) in routes.iter() {
-            if let Route::Live(tx) = route {
+        for (&exec_id, entry) in routes.iter() {
+            if let Route::Live(tx) = &entry.route {
                 let event = Event {
                     exec_id,
                     body: EventBody::Violation(violation.clone()),
                 };
-                if tx.try_send(event).is_err() {
+                if tx.try_send(Delivery::uncharged(event)).is_err() {
                     tracing::warn!(exec = exec_id, "a violation did not fit the exec's stream");
                 }
             }
@@ -152,6 +240,30 @@ impl Router {
             other => tracing::debug!(event = other.type_name(), "sandbox event"),
         }
     }
+
+    /// Takes the budget for an output event's bytes, waiting while the
+    /// server holds too much (backpressure). `Err(accepted)` when there is
+    /// nothing to deliver: the stream was dropped (`true`: discard the
+    /// event) or the router closed (`false`).
+    fn charge(&self, id: u64, bytes: usize) -> Result<Option<Charge>, bool> {
+        let share = {
+            let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+            if self.closed.load(Ordering::SeqCst) {
+                return Err(false);
+            }
+            let entry = routes
+                .entry(id)
+                .or_insert_with(|| self.entry(Route::Pending(Vec::new())));
+            if matches!(entry.route, Route::Dropped) {
+                return Err(true);
+            }
+            Arc::clone(&entry.share)
+        };
+        match self.budget.reserve(&share, bytes) {
+            Reserved::Granted(charge) => Ok(Some(charge)),
+            Reserved::Abandoned => Err(!self.closed.load(Ordering::SeqCst)),
+        }
+    }
 }
 
 impl EventHandler for Router {
@@ -165,12 +277,22 @@ impl EventHandler for Router {
         }
         let id = event.exec_id;
         let terminal = event.body.is_terminal();
+        let charge = match &event.body {
+            EventBody::Stdout(data) | EventBody::Stderr(data) => {
+                match self.charge(id, data.len()) {
+                    Ok(charge) => charge,
+                    Err(accepted) => return accepted,
+                }
+            }
+            _ => None,
+        };
+        let delivery = Delivery { event, charge };
         let sender = {
             let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
             let deadline = Instant::now() + PENDING_PATIENCE;
             loop {
-                let full =
-                    matches!(routes.get(&id), Some(Route::Pending(e)) if e.len() >= PENDING_LIMIT);
+                let full = matches!(routes.get(&id),
+                    Some(Entry { route: Route::Pending(e), .. }) if e.len() >= PENDING_LIMIT);
                 if !full {
                     break;
                 }
@@ -191,12 +313,12 @@ impl EventHandler for Router {
             if self.closed.load(Ordering::SeqCst) {
                 return false;
             }
-            match routes
+            let entry = routes
                 .entry(id)
-                .or_insert_with(|| Route::Pending(Vec::new()))
-            {
+                .or_insert_with(|| self.entry(Route::Pending(Vec::new())));
+            match &mut entry.route {
                 Route::Pending(events) => {
-                    events.push(event);
+                    events.push(delivery);
                     return true;
                 }
                 Route::Live(tx) => {
@@ -215,7 +337,7 @@ impl EventHandler for Router {
             }
         };
         // Called from plugin threads, never from an async task.
-        if sender.blocking_send(event).is_err() {
+        if sender.blocking_send(delivery).is_err() {
             // The stream went away; its drop guard kills the exec.
             self.unsubscribe(id);
         }
@@ -257,7 +379,7 @@ mod tests {
         let kinds: Vec<String> = sub
             .early
             .iter()
-            .map(|e| match &e.body {
+            .map(|d| match &d.event.body {
                 EventBody::Violation(v) => v.target.clone(),
                 other => other.type_name().to_owned(),
             })
@@ -284,7 +406,7 @@ mod tests {
             });
         });
         let last = sub.live.blocking_recv().unwrap();
-        assert!(last.body.is_terminal());
+        assert!(last.event.body.is_terminal());
         assert!(
             router.routes.lock().unwrap().is_empty(),
             "a finished exec leaves no route"
@@ -324,7 +446,10 @@ mod tests {
         }
         assert!(matches!(
             router.routes.lock().unwrap().get(&9),
-            Some(Route::Dropped)
+            Some(Entry {
+                route: Route::Dropped,
+                ..
+            })
         ));
         router.handle(ev(
             9,
@@ -349,7 +474,7 @@ mod tests {
             });
             let full = || {
                 matches!(router.routes.lock().unwrap().get(&5),
-                    Some(Route::Pending(e)) if e.len() == PENDING_LIMIT)
+                    Some(Entry { route: Route::Pending(e), .. }) if e.len() == PENDING_LIMIT)
             };
             while !full() {
                 std::thread::sleep(Duration::from_millis(1));
@@ -360,9 +485,44 @@ mod tests {
             let mut sub = router.subscribe(5, Instant::now());
             assert_eq!(sub.early.len(), PENDING_LIMIT);
             for i in PENDING_LIMIT..PENDING_LIMIT + 10 {
-                let event = sub.live.blocking_recv().unwrap();
+                let event = sub.live.blocking_recv().unwrap().event;
                 assert!(matches!(event.body, EventBody::Stdout(ref d) if d == &[i as u8]));
             }
+        });
+    }
+
+    /// Issue 16 item 4: routers share one budget. An unread stream past it
+    /// waits (its bytes kept) while another sandbox's stream still moves,
+    /// and taking the held event lets the waiting one through.
+    #[test]
+    fn routers_share_one_output_budget() {
+        let budget = Arc::new(OutputBudget::new(128));
+        let (unread, other) = (
+            Router::new(Arc::clone(&budget)),
+            Router::new(Arc::clone(&budget)),
+        );
+        let mut slow = unread.subscribe(1, Instant::now());
+        let mut fast = other.subscribe(2, Instant::now());
+        std::thread::scope(|s| {
+            let writer = s.spawn(|| {
+                unread.handle(ev(1, EventBody::Stdout(vec![b'a'; 100])));
+                unread.handle(ev(1, EventBody::Stdout(vec![b'b'; 100])));
+            });
+            while budget.used() != 100 {
+                std::thread::yield_now();
+            }
+            // The other sandbox's stream holds nothing: it gets its chunk.
+            assert!(other.handle(ev(2, EventBody::Stdout(vec![b'c'; 100]))));
+            assert_eq!(budget.used(), 200);
+            drop(fast.live.blocking_recv().unwrap());
+            std::thread::sleep(Duration::from_millis(20));
+            assert!(!writer.is_finished(), "past the budget, delivery waits");
+            let first = slow.live.blocking_recv().unwrap();
+            assert!(matches!(first.event.body, EventBody::Stdout(ref d) if d[0] == b'a'));
+            drop(first);
+            writer.join().unwrap();
+            let second = slow.live.blocking_recv().unwrap();
+            assert!(matches!(second.event.body, EventBody::Stdout(ref d) if d[0] == b'b'));
         });
     }
 }

@@ -8,9 +8,18 @@
 //! readers emit under — so `exit`/`killed` is always the exec's last event
 //! (the plugin-api contract), even when a background process keeps a pipe
 //! open after the command itself is gone.
+//!
+//! Draining never loses what the command wrote: while a reader is delivering
+//! (the host applies backpressure: a slow client, the server's output
+//! budget) `finish` waits for it however long that takes; the grace only
+//! counts time the readers wait for a pipe that stays open and silent (or
+//! that a background process trickles into). What
+//! a reader may still read once `finish` began is capped at
+//! [`AFTER_EXIT_LIMIT`] — more than any pipe of the command can hold — so a
+//! background process writing on forever cannot keep the exec from ending.
 
 use std::io::Read;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -24,6 +33,17 @@ pub const DRAIN_GRACE: Duration = Duration::from_millis(250);
 
 /// Output is read and emitted in chunks of this size.
 const CHUNK: usize = 64 * 1024;
+
+/// How many grace periods in a row `finish` extends because a reader read
+/// something, without seeing one delivering: enough to cover a reader
+/// between two deliveries of a backlog, not a background process that
+/// prints now and then for ever.
+const PROGRESS_GRACES: u32 = 4;
+
+/// Bytes a reader may still read after the command ended: Linux's default
+/// `fs.pipe-max-size`, the most an unprivileged command can make its pipe
+/// hold. What comes after that is a background process's.
+pub const AFTER_EXIT_LIMIT: u64 = 1 << 20;
 
 /// Looks at stderr as it passes and reports what it recognises as refusals
 /// (SPEC F12 on Linux). Called with each chunk, in order.
@@ -42,6 +62,13 @@ pub struct Relay {
     /// Targets of violations reported exactly (by the create-time guard):
     /// the same refusal guessed again from stderr is not reported twice.
     exact: Mutex<Vec<String>>,
+    /// Readers delivering a chunk right now.
+    delivering: AtomicUsize,
+    /// Bytes read so far, both pipes (progress, seen by `finish`).
+    read_bytes: AtomicU64,
+    /// Set when `finish` begins; then `read_bytes` counts from `finish_mark`.
+    finishing: AtomicBool,
+    finish_mark: AtomicU64,
 }
 
 impl Relay {
@@ -62,6 +89,10 @@ impl Relay {
             ended_signal: (Mutex::new(()), Condvar::new()),
             drained: Mutex::new(drained_rx),
             exact: Mutex::new(Vec::new()),
+            delivering: AtomicUsize::new(0),
+            read_bytes: AtomicU64::new(0),
+            finishing: AtomicBool::new(false),
+            finish_mark: AtomicU64::new(0),
         });
         Self::read(&relay, stdout, Stream::Stdout, drained_tx.clone());
         Self::read(&relay, stderr, Stream::Stderr(watcher), drained_tx);
@@ -118,10 +149,33 @@ impl Relay {
     /// that preceded it. Only the first call emits.
     pub fn finish(&self, terminal: EventBody) {
         debug_assert!(terminal.is_terminal());
+        self.finish_mark
+            .store(self.read_bytes.load(Ordering::SeqCst), Ordering::SeqCst);
+        self.finishing.store(true, Ordering::SeqCst);
         if let Ok(drained) = self.drained.lock() {
-            for _ in 0..2 {
-                if drained.recv_timeout(DRAIN_GRACE).is_err() {
-                    break;
+            let mut left = 2;
+            let mut seen = self.read_bytes.load(Ordering::SeqCst);
+            let mut reading_only = 0;
+            while left > 0 {
+                match drained.recv_timeout(DRAIN_GRACE) {
+                    Ok(()) => left -= 1,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        // A reader still delivering is held by backpressure:
+                        // its bytes are the command's and are waited for,
+                        // however long. One that only read since the last
+                        // look (between two deliveries) gets a few graces.
+                        let now = self.read_bytes.load(Ordering::SeqCst);
+                        let progressed = now != seen;
+                        seen = now;
+                        if self.delivering.load(Ordering::SeqCst) > 0 {
+                            reading_only = 0;
+                        } else if progressed && reading_only < PROGRESS_GRACES {
+                            reading_only += 1;
+                        } else {
+                            break;
+                        }
+                    }
                 }
             }
         }
@@ -155,7 +209,22 @@ impl Relay {
             loop {
                 match pipe.read(&mut buf) {
                     Ok(0) => break,
-                    Ok(n) => relay.emit(&mut stream, &buf[..n]),
+                    Ok(n) => {
+                        relay.delivering.fetch_add(1, Ordering::SeqCst);
+                        let total = relay.read_bytes.fetch_add(n as u64, Ordering::SeqCst);
+                        // `finishing` first: once it is set, the mark is too.
+                        let more = !relay.finishing.load(Ordering::SeqCst)
+                            || (total + n as u64)
+                                .saturating_sub(relay.finish_mark.load(Ordering::SeqCst))
+                                <= AFTER_EXIT_LIMIT;
+                        if more {
+                            relay.emit(&mut stream, &buf[..n]);
+                        }
+                        relay.delivering.fetch_sub(1, Ordering::SeqCst);
+                        if !more {
+                            break; // a background process's output
+                        }
+                    }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(_) => break,
                 }
