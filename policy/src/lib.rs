@@ -92,6 +92,7 @@ mod commands;
 mod guardrails;
 mod parse;
 mod walk;
+mod words;
 
 #[cfg(test)]
 mod classify_tests;

@@ -4,7 +4,8 @@
 use super::Cmd;
 use super::options::{critical_path, targets};
 use crate::Class::*;
-use crate::walk::{Walker, is_harmless_sink};
+use crate::walk::Walker;
+use crate::words::is_harmless_sink;
 
 /// Classifies `c` when `name` is one of this family's; `false` when it is not.
 pub(super) fn dispatch(w: &mut Walker, name: &str, c: Cmd) -> bool {

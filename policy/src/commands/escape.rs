@@ -5,7 +5,8 @@
 use super::Cmd;
 use super::options::{Opts, classify_rest, positional_index, scan};
 use crate::Class::*;
-use crate::walk::{Arg, Walker};
+use crate::walk::Walker;
+use crate::words::Arg;
 
 /// Classifies `c` when `name` is one of this family's; `false` when it is not.
 pub(super) fn dispatch(w: &mut Walker, name: &str, c: Cmd) -> bool {

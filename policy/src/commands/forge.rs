@@ -5,7 +5,8 @@ use super::Cmd;
 use super::options::dynamic;
 use crate::Class::*;
 use crate::guardrails::Targets;
-use crate::walk::{Arg, Walker, shown};
+use crate::walk::Walker;
+use crate::words::{Arg, shown};
 
 /// Classifies `c` when `name` is one of this family's; `false` when it is not.
 pub(super) fn dispatch(w: &mut Walker, name: &str, c: Cmd) -> bool {

@@ -6,7 +6,8 @@ use super::wrappers::run_string;
 use super::{Cmd, classify};
 use crate::Class::*;
 use crate::guardrails::Targets;
-use crate::walk::{Arg, Stdin, Walker, cut, shown};
+use crate::walk::{Stdin, Walker};
+use crate::words::{Arg, cut, shown};
 
 /// Classifies `c` when `name` is one of this family's; `false` when it is not.
 pub(super) fn dispatch(w: &mut Walker, name: &str, c: Cmd) -> bool {

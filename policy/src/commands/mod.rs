@@ -14,7 +14,8 @@ mod shells;
 mod wrappers;
 
 use crate::Class::*;
-use crate::walk::{Arg, Stdin, Walker, shown};
+use crate::walk::{Stdin, Walker};
+use crate::words::{Arg, shown};
 
 /// One command being classified.
 #[derive(Clone, Copy)]

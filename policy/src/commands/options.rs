@@ -3,7 +3,8 @@
 
 use super::{Cmd, classify};
 use crate::Class;
-use crate::walk::{Arg, Walker, shown};
+use crate::walk::Walker;
+use crate::words::{Arg, shown};
 
 /// Which options of a wrapper take a value.
 pub(super) struct Opts {

@@ -4,7 +4,8 @@
 use super::Cmd;
 use super::options::{classify_rest, drop_arg, dynamic, positional_index};
 use crate::Class::{self, *};
-use crate::walk::{Walker, shown};
+use crate::walk::Walker;
+use crate::words::shown;
 
 /// Classifies `c` when `name` is one of this family's; `false` when it is not.
 pub(super) fn dispatch(w: &mut Walker, name: &str, c: Cmd) -> bool {

@@ -6,7 +6,8 @@ use super::Cmd;
 use super::options::{Opts, critical_path, recursive, targets, unwrap_after};
 use super::wrappers::run_string;
 use crate::Class::*;
-use crate::walk::{Arg, Walker};
+use crate::walk::Walker;
+use crate::words::Arg;
 
 /// Classifies `c` when `name` is one of this family's; `false` when it is not.
 pub(super) fn dispatch(w: &mut Walker, name: &str, c: Cmd) -> bool {

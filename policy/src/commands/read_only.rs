@@ -4,7 +4,8 @@
 use super::Cmd;
 use super::packages::{run_tool, tool};
 use crate::Class::*;
-use crate::walk::{Arg, Walker};
+use crate::walk::Walker;
+use crate::words::Arg;
 
 /// Classifies `c`: `tee`, a tool of the packages table, or the allowlist.
 pub(super) fn dispatch(w: &mut Walker, name: &str, c: Cmd) {

@@ -6,7 +6,8 @@ use super::Cmd;
 use super::options::{Opts, dynamic};
 use super::wrappers::run_string;
 use crate::Class::*;
-use crate::walk::{Arg, Stdin, Walker, shown};
+use crate::walk::{Stdin, Walker};
+use crate::words::{Arg, shown};
 
 /// Classifies `c` when `name` is one of this family's; `false` when it is not.
 pub(super) fn dispatch(w: &mut Walker, name: &str, c: Cmd) -> bool {

@@ -8,7 +8,8 @@ use super::options::{
 use super::shells::from_stdin;
 use super::{Cmd, classify};
 use crate::Class::*;
-use crate::walk::{Arg, Stdin, Walker, cut, shown};
+use crate::walk::{Stdin, Walker};
+use crate::words::{Arg, cut, shown};
 
 /// Classifies `c` when `name` is one of this family's; `false` when it is not.
 pub(super) fn dispatch(w: &mut Walker, name: &str, c: Cmd) -> bool {
