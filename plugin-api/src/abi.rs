@@ -25,7 +25,6 @@ use abi_stable::StableAbi;
 use abi_stable::library::{
     LibHeader, LibraryError, RootModule, RootModuleError, lib_header_from_path,
 };
-use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_trait;
 use abi_stable::sabi_types::VersionStrings;
 use abi_stable::std_types::{RBox, RResult, RSlice, RStr, RString, RVec};
@@ -338,39 +337,6 @@ impl RootModule for PluginModRef {
     const BASE_NAME: &'static str = "sandbox_backend";
     const NAME: &'static str = "sandbox backend";
     const VERSION_STRINGS: VersionStrings = abi_stable::package_version_strings!();
-}
-
-/// Builds the root module; used by [`crate::export_backend!`].
-#[doc(hidden)]
-pub fn root_module(
-    plugin_name: &'static str,
-    plugin_version: &'static str,
-    panic_unwind: bool,
-    backends: extern "C" fn() -> RResult<RVec<BackendBox>, RawError>,
-) -> PluginModRef {
-    PluginMod {
-        api_version: RStr::from_str(crate::API_VERSION),
-        plugin_name: RStr::from_str(plugin_name),
-        plugin_version: RStr::from_str(plugin_version),
-        panic_unwind,
-        init: plugin_init,
-        backends,
-        call: plugin_call,
-    }
-    .leak_into_prefix()
-}
-
-extern "C" fn plugin_init(host: HostServicesBox) -> RResult<(), RawError> {
-    crate::sdk::guard("init", || {
-        crate::sdk::log_bridge::install(host);
-        Ok(())
-    })
-    .map_err(RawError::from)
-    .into()
-}
-
-extern "C" fn plugin_call(method: RStr<'_>, _json: RStr<'_>) -> RResult<RString, RawError> {
-    RResult::RErr(PluginError::unsupported(&format!("plugin call `{method}`")).into())
 }
 
 /// Converts an SDK result for the wire.

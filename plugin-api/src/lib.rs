@@ -161,7 +161,7 @@ macro_rules! export_backend {
                     ::std::vec![$(::std::boxed::Box::new($backend) as ::std::boxed::Box<dyn $crate::sdk::BackendImpl>),+]
                 })
             }
-            $crate::abi::root_module(
+            $crate::sdk::root_module(
                 ::core::env!("CARGO_PKG_NAME"),
                 ::core::env!("CARGO_PKG_VERSION"),
                 ::core::cfg!(panic = "unwind"),

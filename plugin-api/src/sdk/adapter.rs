@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RResult, RSlice, RStr, RString, RVec};
 
@@ -35,6 +36,39 @@ pub fn export_backends(
             .collect::<Result<Vec<_>, _>>()
     });
     abi::to_rresult::<_, RVec<BackendBox>>(built)
+}
+
+/// Builds the root module; used by [`crate::export_backend!`].
+#[doc(hidden)]
+pub fn root_module(
+    plugin_name: &'static str,
+    plugin_version: &'static str,
+    panic_unwind: bool,
+    backends: extern "C" fn() -> RResult<RVec<BackendBox>, RawError>,
+) -> abi::PluginModRef {
+    abi::PluginMod {
+        api_version: RStr::from_str(crate::API_VERSION),
+        plugin_name: RStr::from_str(plugin_name),
+        plugin_version: RStr::from_str(plugin_version),
+        panic_unwind,
+        init: plugin_init,
+        backends,
+        call: plugin_call,
+    }
+    .leak_into_prefix()
+}
+
+extern "C" fn plugin_init(host: abi::HostServicesBox) -> RResult<(), RawError> {
+    guard("init", || {
+        super::log_bridge::install(host);
+        Ok(())
+    })
+    .map_err(RawError::from)
+    .into()
+}
+
+extern "C" fn plugin_call(method: RStr<'_>, _json: RStr<'_>) -> RResult<RString, RawError> {
+    RResult::RErr(PluginError::unsupported(&format!("plugin call `{method}`")).into())
 }
 
 struct BackendAdapter {
