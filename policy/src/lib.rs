@@ -88,6 +88,8 @@
 //! Lines it would hang or panic on are refused before it sees them
 //! (`parse.rs`), including every unterminated here-document.
 
+#![forbid(unsafe_code)]
+
 mod commands;
 mod guardrails;
 mod parse;

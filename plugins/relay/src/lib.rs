@@ -9,6 +9,8 @@
 //! (the plugin-api contract), even when a background process keeps a pipe
 //! open after the command itself is gone.
 
+#![forbid(unsafe_code)]
+
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
