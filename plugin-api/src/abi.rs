@@ -29,7 +29,6 @@ use abi_stable::sabi_trait;
 use abi_stable::sabi_types::VersionStrings;
 use abi_stable::std_types::{RBox, RResult, RSlice, RStr, RString, RVec};
 
-use crate::error::PluginError;
 use crate::types::{Event, EventBody, KillReason, SandboxState, SandboxViolation};
 
 /// An open code naming a kind of event. Unknown values are legal and ignored.
@@ -113,7 +112,7 @@ impl SinkStatus {
     pub const CLOSED: Self = Self(1);
 }
 
-/// [`PluginError`] on the wire.
+/// [`PluginError`](crate::PluginError) on the wire.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone)]
 pub struct RawError {
@@ -121,22 +120,6 @@ pub struct RawError {
     pub message: RString,
     /// Extensible payload; unused in 1.0.
     pub json: RString,
-}
-
-impl From<PluginError> for RawError {
-    fn from(e: PluginError) -> Self {
-        Self {
-            code: e.code,
-            message: e.message.into(),
-            json: RString::new(),
-        }
-    }
-}
-
-impl From<RawError> for PluginError {
-    fn from(e: RawError) -> Self {
-        PluginError::new(e.code, e.message.into_string())
-    }
 }
 
 /// One event on the wire. `json` carries the extensible part of the payload.
@@ -339,14 +322,6 @@ impl RootModule for PluginModRef {
     const VERSION_STRINGS: VersionStrings = abi_stable::package_version_strings!();
 }
 
-/// Converts an SDK result for the wire.
-pub(crate) fn to_rresult<T, U: From<T>>(r: Result<T, PluginError>) -> RResult<U, RawError> {
-    match r {
-        Ok(v) => RResult::ROk(v.into()),
-        Err(e) => RResult::RErr(e.into()),
-    }
-}
-
 // ---- Host side: loading ---------------------------------------------------
 
 /// Why a library could not become a plugin. Messages are one line: abi_stable's
@@ -454,14 +429,6 @@ pub(crate) fn summarize_layout_error(dump: &str) -> String {
         return first_line(dump);
     }
     parts.join("; ")
-}
-
-/// `RResult` → `Result`, for host-side code.
-pub(crate) fn from_rresult<T, U: From<T>>(r: RResult<T, RawError>) -> Result<U, PluginError> {
-    match r {
-        RResult::ROk(v) => Ok(v.into()),
-        RResult::RErr(e) => Err(e.into()),
-    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use abi_stable::std_types::{RResult, RSlice, RStr, RString, RVec};
 
 use super::{BackendImpl, EventSender, SandboxImpl, guard};
 use crate::abi::{self, BackendBox, RawError, SandboxBox, SinkBox};
-use crate::error::{ErrorCode, PluginError};
+use crate::error::{self, ErrorCode, PluginError};
 use crate::types::{ExecRequest, ProbeContext, SandboxInfo, SandboxSpec, SandboxState};
 
 /// Wraps a backend for the host. Its name is read once, here, so that
@@ -35,7 +35,7 @@ pub fn export_backends(
             .map(into_abi_backend)
             .collect::<Result<Vec<_>, _>>()
     });
-    abi::to_rresult::<_, RVec<BackendBox>>(built)
+    error::to_rresult::<_, RVec<BackendBox>>(built)
 }
 
 /// Builds the root module; used by [`crate::export_backend!`].
@@ -89,7 +89,7 @@ impl abi::Backend for BackendAdapter {
             serde_json::to_string(&report)
                 .map_err(|e| PluginError::other(format!("probe report: {e}")))
         });
-        abi::to_rresult::<_, RString>(result)
+        error::to_rresult::<_, RString>(result)
     }
 
     fn launch(&self, spec_json: RStr<'_>, sink: SinkBox) -> RResult<SandboxBox, RawError> {
@@ -112,7 +112,7 @@ impl abi::Backend for BackendAdapter {
             // A failed launch has no sandbox to destroy: its events end here.
             events.close();
         }
-        abi::to_rresult::<_, SandboxBox>(result)
+        error::to_rresult::<_, SandboxBox>(result)
     }
 
     fn call(&self, method: RStr<'_>, json: RStr<'_>) -> RResult<RString, RawError> {
@@ -121,7 +121,7 @@ impl abi::Backend for BackendAdapter {
                 .call(method.as_str(), json.as_str())
                 .map(RString::from)
         });
-        abi::to_rresult::<_, RString>(result)
+        error::to_rresult::<_, RString>(result)
     }
 }
 
@@ -182,33 +182,33 @@ impl abi::Sandbox for SandboxAdapter {
             }
             self.inner.exec(request)
         });
-        abi::to_rresult::<_, u64>(result)
+        error::to_rresult::<_, u64>(result)
     }
 
     fn write_stdin(&self, exec_id: u64, data: RSlice<'_, u8>) -> RResult<(), RawError> {
-        abi::to_rresult::<_, ()>(self.run("write_stdin", || {
+        error::to_rresult::<_, ()>(self.run("write_stdin", || {
             self.inner.write_stdin(exec_id, data.as_slice())
         }))
     }
 
     fn close_stdin(&self, exec_id: u64) -> RResult<(), RawError> {
-        abi::to_rresult::<_, ()>(self.run("close_stdin", || self.inner.close_stdin(exec_id)))
+        error::to_rresult::<_, ()>(self.run("close_stdin", || self.inner.close_stdin(exec_id)))
     }
 
     fn kill(&self, exec_id: u64, signal: i32) -> RResult<(), RawError> {
-        abi::to_rresult::<_, ()>(self.run("kill", || self.inner.kill(exec_id, signal)))
+        error::to_rresult::<_, ()>(self.run("kill", || self.inner.kill(exec_id, signal)))
     }
 
     fn suspend(&self) -> RResult<(), RawError> {
-        abi::to_rresult::<_, ()>(self.run("suspend", || self.inner.suspend()))
+        error::to_rresult::<_, ()>(self.run("suspend", || self.inner.suspend()))
     }
 
     fn resume(&self) -> RResult<(), RawError> {
-        abi::to_rresult::<_, ()>(self.run("resume", || self.inner.resume()))
+        error::to_rresult::<_, ()>(self.run("resume", || self.inner.resume()))
     }
 
     fn destroy(&self) -> RResult<(), RawError> {
-        abi::to_rresult::<_, ()>(self.destroy_once())
+        error::to_rresult::<_, ()>(self.destroy_once())
     }
 
     fn call(&self, method: RStr<'_>, json: RStr<'_>) -> RResult<RString, RawError> {
@@ -217,7 +217,7 @@ impl abi::Sandbox for SandboxAdapter {
                 .call(method.as_str(), json.as_str())
                 .map(RString::from)
         });
-        abi::to_rresult::<_, RString>(result)
+        error::to_rresult::<_, RString>(result)
     }
 }
 
