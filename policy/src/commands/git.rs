@@ -2,7 +2,7 @@
 //! history rewrites, network reads), unknown subcommands opaque (an alias).
 
 use super::options::dynamic;
-use super::wrappers::run_string;
+use super::shells::run_string;
 use super::{Cmd, classify};
 use crate::Class::*;
 use crate::guardrails::Targets;

@@ -4,7 +4,7 @@
 
 use super::Cmd;
 use super::options::{Opts, critical_path, recursive, targets, unwrap_after};
-use super::wrappers::run_string;
+use super::shells::run_string;
 use crate::Class::*;
 use crate::walk::Walker;
 use crate::words::Arg;

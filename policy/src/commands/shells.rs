@@ -4,10 +4,9 @@
 
 use super::Cmd;
 use super::options::{Opts, dynamic};
-use super::wrappers::run_string;
 use crate::Class::*;
 use crate::walk::{Stdin, Walker};
-use crate::words::{Arg, shown};
+use crate::words::{Arg, cut, shown};
 
 /// Classifies `c` when `name` is one of this family's; `false` when it is not.
 pub(super) fn dispatch(w: &mut Walker, name: &str, c: Cmd) -> bool {
@@ -99,6 +98,21 @@ pub(super) fn shell(w: &mut Walker, c: Cmd, name: &str) {
         return;
     }
     from_stdin(w, c, name);
+}
+
+/// Run a shell command string (`bash -c`, `su -c`, `flock -c`, …).
+pub(super) fn run_string(w: &mut Walker, a: &Arg, name: &str, stdin: &Stdin) {
+    if a.literal {
+        w.program(&a.text, stdin);
+    } else {
+        w.opaque(
+            format!(
+                "`{name}` runs a command string computed at run time: {}",
+                cut(&a.text)
+            ),
+            Some(&a.text),
+        );
+    }
 }
 
 /// A shell that reads its commands from standard input.

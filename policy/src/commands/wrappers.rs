@@ -5,7 +5,7 @@
 use super::options::{
     Opts, classify_rest, critical_path, dynamic, is_assignment, scan, unwrap_after,
 };
-use super::shells::from_stdin;
+use super::shells::{from_stdin, run_string};
 use super::{Cmd, classify};
 use crate::Class::*;
 use crate::walk::{Stdin, Walker};
@@ -275,21 +275,6 @@ fn join_and_run(w: &mut Walker, c: Cmd, i: usize, name: &str) {
         w.opaque(
             format!("`{name}` runs text computed at run time: {}", cut(&text)),
             Some(&text),
-        );
-    }
-}
-
-/// Run a shell command string (`bash -c`, `su -c`, `flock -c`, …).
-pub(super) fn run_string(w: &mut Walker, a: &Arg, name: &str, stdin: &Stdin) {
-    if a.literal {
-        w.program(&a.text, stdin);
-    } else {
-        w.opaque(
-            format!(
-                "`{name}` runs a command string computed at run time: {}",
-                cut(&a.text)
-            ),
-            Some(&a.text),
         );
     }
 }
