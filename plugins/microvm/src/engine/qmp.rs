@@ -5,6 +5,11 @@
 //! sandbox denies) and read back by a new QEMU (`migrate-incoming`). One
 //! connection per QEMU; commands are answered in order, with asynchronous
 //! events in between that are skipped.
+//!
+//! Hand-written rather than the `qapi` crates: eight commands over a line
+//! protocol, and `getfd` needs a descriptor passed (`sandbox_fdpass`),
+//! which qapi does not do; `qapi-qmp` generates the whole QEMU schema in
+//! its build script.
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, RawFd};
