@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+mod conn;
 pub mod http;
 pub mod lists;
 pub mod policy;

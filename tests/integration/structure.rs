@@ -23,15 +23,6 @@ const ALLOWED: &[(&str, &str, &str, &str)] = &[
          and classifying `bash -c '…'` or `sudo …` walks the text again",
     ),
     (
-        "egress",
-        "server",
-        "http",
-        "the listener hands each connection to its protocol, which uses the listener's \
-         Ctx, dial and tunnel; not yet opened: those go to a module of their own (the \
-         connection cap of issue 16 was changing the same lines while this was written)",
-    ),
-    ("egress", "server", "socks", "as server -> http"),
-    (
         "plugins/bwrap/init",
         "forker",
         "layout",
