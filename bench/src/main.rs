@@ -15,6 +15,7 @@
 //! (see `policy.rs`); `sandbox-bench egress [MIB]` downloads through the
 //! egress proxies (see `egress.rs`).
 
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Command, Stdio};

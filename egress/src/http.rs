@@ -24,7 +24,7 @@ use hyper::{Method, Request, Response, StatusCode, Version};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::server::{Admission, Credential, Ctx, dial, tunnel};
+use crate::conn::{Admission, Credential, Ctx, dial, tunnel};
 use crate::{Ingress, Refusal};
 
 /// Largest request head (request line and headers) we accept; larger gets 431.

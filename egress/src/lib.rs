@@ -11,6 +11,9 @@
 //! - [`server`]: one session's pair of listeners (unix sockets, or loopback
 //!   TCP ports with a per-session credential), its live tunnels, teardown.
 
+#![forbid(unsafe_code)]
+
+mod conn;
 pub mod http;
 pub mod lists;
 pub mod policy;

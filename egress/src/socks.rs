@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::Ingress;
-use crate::server::{Admission, Ctx, dial, tunnel};
+use crate::conn::{Admission, Ctx, dial, tunnel};
 
 /// A silent or slow client loses its connection after this long.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

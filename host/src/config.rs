@@ -11,6 +11,7 @@ use sandbox_registry::select::SandboxSwitch;
 use serde::Deserialize;
 
 use crate::cli::{Command, Common};
+use crate::command_policy::{OFF_NOTICE, PolicySettings, approvals};
 use crate::dispatch_policy::DispatchPolicy;
 use crate::egress::{EgressError, EgressSettings};
 
@@ -169,15 +170,6 @@ pub struct PolicySection {
     pub guardrails: Option<PathBuf>,
     /// How long a prompt waits for an owner's answer before it is a deny.
     pub approval_timeout_secs: Option<f64>,
-}
-
-/// The command policy's settings, resolved.
-#[derive(Debug, Clone)]
-pub struct PolicySettings {
-    pub enforce: bool,
-    pub guardrails: sandbox_policy::Guardrails,
-    pub guardrails_file: Option<PathBuf>,
-    pub approval_timeout: Duration,
 }
 
 /// `[dispatch_policy]`.
@@ -372,7 +364,7 @@ impl Settings {
             tracing::warn!("{notice}");
         }
         if !self.policy.enforce {
-            tracing::warn!("{}", crate::command_policy::OFF_NOTICE);
+            tracing::warn!("{}", OFF_NOTICE);
         }
         if let Some(file) = &self.policy.guardrails_file {
             tracing::info!(
@@ -545,7 +537,7 @@ fn resolve_policy(
     let config_path = config.map(Path::to_path_buf).unwrap_or_default();
     let timeout = section
         .approval_timeout_secs
-        .unwrap_or(crate::command_policy::approvals::DEFAULT_TIMEOUT.as_secs_f64());
+        .unwrap_or(approvals::DEFAULT_TIMEOUT.as_secs_f64());
     if !(timeout.is_finite() && timeout > 0.0) {
         return Err(ConfigError::Parse {
             path: config_path,

@@ -25,12 +25,10 @@ use abi_stable::StableAbi;
 use abi_stable::library::{
     LibHeader, LibraryError, RootModule, RootModuleError, lib_header_from_path,
 };
-use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_trait;
 use abi_stable::sabi_types::VersionStrings;
 use abi_stable::std_types::{RBox, RResult, RSlice, RStr, RString, RVec};
 
-use crate::error::PluginError;
 use crate::types::{Event, EventBody, KillReason, SandboxState, SandboxViolation};
 
 /// An open code naming a kind of event. Unknown values are legal and ignored.
@@ -114,7 +112,7 @@ impl SinkStatus {
     pub const CLOSED: Self = Self(1);
 }
 
-/// [`PluginError`] on the wire.
+/// [`PluginError`](crate::PluginError) on the wire.
 #[repr(C)]
 #[derive(StableAbi, Debug, Clone)]
 pub struct RawError {
@@ -122,22 +120,6 @@ pub struct RawError {
     pub message: RString,
     /// Extensible payload; unused in 1.0.
     pub json: RString,
-}
-
-impl From<PluginError> for RawError {
-    fn from(e: PluginError) -> Self {
-        Self {
-            code: e.code,
-            message: e.message.into(),
-            json: RString::new(),
-        }
-    }
-}
-
-impl From<RawError> for PluginError {
-    fn from(e: RawError) -> Self {
-        PluginError::new(e.code, e.message.into_string())
-    }
 }
 
 /// One event on the wire. `json` carries the extensible part of the payload.
@@ -340,47 +322,6 @@ impl RootModule for PluginModRef {
     const VERSION_STRINGS: VersionStrings = abi_stable::package_version_strings!();
 }
 
-/// Builds the root module; used by [`crate::export_backend!`].
-#[doc(hidden)]
-pub fn root_module(
-    plugin_name: &'static str,
-    plugin_version: &'static str,
-    panic_unwind: bool,
-    backends: extern "C" fn() -> RResult<RVec<BackendBox>, RawError>,
-) -> PluginModRef {
-    PluginMod {
-        api_version: RStr::from_str(crate::API_VERSION),
-        plugin_name: RStr::from_str(plugin_name),
-        plugin_version: RStr::from_str(plugin_version),
-        panic_unwind,
-        init: plugin_init,
-        backends,
-        call: plugin_call,
-    }
-    .leak_into_prefix()
-}
-
-extern "C" fn plugin_init(host: HostServicesBox) -> RResult<(), RawError> {
-    crate::sdk::guard("init", || {
-        crate::sdk::log_bridge::install(host);
-        Ok(())
-    })
-    .map_err(RawError::from)
-    .into()
-}
-
-extern "C" fn plugin_call(method: RStr<'_>, _json: RStr<'_>) -> RResult<RString, RawError> {
-    RResult::RErr(PluginError::unsupported(&format!("plugin call `{method}`")).into())
-}
-
-/// Converts an SDK result for the wire.
-pub(crate) fn to_rresult<T, U: From<T>>(r: Result<T, PluginError>) -> RResult<U, RawError> {
-    match r {
-        Ok(v) => RResult::ROk(v.into()),
-        Err(e) => RResult::RErr(e.into()),
-    }
-}
-
 // ---- Host side: loading ---------------------------------------------------
 
 /// Why a library could not become a plugin. Messages are one line: abi_stable's
@@ -488,14 +429,6 @@ pub(crate) fn summarize_layout_error(dump: &str) -> String {
         return first_line(dump);
     }
     parts.join("; ")
-}
-
-/// `RResult` → `Result`, for host-side code.
-pub(crate) fn from_rresult<T, U: From<T>>(r: RResult<T, RawError>) -> Result<U, PluginError> {
-    match r {
-        RResult::ROk(v) => Ok(v.into()),
-        RResult::RErr(e) => Err(e.into()),
-    }
 }
 
 #[cfg(test)]

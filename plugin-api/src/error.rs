@@ -3,7 +3,10 @@
 
 use std::fmt;
 
+use abi_stable::std_types::{RResult, RString};
+
 pub use crate::abi::ErrorCode;
+use crate::abi::RawError;
 
 /// An error returned by a backend, or by the host's side of the boundary.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +72,38 @@ impl fmt::Display for PluginError {
 }
 
 impl std::error::Error for PluginError {}
+
+impl From<PluginError> for RawError {
+    fn from(e: PluginError) -> Self {
+        Self {
+            code: e.code,
+            message: e.message.into(),
+            json: RString::new(),
+        }
+    }
+}
+
+impl From<RawError> for PluginError {
+    fn from(e: RawError) -> Self {
+        PluginError::new(e.code, e.message.into_string())
+    }
+}
+
+/// Converts an SDK result for the wire.
+pub(crate) fn to_rresult<T, U: From<T>>(r: Result<T, PluginError>) -> RResult<U, RawError> {
+    match r {
+        Ok(v) => RResult::ROk(v.into()),
+        Err(e) => RResult::RErr(e.into()),
+    }
+}
+
+/// `RResult` → `Result`, for host-side code.
+pub(crate) fn from_rresult<T, U: From<T>>(r: RResult<T, RawError>) -> Result<U, PluginError> {
+    match r {
+        RResult::ROk(v) => Ok(v.into()),
+        RResult::RErr(e) => Err(e.into()),
+    }
+}
 
 #[cfg(test)]
 mod tests {

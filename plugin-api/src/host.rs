@@ -17,7 +17,7 @@ use crate::abi::{
     self, BackendBox, HostServicesBox, OpenFailure, RawError, RawEvent, SandboxBox, SinkBox,
     SinkStatus,
 };
-use crate::error::{ErrorCode, PluginError};
+use crate::error::{self, ErrorCode, PluginError};
 use crate::sdk::BackendImpl;
 use crate::types::{
     Event, ExecRequest, ProbeContext, ProbeReport, SandboxInfo, SandboxSpec, SandboxState,
@@ -133,11 +133,12 @@ impl OpenedPlugin {
             },
             TD_Opaque,
         );
-        abi::from_rresult::<(), ()>((module.init())(services))
+        error::from_rresult::<(), ()>((module.init())(services))
             .map_err(|e| LoadError::Init(e.to_string()))?;
-        let backends =
-            abi::from_rresult::<_, abi_stable::std_types::RVec<BackendBox>>((module.backends())())
-                .map_err(LoadError::Backends)?;
+        let backends = error::from_rresult::<_, abi_stable::std_types::RVec<BackendBox>>((module
+            .backends())(
+        ))
+        .map_err(LoadError::Backends)?;
         Ok(LoadedPlugin {
             name,
             version: module.plugin_version().as_str().to_owned(),
@@ -262,7 +263,8 @@ impl BackendObject {
     pub fn probe(&self, ctx: &ProbeContext) -> Result<ProbeReport, PluginError> {
         let ctx = to_json(ctx)?;
         let json: String =
-            abi::from_rresult::<_, RString>(self.inner.probe(RStr::from_str(&ctx)))?.into_string();
+            error::from_rresult::<_, RString>(self.inner.probe(RStr::from_str(&ctx)))?
+                .into_string();
         from_plugin_json(&json, "probe report")
     }
 
@@ -275,7 +277,7 @@ impl BackendObject {
         let spec = to_json(spec)?;
         let sink = SinkBox::from_value(HandlerSink { handler: events }, TD_Opaque);
         let sandbox: SandboxBox =
-            abi::from_rresult(self.inner.launch(RStr::from_str(&spec), sink))?;
+            error::from_rresult(self.inner.launch(RStr::from_str(&spec), sink))?;
         Ok(SandboxObject {
             inner: Arc::new(sandbox),
         })
@@ -283,7 +285,7 @@ impl BackendObject {
 
     /// An optional operation; `UNSUPPORTED` when the backend does not offer it.
     pub fn call(&self, method: &str, json: &str) -> Result<String, PluginError> {
-        abi::from_rresult::<_, RString>(
+        error::from_rresult::<_, RString>(
             self.inner
                 .call(RStr::from_str(method), RStr::from_str(json)),
         )
@@ -311,42 +313,42 @@ impl SandboxObject {
     /// Starts a command; returns its exec id.
     pub fn exec(&self, request: &ExecRequest) -> Result<u64, PluginError> {
         let request = to_json(request)?;
-        abi::from_rresult(self.inner.exec(RStr::from_str(&request)))
+        error::from_rresult(self.inner.exec(RStr::from_str(&request)))
     }
 
     /// Writes to an exec's stdin.
     pub fn write_stdin(&self, exec_id: u64, data: &[u8]) -> Result<(), PluginError> {
-        abi::from_rresult(self.inner.write_stdin(exec_id, RSlice::from_slice(data)))
+        error::from_rresult(self.inner.write_stdin(exec_id, RSlice::from_slice(data)))
     }
 
     /// Closes an exec's stdin.
     pub fn close_stdin(&self, exec_id: u64) -> Result<(), PluginError> {
-        abi::from_rresult(self.inner.close_stdin(exec_id))
+        error::from_rresult(self.inner.close_stdin(exec_id))
     }
 
     /// Signals an exec.
     pub fn kill(&self, exec_id: u64, signal: i32) -> Result<(), PluginError> {
-        abi::from_rresult(self.inner.kill(exec_id, signal))
+        error::from_rresult(self.inner.kill(exec_id, signal))
     }
 
     /// Pauses the sandbox.
     pub fn suspend(&self) -> Result<(), PluginError> {
-        abi::from_rresult(self.inner.suspend())
+        error::from_rresult(self.inner.suspend())
     }
 
     /// Resumes the sandbox.
     pub fn resume(&self) -> Result<(), PluginError> {
-        abi::from_rresult(self.inner.resume())
+        error::from_rresult(self.inner.resume())
     }
 
     /// Ends the sandbox. Idempotent; no event arrives after it returns.
     pub fn destroy(&self) -> Result<(), PluginError> {
-        abi::from_rresult(self.inner.destroy())
+        error::from_rresult(self.inner.destroy())
     }
 
     /// An optional operation.
     pub fn call(&self, method: &str, json: &str) -> Result<String, PluginError> {
-        abi::from_rresult::<_, RString>(
+        error::from_rresult::<_, RString>(
             self.inner
                 .call(RStr::from_str(method), RStr::from_str(json)),
         )

@@ -115,9 +115,13 @@
 //! The `testkit` feature provides the conformance suite every backend runs in
 //! its own tests.
 
+// No hand-written unsafe: abi_stable's derives in `abi` expand to unsafe impls,
+// so that one module is allowed it and every other module is denied it.
+#![deny(unsafe_code)]
 #![deny(missing_docs)]
 
 #[doc(hidden)]
+#[allow(unsafe_code)]
 pub mod abi;
 mod error;
 pub mod host;
@@ -161,7 +165,7 @@ macro_rules! export_backend {
                     ::std::vec![$(::std::boxed::Box::new($backend) as ::std::boxed::Box<dyn $crate::sdk::BackendImpl>),+]
                 })
             }
-            $crate::abi::root_module(
+            $crate::sdk::root_module(
                 ::core::env!("CARGO_PKG_NAME"),
                 ::core::env!("CARGO_PKG_VERSION"),
                 ::core::cfg!(panic = "unwind"),

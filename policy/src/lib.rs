@@ -88,10 +88,13 @@
 //! Lines it would hang or panic on are refused before it sees them
 //! (`parse.rs`), including every unterminated here-document.
 
+#![forbid(unsafe_code)]
+
 mod commands;
 mod guardrails;
 mod parse;
 mod walk;
+mod words;
 
 #[cfg(test)]
 mod classify_tests;

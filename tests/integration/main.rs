@@ -20,4 +20,5 @@ mod plugins;
 mod policy;
 mod realwork;
 mod run;
+mod structure;
 mod toolchains;

@@ -14,6 +14,7 @@ pub mod workdir;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use sandbox_policy::{Decision, Guardrails, SandboxMode, Verdict, Workdir};
@@ -40,6 +41,16 @@ impl Approver for Approvals {
             }
         })
     }
+}
+
+/// The command policy's settings, resolved (by [`crate::config`], from
+/// `[policy]` and the flags).
+#[derive(Debug, Clone)]
+pub struct PolicySettings {
+    pub enforce: bool,
+    pub guardrails: sandbox_policy::Guardrails,
+    pub guardrails_file: Option<PathBuf>,
+    pub approval_timeout: Duration,
 }
 
 /// The warning logged at every start while the policy is off.
@@ -102,7 +113,7 @@ impl std::fmt::Display for Refusal {
 }
 
 impl CommandPolicy {
-    pub fn from_settings(settings: &crate::config::PolicySettings) -> Self {
+    pub fn from_settings(settings: &PolicySettings) -> Self {
         let approvals = Approvals::new(settings.approval_timeout);
         Self {
             enforce: settings.enforce,

@@ -2,12 +2,13 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::{RResult, RSlice, RStr, RString, RVec};
 
 use super::{BackendImpl, EventSender, SandboxImpl, guard};
 use crate::abi::{self, BackendBox, RawError, SandboxBox, SinkBox};
-use crate::error::{ErrorCode, PluginError};
+use crate::error::{self, ErrorCode, PluginError};
 use crate::types::{ExecRequest, ProbeContext, SandboxInfo, SandboxSpec, SandboxState};
 
 /// Wraps a backend for the host. Its name is read once, here, so that
@@ -34,7 +35,40 @@ pub fn export_backends(
             .map(into_abi_backend)
             .collect::<Result<Vec<_>, _>>()
     });
-    abi::to_rresult::<_, RVec<BackendBox>>(built)
+    error::to_rresult::<_, RVec<BackendBox>>(built)
+}
+
+/// Builds the root module; used by [`crate::export_backend!`].
+#[doc(hidden)]
+pub fn root_module(
+    plugin_name: &'static str,
+    plugin_version: &'static str,
+    panic_unwind: bool,
+    backends: extern "C" fn() -> RResult<RVec<BackendBox>, RawError>,
+) -> abi::PluginModRef {
+    abi::PluginMod {
+        api_version: RStr::from_str(crate::API_VERSION),
+        plugin_name: RStr::from_str(plugin_name),
+        plugin_version: RStr::from_str(plugin_version),
+        panic_unwind,
+        init: plugin_init,
+        backends,
+        call: plugin_call,
+    }
+    .leak_into_prefix()
+}
+
+extern "C" fn plugin_init(host: abi::HostServicesBox) -> RResult<(), RawError> {
+    guard("init", || {
+        super::log_bridge::install(host);
+        Ok(())
+    })
+    .map_err(RawError::from)
+    .into()
+}
+
+extern "C" fn plugin_call(method: RStr<'_>, _json: RStr<'_>) -> RResult<RString, RawError> {
+    RResult::RErr(PluginError::unsupported(&format!("plugin call `{method}`")).into())
 }
 
 struct BackendAdapter {
@@ -55,7 +89,7 @@ impl abi::Backend for BackendAdapter {
             serde_json::to_string(&report)
                 .map_err(|e| PluginError::other(format!("probe report: {e}")))
         });
-        abi::to_rresult::<_, RString>(result)
+        error::to_rresult::<_, RString>(result)
     }
 
     fn launch(&self, spec_json: RStr<'_>, sink: SinkBox) -> RResult<SandboxBox, RawError> {
@@ -78,7 +112,7 @@ impl abi::Backend for BackendAdapter {
             // A failed launch has no sandbox to destroy: its events end here.
             events.close();
         }
-        abi::to_rresult::<_, SandboxBox>(result)
+        error::to_rresult::<_, SandboxBox>(result)
     }
 
     fn call(&self, method: RStr<'_>, json: RStr<'_>) -> RResult<RString, RawError> {
@@ -87,7 +121,7 @@ impl abi::Backend for BackendAdapter {
                 .call(method.as_str(), json.as_str())
                 .map(RString::from)
         });
-        abi::to_rresult::<_, RString>(result)
+        error::to_rresult::<_, RString>(result)
     }
 }
 
@@ -148,33 +182,33 @@ impl abi::Sandbox for SandboxAdapter {
             }
             self.inner.exec(request)
         });
-        abi::to_rresult::<_, u64>(result)
+        error::to_rresult::<_, u64>(result)
     }
 
     fn write_stdin(&self, exec_id: u64, data: RSlice<'_, u8>) -> RResult<(), RawError> {
-        abi::to_rresult::<_, ()>(self.run("write_stdin", || {
+        error::to_rresult::<_, ()>(self.run("write_stdin", || {
             self.inner.write_stdin(exec_id, data.as_slice())
         }))
     }
 
     fn close_stdin(&self, exec_id: u64) -> RResult<(), RawError> {
-        abi::to_rresult::<_, ()>(self.run("close_stdin", || self.inner.close_stdin(exec_id)))
+        error::to_rresult::<_, ()>(self.run("close_stdin", || self.inner.close_stdin(exec_id)))
     }
 
     fn kill(&self, exec_id: u64, signal: i32) -> RResult<(), RawError> {
-        abi::to_rresult::<_, ()>(self.run("kill", || self.inner.kill(exec_id, signal)))
+        error::to_rresult::<_, ()>(self.run("kill", || self.inner.kill(exec_id, signal)))
     }
 
     fn suspend(&self) -> RResult<(), RawError> {
-        abi::to_rresult::<_, ()>(self.run("suspend", || self.inner.suspend()))
+        error::to_rresult::<_, ()>(self.run("suspend", || self.inner.suspend()))
     }
 
     fn resume(&self) -> RResult<(), RawError> {
-        abi::to_rresult::<_, ()>(self.run("resume", || self.inner.resume()))
+        error::to_rresult::<_, ()>(self.run("resume", || self.inner.resume()))
     }
 
     fn destroy(&self) -> RResult<(), RawError> {
-        abi::to_rresult::<_, ()>(self.destroy_once())
+        error::to_rresult::<_, ()>(self.destroy_once())
     }
 
     fn call(&self, method: RStr<'_>, json: RStr<'_>) -> RResult<RString, RawError> {
@@ -183,7 +217,7 @@ impl abi::Sandbox for SandboxAdapter {
                 .call(method.as_str(), json.as_str())
                 .map(RString::from)
         });
-        abi::to_rresult::<_, RString>(result)
+        error::to_rresult::<_, RString>(result)
     }
 }
 

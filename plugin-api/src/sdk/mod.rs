@@ -15,9 +15,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 pub use events::EventSender;
 
-#[doc(hidden)]
-pub use adapter::export_backends;
 pub(crate) use adapter::into_abi_backend;
+#[doc(hidden)]
+pub use adapter::{export_backends, root_module};
 
 use crate::error::{ErrorCode, PluginError};
 use crate::types::{ExecRequest, ProbeContext, ProbeReport, SandboxInfo, SandboxSpec};

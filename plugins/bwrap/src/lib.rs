@@ -17,6 +17,7 @@
 
 pub mod cgroup;
 mod control;
+pub mod host_facts;
 pub mod identity;
 pub mod kept;
 pub mod limits;

@@ -29,8 +29,8 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
+use crate::host_facts::{HostFacts, Kind};
 use crate::lists::{HOME_SECRETS, SYSTEM_LINKS, SYSTEM_SECRETS, SYSTEM_VIEW};
-use crate::plan::{HostFacts, Kind};
 
 /// A tool's home: where its binaries, versions and shims live.
 #[derive(Debug)]

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::probe::KvmFinding;
+use crate::kvm::KvmFinding;
 use crate::qemu::Finding;
 
 /// The file, inside [`dir`].

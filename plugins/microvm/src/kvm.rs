@@ -212,6 +212,17 @@ pub fn blocker(verdict: &Verdict, plan: &Plan, pvm: bool) -> Option<String> {
     }
 }
 
+/// What the KVM test found (kept per boot by [`crate::cache`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KvmFinding {
+    /// The test that ran.
+    pub plan: Plan,
+    /// Its verdict.
+    pub verdict: Verdict,
+    /// Whether `/sys/module/kvm_pvm` exists.
+    pub pvm: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Instant;

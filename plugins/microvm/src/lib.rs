@@ -19,6 +19,7 @@ pub mod cache;
 pub mod engine;
 pub mod image;
 pub mod kvm;
+pub mod options;
 pub mod probe;
 pub mod qemu;
 pub mod tsc;

@@ -12,85 +12,16 @@
 use sandbox_plugin_api::{ProbeContext, ProbeReport, SandboxBackend, capability, error_chain};
 
 use crate::engine::{Engine, Image};
-use crate::kvm::{self, Plan, Verdict};
+use crate::kvm::{self, KvmFinding, Plan};
+use crate::options::{ACCEL_ENV, Accel, AccelError, accel_choice};
 use crate::qemu::{self, Finding};
 use crate::{cache, image};
-
-/// The opt-in to TCG from the environment; beats the config file, as
-/// every `CC_SERVER_*` variable does.
-pub const ACCEL_ENV: &str = "CC_SERVER_MICROVM_ACCEL";
 
 /// The badge with a hardware accelerator.
 pub const NOTE: &str = "QEMU microVM — a kernel boundary (hardware virtualisation)";
 
 /// The badge with TCG opted in (SPEC C5: the handle says so too).
 pub const NOTE_TCG: &str = "QEMU microVM on TCG — emulated, not an isolation boundary";
-
-/// The accelerator asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Accel {
-    /// The default: hardware virtualisation through `/dev/kvm`.
-    Kvm,
-    /// QEMU's emulator, only when opted in (docs/research/microvm.md §4.2).
-    Tcg,
-}
-
-impl Accel {
-    /// QEMU's name for it (`-accel NAME`).
-    pub fn qemu_name(self) -> &'static str {
-        match self {
-            Self::Kvm => "kvm",
-            Self::Tcg => "tcg",
-        }
-    }
-}
-
-/// An accelerator setting this backend does not know.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AccelError {
-    #[error("{setting} is `{value}`, which is not an accelerator this backend knows (kvm, tcg)")]
-    Unknown {
-        setting: &'static str,
-        value: String,
-    },
-    #[error("[backends.microvm] accel is {value}, not a string (kvm or tcg)")]
-    NotAString { value: String },
-}
-
-/// The accelerator from `CC_SERVER_MICROVM_ACCEL` (when set) or from
-/// `[backends.microvm] accel`; `kvm` when neither says. Anything else is
-/// an error naming where it came from: a typo must not pass silently.
-pub fn accel_choice(options: &serde_json::Value, env: Option<&str>) -> Result<Accel, AccelError> {
-    let parse = |value: &str, setting: &'static str| match value {
-        "kvm" => Ok(Accel::Kvm),
-        "tcg" => Ok(Accel::Tcg),
-        other => Err(AccelError::Unknown {
-            setting,
-            value: other.to_owned(),
-        }),
-    };
-    if let Some(value) = env.filter(|v| !v.is_empty()) {
-        return parse(value, ACCEL_ENV);
-    }
-    match options.get("accel") {
-        None | Some(serde_json::Value::Null) => Ok(Accel::Kvm),
-        Some(serde_json::Value::String(s)) => parse(s, "[backends.microvm] accel"),
-        Some(other) => Err(AccelError::NotAString {
-            value: other.to_string(),
-        }),
-    }
-}
-
-/// What the KVM test found.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct KvmFinding {
-    /// The test that ran.
-    pub plan: Plan,
-    /// Its verdict.
-    pub verdict: Verdict,
-    /// Whether `/sys/module/kvm_pvm` exists.
-    pub pvm: bool,
-}
 
 /// Everything the probe looked at.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -293,8 +224,8 @@ pub fn probe(ctx: &ProbeContext) -> (ProbeReport, Option<Engine>) {
             },
             accel: *accel,
             tsc_khz: entry.tsc_khz,
-            suspend: crate::engine::suspend_choice(&ctx.options),
-            templates: crate::engine::templates_choice(&ctx.options),
+            suspend: crate::options::suspend_choice(&ctx.options),
+            templates: crate::options::templates_choice(&ctx.options),
         }),
         _ => None,
     };
@@ -333,6 +264,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::kvm::Verdict;
     use crate::qemu::Qemu;
 
     fn emulated_on_pvm() -> KvmFinding {

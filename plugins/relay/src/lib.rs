@@ -18,6 +18,8 @@
 //! [`AFTER_EXIT_LIMIT`] — more than any pipe of the command can hold — so a
 //! background process writing on forever cannot keep the exec from ending.
 
+#![forbid(unsafe_code)]
+
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;

@@ -16,6 +16,8 @@
 //! platform (on macOS with a hint saying why), and `launch` refuses with
 //! [`ErrorCode::UNAVAILABLE`]. The plugin builds and loads everywhere.
 
+#![forbid(unsafe_code)]
+
 pub mod lists;
 pub mod logparse;
 pub mod probe;

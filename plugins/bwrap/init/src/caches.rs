@@ -28,7 +28,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::layout::{mount_fs as mount, read_only_bind};
+use crate::mount::{mount_fs as mount, read_only_bind};
 
 /// What PID 1 is told (`--caches JSON`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,5 +11,6 @@ pub mod forward;
 pub mod guard;
 pub mod landlock;
 pub mod layout;
+mod mount;
 pub mod proto;
 pub mod seccomp;

@@ -12,8 +12,7 @@
 //! that answer nothing (`ready`, `exited`) carry `seq` 0.
 
 use std::io;
-use std::mem;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -25,7 +24,7 @@ pub const VERSION: u32 = 1;
 pub const MAX_FRAME: usize = 16 << 20;
 
 /// The most descriptors one frame may carry.
-pub const MAX_FDS: usize = 4;
+pub const MAX_FDS: usize = sandbox_fdpass::MAX_FDS;
 
 /// What the backend asks of PID 1.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -180,110 +179,16 @@ fn read_exact(socket: RawFd, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::Resu
     Ok(true)
 }
 
-const CMSG_SPACE: usize = {
-    // CMSG_SPACE(MAX_FDS * sizeof(int)) on Linux: header + data, aligned to usize.
-    let align = mem::size_of::<usize>();
-    let header = (mem::size_of::<libc::cmsghdr>() + align - 1) & !(align - 1);
-    let data = (MAX_FDS * mem::size_of::<RawFd>() + align - 1) & !(align - 1);
-    header + data
-};
-
-/// Ancillary space, aligned for `cmsghdr`.
-#[repr(C, align(8))]
-struct CmsgBuf([u8; CMSG_SPACE]);
-
+/// One `sendmsg` of `data` with `fds` attached ([`sandbox_fdpass::send`]).
 fn sendmsg(socket: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<usize> {
-    let mut iov = libc::iovec {
-        iov_base: data.as_ptr() as *mut libc::c_void,
-        iov_len: data.len(),
-    };
-    let mut cmsg = CmsgBuf([0; CMSG_SPACE]);
-    // SAFETY: an all-zero msghdr is a valid empty message.
-    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    if !fds.is_empty() {
-        let payload = mem::size_of_val(fds);
-        msg.msg_control = cmsg.0.as_mut_ptr().cast();
-        // SAFETY: CMSG_SPACE only computes a size.
-        msg.msg_controllen = unsafe { libc::CMSG_SPACE(payload as u32) } as usize;
-        // SAFETY: msg_control points at a buffer of at least CMSG_SPACE(payload)
-        // bytes (fds.len() <= MAX_FDS), so the first header and its data fit.
-        unsafe {
-            let header = libc::CMSG_FIRSTHDR(&msg);
-            (*header).cmsg_level = libc::SOL_SOCKET;
-            (*header).cmsg_type = libc::SCM_RIGHTS;
-            (*header).cmsg_len = libc::CMSG_LEN(payload as u32) as usize;
-            std::ptr::copy_nonoverlapping(
-                fds.as_ptr().cast::<u8>(),
-                libc::CMSG_DATA(header),
-                payload,
-            );
-        }
-    }
-    loop {
-        // SAFETY: msg describes valid buffers that outlive the call.
-        let n = unsafe { libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
+    sandbox_fdpass::send(socket, data, fds)
 }
 
 /// One `recvmsg` into `buf`, the descriptors that came with it appended to
 /// `fds` (close-on-exec); retried on EINTR; a message whose descriptors did
-/// not fit is an error. The one receive of descriptors in sandbox-init.
-pub fn recvmsg(socket: RawFd, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::Result<usize> {
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let mut cmsg = CmsgBuf([0; CMSG_SPACE]);
-    // SAFETY: an all-zero msghdr is a valid empty message.
-    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cmsg.0.as_mut_ptr().cast();
-    msg.msg_controllen = CMSG_SPACE;
-    let n = loop {
-        // SAFETY: msg describes valid buffers that outlive the call.
-        let n = unsafe { libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC) };
-        if n >= 0 {
-            break n as usize;
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    };
-    // SAFETY: the kernel filled msg_control/msg_controllen; the CMSG macros walk
-    // only within it, and every SCM_RIGHTS entry holds descriptors now ours.
-    unsafe {
-        let mut header = libc::CMSG_FIRSTHDR(&msg);
-        while !header.is_null() {
-            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(header);
-                let bytes = (*header).cmsg_len as usize - (data as usize - header as usize);
-                for i in 0..bytes / mem::size_of::<RawFd>() {
-                    let fd = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
-                    fds.push(OwnedFd::from_raw_fd(fd));
-                }
-            }
-            header = libc::CMSG_NXTHDR(&msg, header);
-        }
-    }
-    if msg.msg_flags & libc::MSG_CTRUNC != 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "too many descriptors in one frame",
-        ));
-    }
-    Ok(n)
-}
+/// not fit is an error. The one receive of descriptors in sandbox-init
+/// ([`sandbox_fdpass::recv`]).
+pub use sandbox_fdpass::recv as recvmsg;
 
 #[cfg(test)]
 mod tests {

@@ -209,7 +209,10 @@ pub fn extract(deb: &Path, dir: &Path) -> Result<(), DebianError> {
 }
 
 /// Decompresses the first XZ stream of `data` with the `xz` tool; bytes
-/// after the stream (a bzImage's trailer) are ignored.
+/// after the stream (a bzImage's trailer) are ignored. The tool rather than
+/// a decoder crate, like the rest of this module (apt, dpkg-deb): one call
+/// per image build, `xz-utils` is in `.ci/install-deps`, and a missing tool
+/// is a named error ([`DebianError::XzMissing`]).
 pub fn xz_decompress(data: &[u8]) -> Result<Vec<u8>, DebianError> {
     use std::io::Write;
     use std::process::Stdio;

@@ -13,6 +13,8 @@
 //! - [`debian`]: the only code that runs `apt-cache`, `apt-get`, `dpkg-deb`, `xz`;
 //! - [`build`]: puts it together and writes the image atomically.
 
+#![forbid(unsafe_code)]
+
 pub mod build;
 pub mod cpio;
 pub mod debian;

@@ -2,6 +2,8 @@
 //! or verifies one. Logs go to stderr; `build` prints the image directory on
 //! stdout so scripts can capture it.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;

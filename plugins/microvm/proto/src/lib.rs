@@ -8,6 +8,8 @@
 //! Pure data and codecs: the agent and the plugin share this crate, so they
 //! cannot disagree on the wire.
 
+#![forbid(unsafe_code)]
+
 use std::io::{self, Read, Write};
 
 use serde::{Deserialize, Serialize};

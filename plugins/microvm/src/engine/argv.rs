@@ -8,7 +8,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::probe::Accel;
+use crate::options::Accel;
 
 /// The virtio-serial port's name; the agent looks for it.
 pub const AGENT_PORT: &str = "agent0";

@@ -44,7 +44,7 @@ use sandbox_plugin_api::{
 
 use self::argv::{Launch, Share};
 use self::link::{Answer, Link};
-use crate::probe::Accel;
+use crate::options::{Accel, SettingError, SuspendMode};
 
 /// How long a boot may take before the launch fails: TCG boots a Debian
 /// kernel in 1.2–3 s here; a loaded CI host needs slack.
@@ -83,34 +83,6 @@ pub struct Engine {
     pub templates: Result<bool, SettingError>,
 }
 
-/// A `[backends.microvm]` setting that is not understood. The probe keeps
-/// it and `launch` refuses with it: the backend is there, the setting wrong.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SettingError {
-    #[error(
-        "[backends.microvm] suspend = {value} is not understood: use \"pause\" (vCPUs \
-         stopped, RAM kept) or \"checkpoint\" (the machine written to a file, QEMU \
-         ended, RAM freed)"
-    )]
-    Suspend { value: String },
-    #[error(
-        "[backends.microvm] templates = {value} is not understood: use true (start from \
-         a saved, booted machine) or false (boot every sandbox)"
-    )]
-    Templates { value: String },
-}
-
-/// Reads `[backends.microvm] templates`.
-pub fn templates_choice(options: &serde_json::Value) -> Result<bool, SettingError> {
-    match options.get("templates") {
-        None | Some(serde_json::Value::Null) => Ok(true),
-        Some(serde_json::Value::Bool(on)) => Ok(*on),
-        Some(other) => Err(SettingError::Templates {
-            value: other.to_string(),
-        }),
-    }
-}
-
 impl Engine {
     /// QEMU's arguments for a machine with these sockets and shares.
     fn args(
@@ -129,28 +101,6 @@ impl Engine {
             qmp_socket,
             shares,
         })
-    }
-}
-
-/// What `suspend` does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SuspendMode {
-    /// QMP `stop`: vCPUs halted, RAM kept; always possible.
-    Pause,
-    /// The machine's state to a file, QEMU ended, RAM freed; refused while
-    /// a share is busy in the guest or an egress connection is open.
-    Checkpoint,
-}
-
-/// Reads `[backends.microvm] suspend` (default `pause`).
-pub fn suspend_choice(options: &serde_json::Value) -> Result<SuspendMode, SettingError> {
-    match options.get("suspend") {
-        None | Some(serde_json::Value::Null) => Ok(SuspendMode::Pause),
-        Some(serde_json::Value::String(s)) if s == "pause" => Ok(SuspendMode::Pause),
-        Some(serde_json::Value::String(s)) if s == "checkpoint" => Ok(SuspendMode::Checkpoint),
-        Some(other) => Err(SettingError::Suspend {
-            value: other.to_string(),
-        }),
     }
 }
 
@@ -888,42 +838,5 @@ impl Drop for Vm {
     fn drop(&mut self) {
         // The host always destroys; this is the backstop for a panic.
         let _ = self.destroy();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn suspend_is_pause_unless_checkpoint_is_asked_for() {
-        let choice = |v: serde_json::Value| suspend_choice(&serde_json::json!({ "suspend": v }));
-        assert_eq!(
-            suspend_choice(&serde_json::json!({})),
-            Ok(SuspendMode::Pause)
-        );
-        assert_eq!(choice("pause".into()), Ok(SuspendMode::Pause));
-        assert_eq!(choice("checkpoint".into()), Ok(SuspendMode::Checkpoint));
-        let wrong = choice("hibernate".into()).unwrap_err().to_string();
-        assert!(
-            wrong.contains("\"hibernate\"") && wrong.contains("checkpoint"),
-            "{wrong}"
-        );
-        assert!(choice(1.into()).is_err());
-    }
-
-    #[test]
-    fn templates_are_on_unless_turned_off() {
-        assert_eq!(templates_choice(&serde_json::json!({})), Ok(true));
-        let choice =
-            |v: serde_json::Value| templates_choice(&serde_json::json!({ "templates": v }));
-        assert_eq!(choice(false.into()), Ok(false));
-        assert_eq!(choice(true.into()), Ok(true));
-        assert!(
-            choice("no".into())
-                .unwrap_err()
-                .to_string()
-                .contains("true")
-        );
     }
 }

@@ -5,6 +5,11 @@
 //! sandbox denies) and read back by a new QEMU (`migrate-incoming`). One
 //! connection per QEMU; commands are answered in order, with asynchronous
 //! events in between that are skipped.
+//!
+//! Hand-written rather than the `qapi` crates: eight commands over a line
+//! protocol, and `getfd` needs a descriptor passed (`sandbox_fdpass`),
+//! which qapi does not do; `qapi-qmp` generates the whole QEMU schema in
+//! its build script.
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, RawFd};
@@ -124,32 +129,10 @@ fn request(command: &str, arguments: serde_json::Value) -> serde_json::Value {
     }
 }
 
-/// Writes `bytes` with one descriptor attached.
+/// Writes `bytes` with one descriptor attached ([`sandbox_fdpass::send`]).
 fn send_with_fd(socket: RawFd, bytes: &[u8], fd: RawFd) -> io::Result<()> {
-    let mut iov = libc::iovec {
-        iov_base: bytes.as_ptr() as *mut libc::c_void,
-        iov_len: bytes.len(),
-    };
-    let mut space = [0u64; 4];
-    // SAFETY: stack buffers only; the CMSG macros stay inside `space`, which
-    // has room for one descriptor; `iov` points at `bytes`, alive here.
-    let sent = unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = space.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize;
-        let header = libc::CMSG_FIRSTHDR(&msg);
-        (*header).cmsg_level = libc::SOL_SOCKET;
-        (*header).cmsg_type = libc::SCM_RIGHTS;
-        (*header).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
-        std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<RawFd>(), fd);
-        libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL)
-    };
-    if sent < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if sent as usize != bytes.len() {
+    let sent = sandbox_fdpass::send(socket, bytes, &[fd])?;
+    if sent != bytes.len() {
         return Err(io::Error::other("a short write on the QMP socket"));
     }
     Ok(())

@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use super::argv::Share;
 use super::{BOOT_PATIENCE_KVM, BOOT_PATIENCE_TCG, Engine, RuntimeDir, Tail, start};
-use crate::probe::Accel;
+use crate::options::Accel;
 
 /// Templates kept; making one more removes the least recently used.
 const KEEP: usize = 4;

@@ -1,0 +1,455 @@
+//! The shape of the source, checked so it does not drift back (issue 17):
+//! no import circle between the modules of a crate but the ones allowed
+//! below with their reason, and no source file over 1,000 lines before its
+//! `#[cfg(test)] mod` (a file of tests is not counted).
+//!
+//! The import graph is read from the text: `use` trees and `crate::…`,
+//! `super::…`, `self::…` and `child::…` paths, comments and string literals
+//! left out. A module's edges to its own ancestors and descendants are not
+//! counted (a folder module and the files in it are one piece seen from
+//! outside, and `use super::*` is how a child is written), so what is found
+//! is a circle between siblings or cousins: two jobs that each need the other.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
+
+/// Import edges that may close a circle: crate directory, from, to, why.
+const ALLOWED: &[(&str, &str, &str, &str)] = &[
+    (
+        "policy",
+        "walk",
+        "commands",
+        "the classifier's natural recursion: walking a line classifies each command, \
+         and classifying `bash -c '…'` or `sudo …` walks the text again",
+    ),
+    (
+        "plugins/bwrap/init",
+        "forker",
+        "layout",
+        "forker.rs calls layout::drop_capabilities; moving that call to its own module \
+         waits for the change to forker.rs (issue 16) in flight beside this one",
+    ),
+];
+
+/// The longest a source file may be before its tests.
+const MAX_LINES: usize = 1000;
+
+/// Files that may be longer for now: path from the repository root, why.
+const LONG_ALLOWED: &[(&str, &str)] = &[(
+    "plugins/bwrap/init/src/main.rs",
+    "990 lines here and growing with issue 16's process lifetimes; its body (args, \
+     the control server, reaping) moves into sandbox-init's library next (issue 17 item 3)",
+)];
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate is in the repository")
+        .to_path_buf()
+}
+
+/// The workspace members from the root manifest's `members = [...]`.
+fn members(root: &Path) -> Vec<String> {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let line = manifest
+        .lines()
+        .find(|l| l.trim_start().starts_with("members"))
+        .expect("a members line");
+    line.split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// A file's module path below its crate root (`lib.rs`/`main.rs` is `[]`).
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    match parts.last().map(String::as_str) {
+        Some("lib" | "main") if parts.len() == 1 => parts.clear(),
+        Some("mod") => {
+            parts.pop();
+        }
+        _ => {}
+    }
+    parts
+}
+
+/// The text with comments, string and character literals blanked.
+fn code_only(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    while i < b.len() {
+        let rest = &text[i..];
+        if rest.starts_with("//") {
+            i += rest.find('\n').unwrap_or(rest.len());
+        } else if let Some(body) = rest.strip_prefix("/*") {
+            i += body.find("*/").map_or(rest.len(), |k| k + 4);
+        } else if (b[i] == b'r' || rest.starts_with("br")) && (i == 0 || !ident(b[i - 1])) && {
+            let after = rest.trim_start_matches('b').strip_prefix('r').unwrap_or("");
+            after.trim_start_matches('#').starts_with('"')
+        } {
+            let after = rest.trim_start_matches('b').strip_prefix('r').unwrap_or("");
+            let hashes = after.len() - after.trim_start_matches('#').len();
+            let open = rest.len() - after.len() + hashes + 1;
+            let close = format!("\"{}", "#".repeat(hashes));
+            i += rest[open..]
+                .find(&close)
+                .map_or(rest.len(), |k| open + k + close.len());
+            out.push_str("\"\"");
+        } else if b[i] == b'"' {
+            let mut j = i + 1;
+            while j < b.len() && b[j] != b'"' {
+                j += if b[j] == b'\\' { 2 } else { 1 };
+            }
+            i = j + 1;
+            out.push_str("\"\"");
+        } else if b[i] == b'\'' {
+            // A character literal ('x', '\n', '\''), not a lifetime ('a).
+            let len = if rest[1..].starts_with('\\') {
+                rest[2..].find('\'').map(|k| k + 3)
+            } else {
+                rest[1..]
+                    .chars()
+                    .next()
+                    .filter(|c| rest[1 + c.len_utf8()..].starts_with('\''))
+                    .map(|c| c.len_utf8() + 2)
+            };
+            match len {
+                Some(len) => {
+                    i += len;
+                    out.push_str("' '");
+                }
+                None => {
+                    out.push('\'');
+                    i += 1;
+                }
+            }
+        } else {
+            let c = rest.chars().next().unwrap();
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    out
+}
+
+/// The paths a `use` tree names: `a::{b, c::d}` is `a::b` and `a::c::d`.
+fn expand_use(tree: &str, prefix: &[String], out: &mut Vec<Vec<String>>) {
+    let tree = tree.trim();
+    if let Some(open) = tree.find('{')
+        && tree.ends_with('}')
+    {
+        let mut head = prefix.to_vec();
+        head.extend(
+            tree[..open]
+                .split("::")
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned),
+        );
+        let body = &tree[open + 1..tree.len() - 1];
+        let (mut depth, mut start) = (0, 0);
+        for (k, ch) in body.char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    expand_use(&body[start..k], &head, out);
+                    start = k + 1;
+                }
+                _ => {}
+            }
+        }
+        expand_use(&body[start..], &head, out);
+        return;
+    }
+    let path = tree.split(" as ").next().unwrap_or("");
+    let mut full = prefix.to_vec();
+    full.extend(
+        path.split("::")
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned),
+    );
+    if !full.is_empty() {
+        out.push(full);
+    }
+}
+
+/// Every module path `code` names, as written (`crate::a::b`, `super::x`, …).
+fn named_paths(code: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(k) = rest.find("use ") {
+        let before = rest[..k].chars().last();
+        let after = &rest[k + 4..];
+        rest = after;
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        if let Some(end) = after.find(';') {
+            expand_use(&after[..end], &[], &mut out);
+        }
+    }
+    // Inline paths: identifiers joined by `::`.
+    let bytes = code.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+        if ident(bytes[i]) && (i == 0 || !(ident(bytes[i - 1]) || bytes[i - 1] == b':')) {
+            let start = i;
+            while i < bytes.len() && (ident(bytes[i]) || code[i..].starts_with("::")) {
+                i += if bytes[i] == b':' { 2 } else { 1 };
+            }
+            let path: Vec<String> = code[start..i]
+                .split("::")
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect();
+            if path.len() > 1 {
+                out.push(path);
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The modules a file declares as children (`mod x;`).
+fn children(code: &str) -> BTreeSet<String> {
+    code.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let line = line
+                .strip_prefix("pub(crate) ")
+                .or_else(|| line.strip_prefix("pub(super) "))
+                .or_else(|| line.strip_prefix("pub "))
+                .unwrap_or(line);
+            let name = line.strip_prefix("mod ")?.strip_suffix(';')?;
+            Some(name.trim().to_owned())
+        })
+        .collect()
+}
+
+type Module = Vec<String>;
+
+fn show(m: &Module) -> String {
+    if m.is_empty() {
+        "(crate root)".to_owned()
+    } else {
+        m.join("::")
+    }
+}
+
+/// One crate's import edges between modules that are not each other's
+/// ancestors.
+fn edges(src: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let modules: BTreeMap<Module, PathBuf> = files
+        .iter()
+        .map(|f| (module_of(src, f), f.clone()))
+        .collect();
+    let mut graph: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
+    for (module, file) in &modules {
+        let code = code_only(&std::fs::read_to_string(file).unwrap());
+        let kids = children(&code);
+        for path in named_paths(&code) {
+            let absolute: Module = match path[0].as_str() {
+                "crate" => path[1..].to_vec(),
+                "super" => {
+                    let ups = path.iter().take_while(|p| *p == "super").count();
+                    let mut base = module.clone();
+                    base.truncate(base.len().saturating_sub(ups));
+                    base.extend_from_slice(&path[ups..]);
+                    base
+                }
+                "self" => module.iter().chain(&path[1..]).cloned().collect(),
+                name if kids.contains(name) => module.iter().chain(&path).cloned().collect(),
+                _ => continue,
+            };
+            let target = (1..=absolute.len())
+                .rev()
+                .map(|k| absolute[..k].to_vec())
+                .find(|prefix| modules.contains_key(prefix))
+                .unwrap_or_default();
+            let related = target.starts_with(module) || module.starts_with(&target);
+            if !related {
+                graph.entry(module.clone()).or_default().insert(target);
+            }
+        }
+    }
+    graph
+}
+
+/// A path `from` → … → `to`, if there is one.
+fn path_between(
+    graph: &BTreeMap<Module, BTreeSet<Module>>,
+    from: &Module,
+    to: &Module,
+) -> Option<Vec<Module>> {
+    let mut came: BTreeMap<Module, Module> = BTreeMap::new();
+    let mut queue = VecDeque::from([from.clone()]);
+    while let Some(at) = queue.pop_front() {
+        if &at == to {
+            let mut path = vec![at.clone()];
+            let mut cur = at;
+            while let Some(prev) = came.get(&cur) {
+                path.push(prev.clone());
+                cur = prev.clone();
+            }
+            path.reverse();
+            return Some(path);
+        }
+        for next in graph.get(&at).into_iter().flatten() {
+            if next != from && !came.contains_key(next) {
+                came.insert(next.clone(), at.clone());
+                queue.push_back(next.clone());
+            }
+        }
+    }
+    None
+}
+
+/// Every import circle in every crate of the workspace but the allowed ones.
+fn circles(root: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for member in members(root) {
+        let src = root.join(&member).join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        let mut graph = edges(&src);
+        for (krate, from, to, _) in ALLOWED {
+            if *krate == member {
+                let split = |m: &str| m.split("::").map(str::to_owned).collect::<Module>();
+                if let Some(targets) = graph.get_mut(&split(from)) {
+                    targets.remove(&split(to));
+                }
+            }
+        }
+        let mut seen = BTreeSet::new();
+        for (from, targets) in &graph {
+            for to in targets {
+                if let Some(back) = path_between(&graph, to, from) {
+                    let mut cycle: Vec<String> =
+                        std::iter::once(from).chain(back.iter()).map(show).collect();
+                    let mut key = cycle[..cycle.len() - 1].to_vec();
+                    key.sort();
+                    if seen.insert(key) {
+                        cycle.dedup();
+                        found.push(format!("{member}: {}", cycle.join(" -> ")));
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// No module-import circle comes back (issue 17 item 3). A circle found here
+/// is two modules that each need the other: move what both need to a
+/// module of its own — or, if it is a recursion the design needs, add the
+/// edge to `ALLOWED` with its reason.
+#[test]
+fn no_import_circle_but_the_allowed_ones() {
+    let found = circles(&repo());
+    assert!(
+        found.is_empty(),
+        "import circles between modules (break each, or allow it in \
+         tests/integration/structure.rs with a reason):\n  {}",
+        found.join("\n  ")
+    );
+}
+
+/// The check finds a circle when there is one: two sibling modules that
+/// import each other, and a child that imports a cousin importing its
+/// parent's sibling back.
+#[test]
+fn the_circle_check_sees_a_circle() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("b")).unwrap();
+    std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\nmod c;\n").unwrap();
+    std::fs::write(
+        src.join("a.rs"),
+        "// use crate::c; (a comment)\nuse crate::b::x::Thing;\nfn f() { let s = \"crate::c::y\"; }\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("b/mod.rs"), "mod x;\nuse super::c;\n").unwrap();
+    std::fs::write(
+        src.join("b/x.rs"),
+        "use super::super::c::{self, Y};\npub struct Thing;\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("c.rs"), "pub fn g() { crate::a::f() }\n").unwrap();
+    let graph = edges(&src);
+    let m = |s: &str| s.split("::").map(str::to_owned).collect::<Module>();
+    assert_eq!(graph[&m("a")], BTreeSet::from([m("b::x")]), "{graph:?}");
+    assert_eq!(graph[&m("b::x")], BTreeSet::from([m("c")]));
+    assert_eq!(graph[&m("c")], BTreeSet::from([m("a")]));
+    assert_eq!(
+        path_between(&graph, &m("b::x"), &m("a")),
+        Some(vec![m("b::x"), m("c"), m("a")])
+    );
+}
+
+/// No source file over [`MAX_LINES`] lines before its tests (issue 17
+/// item 1) but those in [`LONG_ALLOWED`]; files of tests (`*_tests.rs`,
+/// the tests crate) are not counted.
+#[test]
+fn no_source_file_over_a_thousand_lines_before_its_tests() {
+    let root = repo();
+    let mut long = Vec::new();
+    for member in members(&root) {
+        let src = root.join(&member).join("src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for file in files {
+            if file.to_string_lossy().ends_with("_tests.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            let before_tests = lines
+                .windows(2)
+                .position(|w| {
+                    w[0].trim() == "#[cfg(test)]"
+                        && w[1].starts_with("mod ")
+                        && w[1].trim_end().ends_with('{')
+                })
+                .unwrap_or(lines.len());
+            let rel = file.strip_prefix(&root).unwrap().display().to_string();
+            if before_tests > MAX_LINES && !LONG_ALLOWED.iter().any(|(path, _)| *path == rel) {
+                long.push(format!("{rel}: {before_tests} lines before its tests"));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "split these along their seams (at most {MAX_LINES} lines before the tests):\n  {}",
+        long.join("\n  ")
+    );
+}
