@@ -4,10 +4,10 @@
 //! others unwrapped. So the list is checked both ways: a unit test
 //! (`entry_points_tests.rs`) fails when a CLI subcommand or an API route
 //! exists that is not listed here, and the black-box test
-//! (tests/integration/policy.rs, which
-//! includes this file) drives every [`DISPATCHING`] entry and fails on one
-//! it has no driver for. Every dispatching entry ends in `Session::exec`,
-//! the only caller of a backend's `exec`.
+//! (tests/integration/policy.rs, through the library) drives every
+//! [`DISPATCHING`] entry and fails on one it has no driver for. Every
+//! dispatching entry ends in `Session::exec`, the only caller of a
+//! backend's `exec`.
 
 /// Entry points that run a command in a sandbox.
 pub const DISPATCHING: &[&str] = &["cli run", "api POST /v1/sandboxes/{id}/exec"];

@@ -11,11 +11,9 @@ use serde_json::{Value, json};
 
 use crate::util::*;
 
-/// The host's list of entry points (the same file the server is built
+/// The host's list of entry points (from the library the server is built
 /// from), so a new entry point without a driver here fails this test.
-#[allow(dead_code)]
-#[path = "../../host/src/entry_points.rs"]
-mod entry_points;
+use cc_server::entry_points;
 
 /// What one entry point did with one command.
 #[derive(Debug)]

@@ -1,0 +1,78 @@
+//! `cc_server`: runs AI-agent commands in sandboxes loaded as plugins.
+//!
+//! The crate is a library so its tests and the black-box suite can use what
+//! it defines (the list of entry points) instead of including its source by
+//! path; `main.rs` is only the entry: parse the arguments, call [`run`]. The
+//! public surface is what those two need — everything else stays inside.
+
+mod api;
+mod backends;
+pub mod cli;
+mod command_policy;
+mod commands;
+mod config;
+pub mod descriptors;
+mod dispatch_policy;
+mod egress;
+pub mod entry_points;
+#[cfg(test)]
+mod entry_points_tests;
+mod env;
+pub mod heap;
+mod input;
+mod logging;
+mod open_files;
+mod random;
+mod sessions;
+mod wire;
+
+use std::process::ExitCode;
+
+use crate::cli::{Cli, Command};
+use crate::config::{CommandFlags, Settings};
+
+/// The exit status when `cc_server` itself fails (as `env` and `docker` use it).
+pub const EXIT_FAILURE: u8 = 125;
+
+/// Runs one invocation of the CLI, already parsed, to its exit status.
+/// The caller has marked inherited descriptors close-on-exec first
+/// ([`descriptors::close_inherited_on_exec`]).
+pub fn run(cli: Cli) -> ExitCode {
+    logging::init(matches!(cli.command, Command::Serve(_)));
+    let settings = match Settings::resolve(&cli.common, &CommandFlags::of(&cli.command)) {
+        Ok(settings) => settings,
+        Err(e) => return fail(&anyhow::Error::new(e)),
+    };
+    if !matches!(cli.command, Command::Policy(_)) {
+        settings.log_notices();
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&anyhow::Error::new(e).context("starting the async runtime")),
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Probe { json, fresh } => commands::probe::run(&settings, json, fresh).await,
+            Command::Serve(_) => commands::serve::run(&settings).await,
+            Command::Run(args) => commands::run::run(&settings, args).await,
+            Command::Policy(cli::PolicyCommand::Check(args)) => {
+                Ok(commands::policy::check(&settings, &args))
+            }
+        }
+    });
+    // Plugin threads (a hung probe, say) must not keep the process alive.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
+        Ok(code) => code,
+        Err(e) => fail(&e),
+    }
+}
+
+/// Prints the error chain on one line and exits with [`EXIT_FAILURE`].
+fn fail(error: &anyhow::Error) -> ExitCode {
+    eprintln!("cc_server: error: {error:#}");
+    ExitCode::from(EXIT_FAILURE)
+}
