@@ -540,36 +540,12 @@ fn parse_mounts(mountinfo: &str) -> Vec<Mount> {
             _ => continue,
         };
         out.push(Mount {
-            root: PathBuf::from(unescape(head[3])),
-            point: PathBuf::from(unescape(head[4])),
+            root: PathBuf::from(sandbox_exec_group::unescape_mountinfo(head[3])),
+            point: PathBuf::from(sandbox_exec_group::unescape_mountinfo(head[4])),
             v2,
             controllers: tail[2].split(',').map(str::to_owned).collect(),
         });
     }
-    out
-}
-
-/// mountinfo escapes space, tab, newline and backslash as octal.
-fn unescape(field: &str) -> String {
-    let mut out = String::new();
-    let mut rest = field;
-    while let Some(i) = rest.find('\\') {
-        out.push_str(&rest[..i]);
-        let code = rest
-            .get(i + 1..i + 4)
-            .and_then(|o| u8::from_str_radix(o, 8).ok());
-        match code {
-            Some(b) => {
-                out.push(char::from(b));
-                rest = &rest[i + 4..];
-            }
-            None => {
-                out.push('\\');
-                rest = &rest[i + 1..];
-            }
-        }
-    }
-    out.push_str(rest);
     out
 }
 

@@ -681,20 +681,12 @@ impl SandboxImpl for BwrapSandbox {
         };
         // Fail closed: where execs are tracked by cgroup, one that cannot
         // be is not started.
-        let group = match &self.exec_groups.sandbox {
-            Some(sandbox) => Some(sandbox.child(&format!("e{id}")).map_err(|e| {
-                PluginError::other(format!(
-                    "creating the cgroup of exec {id} below {} (so its timeout ends every process it starts): {e}",
-                    sandbox.path().display()
-                ))
-            })?),
-            None => None,
-        };
-        let join = match &group {
-            Some(g) => Some(g.join_file().map_err(|e| {
-                PluginError::other(format!("opening {}/cgroup.procs: {e}", g.path().display()))
-            })?),
-            None => None,
+        let (group, join) = match &self.exec_groups.sandbox {
+            Some(sandbox) => {
+                let (group, join) = sandbox.exec_child(id).map_err(PluginError::other)?;
+                (Some(group), Some(join))
+            }
+            None => (None, None),
         };
         let exec = Arc::new(ExecState {
             relay,

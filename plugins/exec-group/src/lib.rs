@@ -61,7 +61,10 @@ pub fn plan_base(self_cgroup: &str, mountinfo: &str) -> Option<PathBuf> {
             return None;
         }
         let head: Vec<&str> = head.split(' ').collect();
-        Some((unescape(head.get(3)?), unescape(head.get(4)?)))
+        Some((
+            unescape_mountinfo(head.get(3)?),
+            unescape_mountinfo(head.get(4)?),
+        ))
     })?;
     let inside = own.strip_prefix(&root).ok()?;
     let dir = Path::new(&point).join(inside);
@@ -71,8 +74,9 @@ pub fn plan_base(self_cgroup: &str, mountinfo: &str) -> Option<PathBuf> {
     Some(dir)
 }
 
-/// mountinfo escapes space, tab, newline and backslash as octal.
-fn unescape(field: &str) -> String {
+/// mountinfo escapes space, tab, newline and backslash as octal (the
+/// bwrap backend's cgroup finder reads the same file).
+pub fn unescape_mountinfo(field: &str) -> String {
     let mut out = String::new();
     let mut rest = field;
     while let Some(i) = rest.find('\\') {
@@ -188,6 +192,22 @@ impl Group {
         let dir = self.dir.join(name);
         std::fs::create_dir(&dir)?;
         Ok(Group { dir })
+    }
+
+    /// The group of exec `id` below this sandbox's, with its join file: what
+    /// both backends need before they start an exec whose timeout must end
+    /// every process it starts (fail closed: an error means no exec).
+    pub fn exec_child(&self, id: u64) -> Result<(Group, File), String> {
+        let group = self.child(&format!("e{id}")).map_err(|e| {
+            format!(
+                "creating the cgroup of exec {id} below {} (so its timeout ends every process it starts): {e}",
+                self.dir.display()
+            )
+        })?;
+        let join = group
+            .join_file()
+            .map_err(|e| format!("opening {}/cgroup.procs: {e}", group.dir.display()))?;
+        Ok((group, join))
     }
 
     /// `cgroup.procs`, open for writing (close-on-exec): a process writes

@@ -61,20 +61,12 @@ impl Exec {
             })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let group = match sandbox_group {
-            Some(parent) => Some(parent.child(&format!("e{id}")).map_err(|e| {
-                PluginError::other(format!(
-                    "creating the cgroup of exec {id} below {} (so its timeout ends every process it starts): {e}",
-                    parent.path().display()
-                ))
-            })?),
-            None => None,
-        };
-        let join = match &group {
-            Some(g) => Some(g.join_file().map_err(|e| {
-                PluginError::other(format!("opening {}/cgroup.procs: {e}", g.path().display()))
-            })?),
-            None => None,
+        let (group, join) = match sandbox_group {
+            Some(parent) => {
+                let (group, join) = parent.exec_child(id).map_err(PluginError::other)?;
+                (Some(group), Some(join))
+            }
+            None => (None, None),
         };
         let join_fd = join.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
         let server = std::process::id() as libc::pid_t;
