@@ -2163,22 +2163,7 @@ fn a_none_exec_timeout_ends_what_it_started_with_setsid() {
     if !none_tracks_by_cgroup(&handle) {
         return;
     }
-    let marker = format!("20.{}", unique());
-    let script = format!("setsid sleep {marker} & sleep {marker}");
-    let events = exec(
-        &server,
-        "ts",
-        &json!({"argv": ["sh", "-c", script], "timeoutMs": 500}),
-    );
-    let last = events.last().unwrap();
-    assert_eq!(last["type"], "killed", "{events:?}");
-    assert_eq!(last["reason"], "timeout", "{events:?}");
-    assert!(
-        eventually(Duration::from_secs(10), || processes_with(&marker)
-            .is_empty()),
-        "processes of the exec outlived its timeout: {:?}",
-        processes_with(&marker)
-    );
+    setsid_cannot_outlive_a_timeout(&server, "ts");
 }
 
 /// F10, issue 16 item 6: the kill route ends every process of a `none`
@@ -2195,40 +2180,7 @@ fn killing_a_none_exec_ends_what_it_started_with_setsid() {
     if !none_tracks_by_cgroup(&handle) {
         return;
     }
-    let marker = format!("20.{}", unique());
-    let script = format!("setsid sleep {marker} & echo go; exec sleep {marker}");
-    let body = json!({"argv": ["sh", "-c", script]}).to_string();
-    let mut stream = http_open(
-        server.addr,
-        "POST",
-        "/v1/sandboxes/ks/exec",
-        Some(&body),
-        Some(&server.token),
-    );
-    let events = read_until(&mut stream, r#"go\n""#);
-    let exec_id = events[0]["execId"].as_u64().unwrap();
-    assert!(
-        eventually(Duration::from_secs(10), || processes_with(&marker).len()
-            == 2),
-        "{:?}",
-        processes_with(&marker)
-    );
-    let killed = server.call(
-        "POST",
-        &format!("/v1/sandboxes/ks/execs/{exec_id}/kill"),
-        Some(r#"{"signal":15}"#),
-    );
-    assert_eq!(killed.status, 204, "{}", text(&killed.body));
-    let rest = read_rest(&mut stream);
-    let last = rest.last().unwrap_or_else(|| panic!("no terminal event"));
-    assert_eq!(last["type"], "killed", "{rest:?}");
-    assert_eq!(last["signal"], 15, "{rest:?}");
-    assert!(
-        eventually(Duration::from_secs(10), || processes_with(&marker)
-            .is_empty()),
-        "processes of the exec outlived its kill: {:?}",
-        processes_with(&marker)
-    );
+    setsid_cannot_outlive_a_kill(&server, "ks");
 }
 
 /// Issue 16 item 5: `none` commands die with a server killed by SIGKILL —

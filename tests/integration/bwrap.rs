@@ -1943,24 +1943,7 @@ fn a_bwrap_exec_timeout_ends_what_it_started_with_setsid() {
     if exec_groups_of(&handle).is_none() {
         return;
     }
-    let marker = format!("20.{}", unique());
-    let script = format!("setsid sleep {marker} & sleep {marker}");
-    let response = server.call(
-        "POST",
-        "/v1/sandboxes/ts/exec",
-        Some(&json!({"argv": ["sh", "-c", script], "timeoutMs": 500}).to_string()),
-    );
-    assert_eq!(response.status, 200, "{}", text(&response.body));
-    let events = response.lines();
-    let last = events.last().unwrap();
-    assert_eq!(last["type"], "killed", "{events:?}");
-    assert_eq!(last["reason"], "timeout", "{events:?}");
-    assert!(
-        eventually(Duration::from_secs(10), || processes_with(&marker)
-            .is_empty()),
-        "processes of the exec outlived its timeout: {:?}",
-        processes_with(&marker)
-    );
+    setsid_cannot_outlive_a_timeout(&server, "ts");
     let events = api_exec(&server, "ts", &["echo", "still here"]);
     assert_eq!(joined(&events, "stdout"), "still here\n", "{events:?}");
 }
@@ -1977,39 +1960,7 @@ fn killing_a_bwrap_exec_ends_what_it_started_with_setsid() {
     if exec_groups_of(&handle).is_none() {
         return;
     }
-    let marker = format!("20.{}", unique());
-    let script = format!("setsid sleep {marker} & echo go; exec sleep {marker}");
-    let body = json!({"argv": ["sh", "-c", script]}).to_string();
-    let mut stream = http_open(
-        server.addr,
-        "POST",
-        "/v1/sandboxes/ks/exec",
-        Some(&body),
-        Some(&server.token),
-    );
-    let events = read_until(&mut stream, r#"go\n""#);
-    let exec_id = events[0]["execId"].as_u64().unwrap();
-    assert!(
-        eventually(Duration::from_secs(10), || processes_with(&marker).len()
-            == 2),
-        "{:?}",
-        processes_with(&marker)
-    );
-    let killed = server.call(
-        "POST",
-        &format!("/v1/sandboxes/ks/execs/{exec_id}/kill"),
-        Some(r#"{"signal":15}"#),
-    );
-    assert_eq!(killed.status, 204, "{}", text(&killed.body));
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stream, &mut rest).unwrap();
-    assert!(rest.contains(r#""type":"killed""#), "{rest}");
-    assert!(
-        eventually(Duration::from_secs(10), || processes_with(&marker)
-            .is_empty()),
-        "processes of the exec outlived its kill: {:?}",
-        processes_with(&marker)
-    );
+    setsid_cannot_outlive_a_kill(&server, "ks");
 }
 
 /// Issue 16 item 5: a start after a server was killed removes the runtime

@@ -1085,3 +1085,72 @@ pub fn processes_with(needle: &str) -> Vec<String> {
     }
     found
 }
+
+/// F10, issue 16 item 6, on any backend: an exec of sandbox `id` that puts
+/// a process in a session of its own (`setsid`) ends `killed` by its 500 ms
+/// timeout, and no process of it remains — the `setsid` one included.
+pub fn setsid_cannot_outlive_a_timeout(server: &Server, id: &str) {
+    let marker = format!("20.{}", unique());
+    let script = format!("setsid sleep {marker} & sleep {marker}");
+    let response = server.call(
+        "POST",
+        &format!("/v1/sandboxes/{id}/exec"),
+        Some(&serde_json::json!({"argv": ["sh", "-c", script], "timeoutMs": 500}).to_string()),
+    );
+    assert_eq!(response.status, 200, "{}", text(&response.body));
+    let events = response.lines();
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "killed", "{events:?}");
+    assert_eq!(last["reason"], "timeout", "{events:?}");
+    assert!(
+        eventually(Duration::from_secs(10), || processes_with(&marker)
+            .is_empty()),
+        "processes of the exec outlived its timeout: {:?}",
+        processes_with(&marker)
+    );
+}
+
+/// F10, issue 16 item 6, on any backend: the kill route (signal 15) ends
+/// every process of an exec of sandbox `id`, the one in a session of its
+/// own too; the stream ends with `killed` by that signal.
+pub fn setsid_cannot_outlive_a_kill(server: &Server, id: &str) {
+    let marker = format!("20.{}", unique());
+    let script = format!("setsid sleep {marker} & echo go; exec sleep {marker}");
+    let body = serde_json::json!({"argv": ["sh", "-c", script]}).to_string();
+    let mut stream = http_open(
+        server.addr,
+        "POST",
+        &format!("/v1/sandboxes/{id}/exec"),
+        Some(&body),
+        Some(&server.token),
+    );
+    let events = read_until(&mut stream, r#"go\n""#);
+    let exec_id = events[0]["execId"].as_u64().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || processes_with(&marker).len()
+            == 2),
+        "{:?}",
+        processes_with(&marker)
+    );
+    let killed = server.call(
+        "POST",
+        &format!("/v1/sandboxes/{id}/execs/{exec_id}/kill"),
+        Some(r#"{"signal":15}"#),
+    );
+    assert_eq!(killed.status, 204, "{}", text(&killed.body));
+    let mut rest = String::new();
+    stream.read_to_string(&mut rest).unwrap();
+    let last: serde_json::Value = rest
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad NDJSON ({e}): {l}")))
+        .unwrap_or_else(|| panic!("no terminal event: {rest}"));
+    assert_eq!(last["type"], "killed", "{rest}");
+    assert_eq!(last["signal"], 15, "{rest}");
+    assert!(
+        eventually(Duration::from_secs(10), || processes_with(&marker)
+            .is_empty()),
+        "processes of the exec outlived its kill: {:?}",
+        processes_with(&marker)
+    );
+}
