@@ -29,8 +29,23 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// The file, inside the directory.
+/// The file, inside the directory, for a probe with the guard's self-test.
 pub const FILE: &str = "bwrap-probe.json";
+
+/// The file for a probe without it (`[backends.bwrap] guard = false`): one
+/// file per setting, so a host that runs both (a guarded and an unguarded
+/// config, as `bench/realwork` does run by run) keeps both instead of each
+/// start replacing the other's.
+pub const FILE_UNGUARDED: &str = "bwrap-probe-unguarded.json";
+
+/// The file an entry under `key` (made by [`key`]) lives in.
+pub fn file_for(key: &str) -> &'static str {
+    if key.contains(" guard=off") {
+        FILE_UNGUARDED
+    } else {
+        FILE
+    }
+}
 
 /// A kept file larger than this is not ours.
 const MAX_BYTES: u64 = 64 * 1024;
@@ -205,7 +220,7 @@ pub enum Miss {
 
 /// The entry in `dir` stored under `key`.
 pub fn load(dir: &Path, key: &str) -> Result<Entry, Miss> {
-    let path = dir.join(FILE);
+    let path = dir.join(file_for(key));
     let mut file = match fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
@@ -246,7 +261,8 @@ pub fn load(dir: &Path, key: &str) -> Result<Entry, Miss> {
 /// Stores `entry` in `dir`, whole or not at all (a private temporary file
 /// renamed over the old one).
 pub fn store(dir: &Path, entry: &Entry) -> std::io::Result<()> {
-    let tmp = dir.join(format!(".{FILE}.{}", std::process::id()));
+    let name = file_for(&entry.key);
+    let tmp = dir.join(format!(".{name}.{}", std::process::id()));
     let write = || -> std::io::Result<()> {
         let mut file = fs::OpenOptions::new()
             .write(true)
@@ -255,7 +271,7 @@ pub fn store(dir: &Path, entry: &Entry) -> std::io::Result<()> {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&tmp)?;
         file.write_all(&serde_json::to_vec(entry).map_err(std::io::Error::other)?)?;
-        fs::rename(&tmp, dir.join(FILE))
+        fs::rename(&tmp, dir.join(name))
     };
     let _ = fs::remove_file(&tmp);
     let result = write();
@@ -268,13 +284,15 @@ pub fn store(dir: &Path, entry: &Entry) -> std::io::Result<()> {
 /// Removes the kept file (`probe --fresh`, or a launch that found a kept
 /// capability gone).
 pub fn drop_kept(dir: &Path) {
-    match fs::remove_file(dir.join(FILE)) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => tracing::warn!(
-            "bwrap: cannot remove the kept probe in {}: {e}",
-            dir.display()
-        ),
+    for name in [FILE, FILE_UNGUARDED] {
+        match fs::remove_file(dir.join(name)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(
+                "bwrap: cannot remove the kept probe {}: {e}",
+                dir.join(name).display()
+            ),
+        }
     }
 }
 
@@ -312,6 +330,20 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         drop_kept(dir.path());
         assert_eq!(load(dir.path(), "k1"), Err(Miss::Absent));
+    }
+
+    #[test]
+    fn a_guarded_and_an_unguarded_probe_are_kept_side_by_side() {
+        let dir = tempfile::tempdir().unwrap();
+        let on = entry("boot=b guard=on x");
+        let off = entry("boot=b guard=off x");
+        store(dir.path(), &on).unwrap();
+        store(dir.path(), &off).unwrap();
+        assert_eq!(load(dir.path(), &on.key), Ok(on.clone()));
+        assert_eq!(load(dir.path(), &off.key), Ok(off.clone()));
+        drop_kept(dir.path());
+        assert_eq!(load(dir.path(), &on.key), Err(Miss::Absent));
+        assert_eq!(load(dir.path(), &off.key), Err(Miss::Absent));
     }
 
     #[test]

@@ -172,7 +172,7 @@ impl Keeping {
             Ok(dir) => dir,
             Err(why) => return format!("{said} — not kept: {why}"),
         };
-        let file = dir.join(kept::FILE);
+        let file = dir.join(kept::file_for(&self.key));
         let new_pass = match &self.entry {
             None => true,
             Some(entry) => guard && !entry.guard,
