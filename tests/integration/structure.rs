@@ -22,13 +22,6 @@ const ALLOWED: &[(&str, &str, &str, &str)] = &[
         "the classifier's natural recursion: walking a line classifies each command, \
          and classifying `bash -c '…'` or `sudo …` walks the text again",
     ),
-    (
-        "plugins/bwrap/init",
-        "forker",
-        "layout",
-        "forker.rs calls layout::drop_capabilities; moving that call to its own module \
-         waits for the change to forker.rs (issue 16) in flight beside this one",
-    ),
 ];
 
 /// The longest a source file may be before its tests.

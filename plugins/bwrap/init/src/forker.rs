@@ -246,7 +246,7 @@ fn enter_namespace(memfd_sysctl: Option<RawFd>) -> io::Result<(libc::pid_t, Memf
     }
     drop(tell);
     // Every command is forked without any.
-    crate::layout::drop_capabilities()?;
+    crate::caps::drop_capabilities()?;
     let mut answer = [0u8; 4];
     // SAFETY: reads into a local buffer from our pipe.
     let n = unsafe { libc::read(told.as_raw_fd(), answer.as_mut_ptr().cast(), 4) };

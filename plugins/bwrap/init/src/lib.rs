@@ -6,6 +6,7 @@
 //! sandbox (SPEC G2).
 
 pub mod caches;
+pub mod caps;
 pub mod forker;
 pub mod forward;
 pub mod guard;
