@@ -333,7 +333,8 @@ unsafe fn child(p: &Prepared<'_>, report: RawFd) -> ! {
         if let Some(filter) = p.guard_filter {
             match seccomp::install_listener(filter) {
                 Ok(listener) => {
-                    crate::forker::send_fd(report, listener.as_raw_fd(), b'L');
+                    // `fdpass::send` allocates nothing and takes no lock.
+                    let _ = sandbox_fdpass::send(report, b"L", &[listener.as_raw_fd()]);
                     // The command must never hold its own listener.
                     drop(listener);
                 }
