@@ -176,7 +176,8 @@ impl Forker {
                         libc::MSG_NOSIGNAL,
                     );
                 } else {
-                    send_fd(report, fd, b'F');
+                    // `fdpass::send` allocates nothing and takes no lock.
+                    let _ = sandbox_fdpass::send(report, b"F", &[fd]);
                 }
                 libc::_exit(0)
             }
@@ -246,7 +247,7 @@ fn enter_namespace(memfd_sysctl: Option<RawFd>) -> io::Result<(libc::pid_t, Memf
     }
     drop(tell);
     // Every command is forked without any.
-    crate::layout::drop_capabilities()?;
+    crate::caps::drop_capabilities()?;
     let mut answer = [0u8; 4];
     // SAFETY: reads into a local buffer from our pipe.
     let n = unsafe { libc::read(told.as_raw_fd(), answer.as_mut_ptr().cast(), 4) };
@@ -330,35 +331,6 @@ fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     }
     // SAFETY: both were just created and are ours.
     Ok(unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) })
-}
-
-/// Sends one descriptor with the one-byte message `tag`
-/// (async-signal-safe: the forked children of PID 1 and of the fork thread
-/// hand descriptors back with it).
-///
-/// # Safety
-/// Call only in a forked child (it allocates nothing and takes no lock).
-pub unsafe fn send_fd(socket: RawFd, fd: RawFd, tag: u8) {
-    let mut byte = [tag];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let mut space = [0u64; 4];
-    // SAFETY: stack buffers only; the CMSG macros stay inside `space`.
-    unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = space.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize;
-        let header = libc::CMSG_FIRSTHDR(&msg);
-        (*header).cmsg_level = libc::SOL_SOCKET;
-        (*header).cmsg_type = libc::SCM_RIGHTS;
-        (*header).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
-        std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<RawFd>(), fd);
-        libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL);
-    }
 }
 
 /// The one-shot opener's answer: a descriptor, or the errno it got.

@@ -3,14 +3,21 @@
 //!
 //! The backend starts one long-lived `bwrap` per sandbox whose command is
 //! this binary; each exec is then a message on a socket pair, not a new
-//! sandbox (SPEC G2).
+//! sandbox (SPEC G2). The binary's `main` is [`run::main`].
 
+pub mod args;
 pub mod caches;
+pub mod caps;
+pub mod control;
 pub mod forker;
 pub mod forward;
 pub mod guard;
 pub mod landlock;
 pub mod layout;
 mod mount;
+pub mod outbox;
 pub mod proto;
+pub mod reap;
+pub mod run;
 pub mod seccomp;
+pub mod spawn;

@@ -1,0 +1,108 @@
+//! Dropping capabilities, for PID 1's layout (`crate::layout`, which keeps
+//! `CAP_SYS_PTRACE` for the guard's supervisor) and the fork thread
+//! (`crate::forker`, which keeps none): a module of its own so neither of
+//! the two needs the other for it.
+
+use std::io;
+
+/// Every capability gone — effective, permitted, inheritable, ambient and
+/// bounding — and the securebits locked so uid 0 gains none at exec; then
+/// checked in `/proc/thread-self/status`. Capabilities belong to a thread:
+/// each thread that holds some drops its own.
+pub fn drop_capabilities() -> io::Result<()> {
+    keep_only(0)
+}
+
+/// `CAP_SYS_PTRACE`: what the guard's supervisor keeps (see `crate::layout::enter`).
+pub const CAP_SYS_PTRACE: u32 = 19;
+
+/// Like [`drop_capabilities`], but keeps the capabilities in `keep` (a bit
+/// per capability) effective and permitted on this thread: nothing is
+/// inheritable or ambient and the bounding set is empty, so none survives
+/// an exec, and the locked securebits give none back to uid 0.
+pub fn keep_only(keep: u64) -> io::Result<()> {
+    let check = |rc: libc::c_int| {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    };
+    // SECBIT_NOROOT, SECBIT_NO_SETUID_FIXUP, SECBIT_KEEP_CAPS off, each
+    // locked; SECBIT_NO_CAP_AMBIENT_RAISE and its lock.
+    let securebits: libc::c_ulong = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80;
+    // SAFETY: plain prctl calls.
+    unsafe {
+        check(libc::prctl(libc::PR_SET_SECUREBITS, securebits, 0, 0, 0))?;
+    }
+    let last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")?
+        .trim()
+        .parse::<libc::c_ulong>()
+        .map_err(io::Error::other)?;
+    for cap in 0..=last {
+        // SAFETY: plain prctl call.
+        check(unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) })?;
+    }
+    // SAFETY: plain prctl call.
+    check(unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    })?;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let header = Header {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+        pid: 0,
+    };
+    let data = [
+        Data {
+            effective: keep as u32,
+            permitted: keep as u32,
+            inheritable: 0,
+        },
+        Data {
+            effective: (keep >> 32) as u32,
+            permitted: (keep >> 32) as u32,
+            inheritable: 0,
+        },
+    ];
+    // SAFETY: capset reads a v3 header and two data structs.
+    check(unsafe {
+        libc::syscall(libc::SYS_capset, &raw const header, data.as_ptr()) as libc::c_int
+    })?;
+    let status = std::fs::read_to_string("/proc/thread-self/status")?;
+    for (field, expected) in [
+        ("CapInh:", 0),
+        ("CapPrm:", keep),
+        ("CapEff:", keep),
+        ("CapBnd:", 0),
+        ("CapAmb:", 0),
+    ] {
+        let value = status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .map(str::trim);
+        if value.and_then(|v| u64::from_str_radix(v, 16).ok()) != Some(expected) {
+            return Err(io::Error::other(format!(
+                "{field} is {} after dropping (expected {expected:016x})",
+                value.unwrap_or("missing")
+            )));
+        }
+    }
+    Ok(())
+}

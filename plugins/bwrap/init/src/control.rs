@@ -1,0 +1,286 @@
+//! PID 1's control server: announces `ready`, then serves the backend's
+//! requests — start a command, signal a command's process group, freeze or
+//! thaw the sandbox — and reaps between them, until the backend goes away.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::Arc;
+
+use crate::args::Forward;
+use crate::forker::{Forker, MemfdExec};
+use crate::forward;
+use crate::guard::rules::Rules;
+use crate::guard::{self, notify::Listener};
+use crate::outbox::Outbox;
+use crate::proto::{self, Reply, Request};
+use crate::reap::{ChildSignals, Running, reap};
+use crate::seccomp;
+use crate::spawn::{Failure, Filters, Streams, spawn};
+
+/// The first argument of the forwarder process.
+pub const FORWARDER: &str = "--forwarder";
+
+/// Serves the control socket until the backend goes away (`Ok`) or PID 1
+/// can no longer do its job (`Err`).
+pub fn serve(
+    control: BorrowedFd<'_>,
+    rules: Option<Arc<Rules>>,
+    forwards: &[Forward],
+    forker: Arc<Forker>,
+) -> io::Result<()> {
+    let children = ChildSignals::new()?;
+    // Before `ready`: a command must find its proxies listening.
+    let forwarder = start_forwards(forwards)?;
+    let outbox = Outbox {
+        fd: control.as_raw_fd(),
+        lock: Arc::default(),
+    };
+    outbox.send(
+        0,
+        &Reply::Ready {
+            version: proto::VERSION,
+        },
+    )?;
+    let filters = Filters {
+        hardening: match forker.memfd_exec() {
+            MemfdExec::Sysctl => seccomp::hardening_filter(),
+            MemfdExec::FilterOnly => seccomp::hardening_filter_sealed_memfds(),
+        },
+        guard: rules.as_ref().map(|_| seccomp::guard_filter()),
+        umask: commands_umask(rules.is_some()),
+    };
+    let mut running = Running::default();
+    loop {
+        let mut polled = [
+            libc::pollfd {
+                fd: control.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: children.fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: polled is a valid array of two pollfd.
+        let n = unsafe { libc::poll(polled.as_mut_ptr(), 2, -1) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        if polled[1].revents != 0 {
+            children.drain();
+            reap(&outbox, &mut running, forwarder, forker.reaper())?;
+        }
+        if polled[0].revents != 0 {
+            match proto::recv::<Request>(control)? {
+                Some((envelope, fds)) => {
+                    let reply = handle(
+                        envelope.body,
+                        fds,
+                        &mut running,
+                        &filters,
+                        &forker,
+                        rules.as_ref(),
+                        &outbox,
+                    );
+                    outbox.send(envelope.seq, &reply)?;
+                }
+                None => {
+                    // The backend is gone (destroy, or the server died).
+                    kill_everything();
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// Binds and listens on each forward's port, then starts the forwarder
+/// (hardening filter, no guard: it creates no files) with the listeners,
+/// which it alone holds from then on: if it dies, connections are refused.
+/// Returns its pid. A port that cannot be bound, or a forwarder that cannot
+/// be started, fails the launch: a sandbox that asked for network gets it,
+/// or does not start.
+fn start_forwards(forwards: &[Forward]) -> io::Result<Option<i32>> {
+    if forwards.is_empty() {
+        return Ok(None);
+    }
+    let mut listeners = Vec::with_capacity(forwards.len());
+    let mut argv = vec![own_path(), FORWARDER.to_owned()];
+    for forward in forwards {
+        let listener = forward::listen_loopback(forward.port)
+            .map_err(|e| io::Error::new(e.kind(), format!("127.0.0.1:{}: {e}", forward.port)))?;
+        argv.push(forward::route_arg(
+            forward.port,
+            listener.as_raw_fd(),
+            &forward.socket,
+        ));
+        listeners.push(listener);
+    }
+    let filters = Filters {
+        hardening: seccomp::hardening_filter(),
+        guard: None,
+        umask: 0o077,
+    };
+    let dev_null: OwnedFd = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")?
+        .into();
+    let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
+    let inherit: Vec<RawFd> = listeners.iter().map(|l| l.as_raw_fd()).collect();
+    // Forked here, not by the forker: outside the commands' namespace, no
+    // command can name the forwarder either.
+    let (pid, _) = spawn(
+        &argv,
+        &[],
+        "/",
+        Streams::default(),
+        vec![dev_null, stderr],
+        &inherit,
+        &filters,
+        None,
+    )
+    .map_err(|f| io::Error::other(format!("the egress forwarder: {}", f.message)))?;
+    // `listeners` close here: the forwarder's copies are the only ones.
+    Ok(Some(pid))
+}
+
+/// This binary's path inside the sandbox (`/.sandbox-init`, as bwrap ran
+/// it), or the kernel's link to it.
+fn own_path() -> String {
+    std::env::args()
+        .next()
+        .filter(|a| a.starts_with('/'))
+        .unwrap_or_else(|| "/proc/self/exe".to_owned())
+}
+
+/// With the guard, PID 1 creates files for commands with their own umask
+/// applied, so its own must be 0; commands get back the umask PID 1 started
+/// with.
+fn commands_umask(guarded: bool) -> libc::mode_t {
+    // SAFETY: umask has no preconditions; reading it means setting it.
+    let started_with = unsafe { libc::umask(0) };
+    if !guarded {
+        // SAFETY: as above.
+        unsafe { libc::umask(started_with) };
+    }
+    started_with
+}
+
+#[allow(clippy::too_many_arguments)]
+fn handle(
+    request: Request,
+    fds: Vec<OwnedFd>,
+    running: &mut Running,
+    filters: &Filters,
+    forker: &Arc<Forker>,
+    rules: Option<&Arc<Rules>>,
+    outbox: &Outbox,
+) -> Reply {
+    match request {
+        Request::Exec {
+            id,
+            argv,
+            env,
+            cwd,
+            stdin,
+            cgroup,
+        } => match spawn(
+            &argv,
+            &env,
+            &cwd,
+            Streams { stdin, cgroup },
+            fds,
+            &[],
+            filters,
+            Some(forker.as_ref()),
+        ) {
+            Ok((pid, listener)) => {
+                running.by_pid.insert(pid, id);
+                running.by_id.insert(id, pid);
+                if let (Some(rules), Some(listener)) = (rules, listener) {
+                    supervise(
+                        id,
+                        listener,
+                        Arc::clone(rules),
+                        Arc::clone(forker),
+                        outbox.clone(),
+                    );
+                }
+                Reply::Started { pid }
+            }
+            Err(Failure { errno, message }) => Reply::Failed { errno, message },
+        },
+        Request::Signal { id, signal } => match running.by_id.get(&id) {
+            Some(&pid) => {
+                // SAFETY: plain syscall; the group's leader is our unreaped child.
+                if unsafe { libc::kill(-pid, signal) } == 0 {
+                    Reply::Done
+                } else {
+                    Reply::Refused {
+                        message: format!("signal {signal}: {}", io::Error::last_os_error()),
+                    }
+                }
+            }
+            None => Reply::Refused {
+                message: format!("exec {id} is not running"),
+            },
+        },
+        Request::Freeze => signal_everything(libc::SIGSTOP),
+        Request::Thaw => signal_everything(libc::SIGCONT),
+    }
+}
+
+/// Serves an exec's listener on a thread until its last process is gone.
+fn supervise(
+    exec_id: u64,
+    listener: OwnedFd,
+    rules: Arc<Rules>,
+    forker: Arc<Forker>,
+    outbox: Outbox,
+) {
+    let spawned = std::thread::Builder::new()
+        .name(format!("guard-{exec_id}"))
+        .spawn(move || {
+            let listener = Listener::new(listener);
+            let report = |denial: &guard::emulate::Denial, tid: u32| {
+                let violation = Reply::Violation {
+                    id: exec_id,
+                    action: denial.action.to_owned(),
+                    target: denial.target.display().to_string(),
+                    raw: guard::describe(denial, tid),
+                };
+                let _ = outbox.send(0, &violation);
+            };
+            guard::serve(&listener, &rules, forker.as_ref(), &report);
+        });
+    if let Err(e) = spawned {
+        // Without a supervisor every guarded call of this exec fails: closed.
+        eprintln!("sandbox-init: cannot start the guard of exec {exec_id}: {e}");
+    }
+}
+
+/// Signals every process of the sandbox but PID 1 (kill(-1) from the init of
+/// a pid namespace reaches exactly its other members).
+fn signal_everything(signal: i32) -> Reply {
+    // SAFETY: plain syscall.
+    if unsafe { libc::kill(-1, signal) } == 0
+        || io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+    {
+        Reply::Done
+    } else {
+        Reply::Refused {
+            message: format!("signal {signal}: {}", io::Error::last_os_error()),
+        }
+    }
+}
+
+fn kill_everything() {
+    // SAFETY: plain syscall; see signal_everything.
+    unsafe { libc::kill(-1, libc::SIGKILL) };
+}

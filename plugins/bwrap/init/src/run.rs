@@ -1,0 +1,190 @@
+//! `sandbox-init --control-fd N [--guard JSON]`: PID 1 of a bwrap sandbox.
+//!
+//! It installs the hardening seccomp filter on itself first (everything it
+//! starts inherits it and cannot remove it; if it cannot, it refuses to run
+//! anything), announces `ready`, then serves the backend's requests: start a
+//! command with the descriptors it was sent, signal a command's process
+//! group, freeze or thaw the sandbox. It reaps every process (commands and
+//! the orphans they leave) and reports each command's end. When the backend
+//! goes away — destroy, or the server dying — it kills everything and exits,
+//! and the kernel tears the namespaces down with it.
+//!
+//! With `--guard`, it is also the create-time guard's supervisor (see
+//! `sandbox_init::guard`): every command installs the guard filter between
+//! fork and exec and hands its listener here, where a thread serves it.
+//!
+//! With `--forward PORT=SOCKET`, it binds and listens on `127.0.0.1:PORT`
+//! before `ready` and hands the listeners to the egress forwarder, this same
+//! binary started as `sandbox-init --forwarder PORT=FD:SOCKET …` in a
+//! process of its own (see `sandbox_init::forward`).
+//!
+//! Commands are forked by the fork thread, in a pid namespace below ours
+//! (`sandbox_init::forker`), so none can name PID 1; the forwarder is forked
+//! on the main thread. The code between fork and exec makes only
+//! async-signal-safe calls on memory prepared before the fork, so the
+//! supervisor threads cannot leave it a held lock.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use sandbox_plugin_api::error_chain;
+
+use crate::args;
+use crate::control::{FORWARDER, serve};
+use crate::forward::{self, Route};
+use crate::guard::{
+    self,
+    rules::{GuardConfig, Rules},
+};
+use crate::seccomp;
+
+/// The whole of `sandbox-init`'s `main`: PID 1, or the forwarder when the
+/// first argument says so.
+pub fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some(FORWARDER) {
+        return forwarder();
+    }
+    let cli: Vec<String> = std::env::args().skip(1).collect();
+    let parsed = args::parse(&cli).and_then(|parsed| {
+        let control = args::adopt_control(parsed.control)?;
+        Ok((control, parsed))
+    });
+    let (control, parsed) = match parsed {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            eprintln!("sandbox-init: {message}");
+            return ExitCode::from(125);
+        }
+    };
+    let args::Args {
+        guard: guard_config,
+        forwards,
+        mut exec_from,
+        exec_grants,
+        caches,
+        ..
+    } = parsed;
+    // First, while single-threaded: our own namespaces, writable mounts
+    // noexec, no capabilities (see `sandbox_init::layout`). Fail closed.
+    // PID 1's Landlock domain is entered in there, before anything is
+    // forked: the supervisor, the forwarder and every command are in it.
+    let guarded = guard_config.is_some();
+    exec_from.extend(exec_grants.iter().map(std::path::PathBuf::from));
+    let forker = match crate::layout::enter(guarded, &exec_grants, &caches, |writable| {
+        enter_domain(&exec_from, writable, guarded)
+    }) {
+        Ok(forker) => forker,
+        Err(e) => {
+            eprintln!("sandbox-init: {}", error_chain(&e));
+            return ExitCode::from(125);
+        }
+    };
+    // SAFETY: plain prctl call. Not dumpable, guard or not: commands can
+    // neither read PID 1's memory nor reach its descriptors through /proc/1.
+    // (Not before the layout: the id-map helper writes our /proc entry,
+    // which a non-dumpable process's is closed to.)
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
+    }
+    let rules = match guard_config.map(|c| start_guard(&c)).transpose() {
+        Ok(rules) => rules,
+        Err(message) => {
+            // Fail closed: a guard that cannot start means nothing runs.
+            eprintln!("sandbox-init: the create-time guard cannot start: {message}");
+            return ExitCode::from(125);
+        }
+    };
+    // PID 1's own filter; every command also installs the full one itself.
+    let own_filter = if rules.is_some() {
+        seccomp::supervisor_filter()
+    } else {
+        seccomp::hardening_filter()
+    };
+    if let Err(e) = seccomp::install(&own_filter) {
+        eprintln!("sandbox-init: cannot install the seccomp filter: {e}");
+        return ExitCode::from(125);
+    }
+    match serve(
+        control.as_fd(),
+        rules.map(Arc::new),
+        &forwards,
+        Arc::new(forker),
+    ) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sandbox-init: {e}");
+            ExitCode::from(125)
+        }
+    }
+}
+
+/// Builds PID 1's Landlock domain (`sandbox_init::landlock`) and enters it.
+/// The guard needs the write rights covered: a supervisor that writes for
+/// the commands must not be able to write where they could not.
+fn enter_domain(
+    exec_from: &[std::path::PathBuf],
+    writable: &[String],
+    guarded: bool,
+) -> Result<(), String> {
+    if exec_from.is_empty() {
+        return Err("no --exec-from: nothing could be executed".into());
+    }
+    let (ruleset, coverage) = crate::landlock::domain(exec_from, writable)
+        .map_err(|e| format!("PID 1's Landlock domain: {e}"))?;
+    if guarded && !coverage.writes {
+        return Err(format!(
+            "the create-time guard's supervisor cannot be confined: Landlock ABI {} lacks \
+             REFER (ABI 2, Linux 5.19)",
+            coverage.abi
+        ));
+    }
+    if !crate::landlock::restrict_self(ruleset.as_raw_fd()) {
+        return Err(format!(
+            "entering PID 1's Landlock domain: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+/// `sandbox-init --forwarder PORT=FD:SOCKET …`: relays the connections of
+/// the listeners PID 1 made and passed down to the unix sockets. Runs under
+/// the hardening filter PID 1's child installed before exec.
+fn forwarder() -> ExitCode {
+    // SAFETY: plain prctl call. Not dumpable: commands can neither read its
+    // memory nor reach its descriptors through /proc.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
+    }
+    let mut routes: Vec<Route> = Vec::new();
+    for arg in std::env::args().skip(2) {
+        let taken: Vec<RawFd> = routes.iter().map(|r| r.listener.as_raw_fd()).collect();
+        match Route::adopt(&arg, &taken) {
+            Ok(route) => routes.push(route),
+            Err(e) => {
+                eprintln!("sandbox-init forwarder: {}", error_chain(&e));
+                return ExitCode::from(125);
+            }
+        }
+    }
+    let error = forward::serve(routes, forward::connection_limit());
+    eprintln!("sandbox-init forwarder: {error}");
+    ExitCode::from(1)
+}
+
+/// Prepares the supervisor side: the rules, the identities of existing
+/// protected files, and a process no command can inspect.
+fn start_guard(config: &GuardConfig) -> Result<Rules, String> {
+    let mut rules = Rules::new(config).map_err(|e| error_chain(&e))?;
+    if !seccomp::notify_available() {
+        return Err("this kernel offers no seccomp user notification".into());
+    }
+    if !guard::scan_protected_inodes(&mut rules) {
+        eprintln!(
+            "sandbox-init: more files than the scan limit; hard links to some protected files may not be caught"
+        );
+    }
+    Ok(rules)
+}

@@ -1,0 +1,442 @@
+//! Forking and exec'ing one command: everything the child needs is
+//! prepared before the fork (`Prepared`), and the code between fork and
+//! exec makes only async-signal-safe calls on it, so the supervisor threads
+//! cannot leave it a held lock. A child that cannot get to exec reports the
+//! stage and errno it stopped at, and the refusal says why (SPEC G1, G6).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::forker::Forker;
+use crate::seccomp;
+
+/// The stage codes a failed child reports.
+const STAGE_CHDIR: u32 = 1;
+const STAGE_EXEC: u32 = 2;
+const STAGE_GUARD: u32 = 3;
+const STAGE_OOM: u32 = 4;
+const STAGE_CGROUP: u32 = 5;
+
+/// Every command's `oom_score_adj`: the OOM killer takes a command before
+/// PID 1, the supervisor or the forwarder (which keep 0; lowering their
+/// own would need CAP_SYS_RESOURCE, raising a child's needs nothing
+/// where the sandbox's root is mapped), so a
+/// command past the sandbox's memory limit ends `killed` reason `oom` and
+/// the sandbox lives on (SPEC G6, F10).
+const COMMAND_OOM_SCORE_ADJ: &[u8] = b"1000";
+
+// A command that cannot install its filters does not run: `STAGE_GUARD`.
+
+/// What every command gets between fork and exec.
+pub struct Filters {
+    pub hardening: Vec<seccomp::SockFilter>,
+    pub guard: Option<Vec<seccomp::SockFilter>>,
+    /// The umask commands start with.
+    pub umask: libc::mode_t,
+}
+
+/// Why a command did not start: the errno and what it was refused.
+pub struct Failure {
+    pub errno: i32,
+    pub message: String,
+}
+
+fn c_string(s: &str) -> Result<CString, Failure> {
+    CString::new(s).map_err(|_| Failure {
+        errno: libc::EINVAL,
+        message: format!("{s:?} contains a NUL byte"),
+    })
+}
+
+/// Where `argv[0]` may be, in order: itself if it names a path, else each
+/// `PATH` entry of the command's own environment.
+pub fn candidates(program: &str, env: &[(String, String)]) -> Vec<String> {
+    if program.contains('/') {
+        return vec![program.to_owned()];
+    }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map_or("/usr/local/bin:/usr/bin:/bin", |(_, v)| v.as_str());
+    path.split(':')
+        .map(|dir| if dir.is_empty() { "." } else { dir })
+        .map(|dir| format!("{}/{program}", dir.trim_end_matches('/')))
+        .collect()
+}
+
+/// Which descriptors follow stdout and stderr in an exec request.
+#[derive(Default, Clone, Copy)]
+pub struct Streams {
+    pub stdin: bool,
+    /// The exec's `cgroup.procs`, which the child joins first.
+    pub cgroup: bool,
+}
+
+/// Forks and execs one command in a session (and process group) of its own,
+/// and, when one is sent, in the exec's cgroup.
+/// With a guard filter, the child installs it before exec and hands over
+/// its listener, which is returned with the pid. The descriptors in
+/// `inherit` (close-on-exec in PID 1, above 2) stay open across the exec,
+/// at the same numbers. With `forker`, the command is made in the
+/// commands' pid namespace (`sandbox_init::forker`); without, here.
+#[allow(clippy::too_many_arguments)]
+pub fn spawn(
+    argv: &[String],
+    env: &[(String, String)],
+    cwd: &str,
+    streams: Streams,
+    fds: Vec<OwnedFd>,
+    inherit: &[RawFd],
+    filters: &Filters,
+    forker: Option<&Forker>,
+) -> Result<(i32, Option<OwnedFd>), Failure> {
+    let expected = 2 + usize::from(streams.stdin) + usize::from(streams.cgroup);
+    if argv.is_empty() || fds.len() != expected {
+        return Err(Failure {
+            errno: libc::EINVAL,
+            message: format!(
+                "an exec needs argv and {expected} descriptors; got {}",
+                fds.len()
+            ),
+        });
+    }
+    // Everything the child needs is allocated before fork.
+    let c_argv: Vec<CString> = argv.iter().map(|a| c_string(a)).collect::<Result<_, _>>()?;
+    let c_env: Vec<CString> = env
+        .iter()
+        .map(|(k, v)| c_string(&format!("{k}={v}")))
+        .collect::<Result<_, _>>()?;
+    let c_paths: Vec<CString> = candidates(&argv[0], env)
+        .iter()
+        .map(|p| c_string(p))
+        .collect::<Result<_, _>>()?;
+    let prepared = Prepared {
+        argv: pointers(&c_argv),
+        env: pointers(&c_env),
+        paths: c_paths,
+        cwd: c_string(cwd)?,
+        dev_null: c_string("/dev/null")?,
+        oom_score_adj: c_string("/proc/self/oom_score_adj")?,
+        stdin: if streams.stdin {
+            Some(fds[2].as_raw_fd())
+        } else {
+            None
+        },
+        cgroup: if streams.cgroup {
+            Some(fds[expected - 1].as_raw_fd())
+        } else {
+            None
+        },
+        stdout: fds[0].as_raw_fd(),
+        stderr: fds[1].as_raw_fd(),
+        hardening: &filters.hardening,
+        guard_filter: filters.guard.as_deref(),
+        umask: filters.umask,
+        inherit,
+    };
+
+    // A datagram socket pair: the child sends its guard listener (if any)
+    // and, on failure, `(stage, errno)`; a successful exec closes its end.
+    let mut pair = [0 as RawFd; 2];
+    // SAFETY: socketpair writes two descriptors into `pair`.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            pair.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(Failure {
+            errno: io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO),
+            message: "socketpair".into(),
+        });
+    }
+    // SAFETY: both descriptors were just created and are ours.
+    let (report_r, report_w) =
+        unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+
+    let report = report_w.as_raw_fd();
+    // SAFETY: only ever run as the child side of fork; never returns.
+    let run_child = || unsafe { child(&prepared, report) };
+    let forked = match forker {
+        // SAFETY: the child runs only `child`, which makes async-signal-safe
+        // syscalls on memory prepared above and ends in exec or _exit.
+        Some(forker) => unsafe { forker.fork(&run_child) },
+        None => {
+            // SAFETY: as above.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                run_child();
+            }
+            if pid < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(pid)
+            }
+        }
+    };
+    let pid = forked.map_err(|e| Failure {
+        errno: e.raw_os_error().unwrap_or(libc::EIO),
+        message: format!("fork: {e}"),
+    })?;
+    drop(report_w);
+    drop(fds);
+    let (listener, failure) = read_report(report_r.as_fd());
+    if let Some((stage, errno)) = failure {
+        let what = match stage {
+            STAGE_CHDIR => format!("working directory {cwd}"),
+            STAGE_GUARD => "installing the command's seccomp filters".to_owned(),
+            STAGE_OOM => "raising the command's oom_score_adj".to_owned(),
+            STAGE_CGROUP => "joining the exec's cgroup (which ends every process of the exec at its timeout or kill)".to_owned(),
+            _ => argv[0].clone(),
+        };
+        let mut message = format!("{what}: {}", io::Error::from_raw_os_error(errno));
+        if stage == STAGE_EXEC && errno == libc::EACCES {
+            message.push_str(&exec_refusal(&candidates(&argv[0], env), cwd));
+        }
+        return Err(Failure { errno, message });
+    }
+    if filters.guard.is_some() && listener.is_none() {
+        // SAFETY: plain syscall on our own child, which must not run unguarded.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        return Err(Failure {
+            errno: libc::EIO,
+            message: "the command did not hand over its guard listener".into(),
+        });
+    }
+    Ok((pid, listener))
+}
+
+/// Why an exec the kernel refused with EACCES was refused, and what would
+/// allow it (every refusal explains itself): a file without an execute bit
+/// says so; an executable one was stopped by the exec rule (`noexec`
+/// writable mounts, PID 1's Landlock EXECUTE rule), which grants change.
+/// Read from the file the kernel refused, not predicted from the rules.
+fn exec_refusal(candidates: &[String], cwd: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let found = candidates.iter().find_map(|c| {
+        let path = std::path::Path::new(cwd).join(c.trim_start_matches("./"));
+        let meta = std::fs::metadata(&path).ok()?;
+        meta.is_file().then_some((path, meta.permissions().mode()))
+    });
+    match found {
+        Some((path, mode)) if mode & 0o111 == 0 => format!(
+            " — {} has no execute bit (chmod +x it, or run it through its interpreter)",
+            path.display()
+        ),
+        Some((path, _)) => format!(
+            " — refused by the exec rule: commands execute only from the system view and \
+             exec grants, and {} is in neither. Grant its directory: `--exec-grant DIR` \
+             (cc_server run), `execGrantRoots` (the spec); a tool directory of the host: \
+             `[backends.bwrap] system_paths`",
+            path.display()
+        ),
+        None => String::new(),
+    }
+}
+
+fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
+    let mut out: Vec<*const libc::c_char> = strings.iter().map(|s| s.as_ptr()).collect();
+    out.push(std::ptr::null());
+    out
+}
+
+/// Reads the child's report: a listener (with the first message) and, if
+/// it failed, `(stage, errno)`.
+fn read_report(socket: BorrowedFd<'_>) -> (Option<OwnedFd>, Option<(u32, i32)>) {
+    let (mut listener, mut failure) = (None, None);
+    loop {
+        let mut fds = Vec::new();
+        let mut buf = [0u8; 8];
+        match crate::proto::recvmsg(socket.as_raw_fd(), &mut buf, &mut fds) {
+            Ok(0) | Err(_) => return (listener, failure),
+            Ok(n) => {
+                if let Some(fd) = fds.pop() {
+                    listener = Some(fd);
+                }
+                if n == 8 {
+                    let stage = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
+                    let errno = i32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]);
+                    failure = Some((stage, errno));
+                }
+            }
+        }
+    }
+}
+
+/// What the child needs, prepared before fork.
+struct Prepared<'a> {
+    argv: Vec<*const libc::c_char>,
+    env: Vec<*const libc::c_char>,
+    paths: Vec<CString>,
+    cwd: CString,
+    dev_null: CString,
+    oom_score_adj: CString,
+    stdin: Option<RawFd>,
+    /// The exec's `cgroup.procs`, open for writing.
+    cgroup: Option<RawFd>,
+    stdout: RawFd,
+    stderr: RawFd,
+    hardening: &'a [seccomp::SockFilter],
+    guard_filter: Option<&'a [seccomp::SockFilter]>,
+    umask: libc::mode_t,
+    inherit: &'a [RawFd],
+}
+
+/// The child between fork and exec.
+///
+/// # Safety
+/// Call only in the child of `fork`; `p` was prepared before forking.
+unsafe fn child(p: &Prepared<'_>, report: RawFd) -> ! {
+    // SAFETY: async-signal-safe syscalls on descriptors and memory prepared before fork.
+    unsafe {
+        // First: everything this process does and starts is in the exec's
+        // group. The kernel checks the rights of the descriptor's opener
+        // (the server), not ours.
+        if let Some(fd) = p.cgroup {
+            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                fail(report, STAGE_CGROUP);
+            }
+            libc::close(fd);
+        }
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+        libc::umask(p.umask);
+        libc::setsid();
+        // Before the filters: the guard would judge this open otherwise.
+        // EACCES only where the sandbox's root is not mapped (an
+        // unprivileged server): PID 1 is not dumpable, so its child's
+        // /proc entry belongs to an unmapped root until exec. Then the
+        // score stays 0 — a command that grows is still the likelier
+        // victim; any other failure stops the command.
+        let adj = libc::open(p.oom_score_adj.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        let len = COMMAND_OOM_SCORE_ADJ.len();
+        if adj < 0 {
+            if *libc::__errno_location() != libc::EACCES {
+                fail(report, STAGE_OOM);
+            }
+        } else {
+            if libc::write(adj, COMMAND_OOM_SCORE_ADJ.as_ptr().cast(), len) != len as isize {
+                fail(report, STAGE_OOM);
+            }
+            libc::close(adj);
+        }
+        if seccomp::install(p.hardening).is_err() {
+            fail(report, STAGE_GUARD);
+        }
+        if let Some(filter) = p.guard_filter {
+            match seccomp::install_listener(filter) {
+                Ok(listener) => {
+                    // `fdpass::send` allocates nothing and takes no lock.
+                    let _ = sandbox_fdpass::send(report, b"L", &[listener.as_raw_fd()]);
+                    // The command must never hold its own listener.
+                    drop(listener);
+                }
+                Err(_) => fail(report, STAGE_GUARD),
+            }
+        }
+        let input = match p.stdin {
+            Some(fd) => fd,
+            None => libc::open(p.dev_null.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC),
+        };
+        libc::dup2(input, 0);
+        libc::dup2(p.stdout, 1);
+        libc::dup2(p.stderr, 2);
+        for &fd in p.inherit {
+            libc::fcntl(fd, libc::F_SETFD, 0);
+        }
+        if libc::chdir(p.cwd.as_ptr()) != 0 {
+            fail(report, STAGE_CHDIR);
+        }
+        let mut denied = false;
+        let mut last = libc::ENOENT;
+        for path in &p.paths {
+            libc::execve(path.as_ptr(), p.argv.as_ptr(), p.env.as_ptr());
+            last = *libc::__errno_location();
+            match last {
+                libc::ENOENT | libc::ENOTDIR => {}
+                libc::EACCES => denied = true,
+                _ => break,
+            }
+        }
+        if denied && matches!(last, libc::ENOENT | libc::ENOTDIR) {
+            *libc::__errno_location() = libc::EACCES;
+        }
+        fail(report, STAGE_EXEC)
+    }
+}
+
+/// Sends `(stage, errno)` to the parent and exits.
+///
+/// # Safety
+/// Call only in the forked child.
+unsafe fn fail(report: RawFd, stage: u32) -> ! {
+    // SAFETY: reads errno, sends a local buffer over our own socket, exits.
+    unsafe {
+        let errno = *libc::__errno_location();
+        let mut answer = [0u8; 8];
+        answer[..4].copy_from_slice(&stage.to_le_bytes());
+        answer[4..].copy_from_slice(&errno.to_le_bytes());
+        libc::send(
+            report,
+            answer.as_ptr().cast(),
+            answer.len(),
+            libc::MSG_NOSIGNAL,
+        );
+        libc::_exit(if stage == STAGE_CHDIR { 126 } else { 127 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(path: Option<&str>) -> Vec<(String, String)> {
+        path.map(|p| vec![("PATH".to_owned(), p.to_owned())])
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_program_with_a_slash_is_its_own_only_candidate() {
+        assert_eq!(
+            candidates("./a.out", &env(Some("/usr/bin"))),
+            vec!["./a.out".to_owned()]
+        );
+        assert_eq!(candidates("/bin/sh", &[]), vec!["/bin/sh".to_owned()]);
+    }
+
+    #[test]
+    fn a_bare_name_is_looked_up_in_the_commands_own_path() {
+        assert_eq!(
+            candidates("make", &env(Some("/opt/bin/::/usr/bin"))),
+            vec![
+                "/opt/bin/make".to_owned(),
+                "./make".to_owned(),
+                "/usr/bin/make".to_owned()
+            ]
+        );
+        assert_eq!(
+            candidates("ls", &[]),
+            vec![
+                "/usr/local/bin/ls".to_owned(),
+                "/usr/bin/ls".to_owned(),
+                "/bin/ls".to_owned()
+            ]
+        );
+    }
+
+    #[test]
+    fn a_nul_byte_is_refused_before_any_fork() {
+        let e = c_string("a\0b").err().map(|f| (f.errno, f.message));
+        assert_eq!(
+            e,
+            Some((libc::EINVAL, "\"a\\0b\" contains a NUL byte".to_owned()))
+        );
+    }
+}
