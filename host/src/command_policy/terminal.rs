@@ -105,34 +105,55 @@ impl Terminal {
         let (wake, woken) = UnixStream::pair().map_err(Denial::Waiting)?;
         let device = self.device.clone();
         let timeout = self.timeout;
+        // Listening before the question is shown: a ^C typed the moment it
+        // appears must not arrive before anyone listens (it would be lost,
+        // and the question would wait out its timeout).
+        let signals = Interruptions::listen();
         let reading = tokio::task::spawn_blocking(move || ask_on(&device, &text, timeout, &woken));
         let answer = tokio::select! {
             answer = reading => answer.map_err(Denial::Join)?,
-            signal = interrupted() => Err(Denial::Interrupted(signal)),
+            signal = signals.first() => Err(Denial::Interrupted(signal)),
         };
         drop(wake);
         answer
     }
 }
 
-/// The first of SIGINT (^C), SIGTERM or SIGHUP: each ends the question as
-/// a deny rather than waiting out the timeout (the run's own handlers,
-/// which pass them on to a running command, see them too, and there is
-/// no command to pass them to).
-async fn interrupted() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
-        // Not catchable: only the answer or the timeout end the question.
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => "SIGINT, ^C",
-        _ = term.recv() => "SIGTERM",
-        _ = hup.recv() => "SIGHUP",
+/// SIGINT (^C), SIGTERM and SIGHUP, listened for: the first of them ends
+/// the question as a deny rather than waiting out the timeout (the run's
+/// own handlers, which pass them on to a running command, see them too,
+/// and there is no command to pass them to).
+struct Interruptions(
+    Option<(
+        tokio::signal::unix::Signal,
+        tokio::signal::unix::Signal,
+        tokio::signal::unix::Signal,
+    )>,
+);
+
+impl Interruptions {
+    fn listen() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) {
+            (Ok(int), Ok(term), Ok(hup)) => Self(Some((int, term, hup))),
+            // Not catchable: only the answer or the timeout end the question.
+            _ => Self(None),
+        }
+    }
+
+    async fn first(self) -> &'static str {
+        let Some((mut int, mut term, mut hup)) = self.0 else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = int.recv() => "SIGINT, ^C",
+            _ = term.recv() => "SIGTERM",
+            _ = hup.recv() => "SIGHUP",
+        }
     }
 }
 
