@@ -20,5 +20,6 @@ mod plugins;
 mod policy;
 mod realwork;
 mod run;
+mod soak;
 mod structure;
 mod toolchains;
