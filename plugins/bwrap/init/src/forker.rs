@@ -315,7 +315,9 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) })
 }
 
-fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+/// A close-on-exec `SOCK_SEQPACKET` pair (the one-shot opener's answer, a
+/// command's start report).
+pub(crate) fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut pair = [0 as RawFd; 2];
     // SAFETY: socketpair writes two descriptors into `pair`.
     if unsafe {

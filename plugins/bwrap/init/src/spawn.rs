@@ -6,7 +6,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use crate::forker::Forker;
 use crate::seccomp;
@@ -138,27 +138,10 @@ pub fn spawn(
 
     // A datagram socket pair: the child sends its guard listener (if any)
     // and, on failure, `(stage, errno)`; a successful exec closes its end.
-    let mut pair = [0 as RawFd; 2];
-    // SAFETY: socketpair writes two descriptors into `pair`.
-    if unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            pair.as_mut_ptr(),
-        )
-    } != 0
-    {
-        return Err(Failure {
-            errno: io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO),
-            message: "socketpair".into(),
-        });
-    }
-    // SAFETY: both descriptors were just created and are ours.
-    let (report_r, report_w) =
-        unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+    let (report_r, report_w) = crate::forker::seqpacket_pair().map_err(|e| Failure {
+        errno: e.raw_os_error().unwrap_or(libc::EIO),
+        message: "socketpair".into(),
+    })?;
 
     let report = report_w.as_raw_fd();
     // SAFETY: only ever run as the child side of fork; never returns.
