@@ -25,8 +25,8 @@ use std::mem;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 /// The most descriptors one message may carry (sandbox-init's exec sends
-/// stdout, stderr and stdin).
-pub const MAX_FDS: usize = 4;
+/// stdout, stderr, stdin, the exec's `cgroup.procs` and its directory).
+pub const MAX_FDS: usize = 8;
 
 const CMSG_SPACE: usize = {
     // CMSG_SPACE(MAX_FDS * sizeof(int)) on Linux: header + data, aligned to usize.

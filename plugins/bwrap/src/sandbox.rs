@@ -716,13 +716,15 @@ impl SandboxImpl for BwrapSandbox {
             cwd: cwd.display().to_string(),
             stdin: stdin_r.is_some(),
             cgroup: join.is_some(),
+            cgroup_dir: join.is_some(),
         };
         let mut fds = vec![out_w.as_fd(), err_w.as_fd()];
         if let Some(r) = &stdin_r {
             fds.push(r.as_fd());
         }
         if let Some(join) = &join {
-            fds.push(join.as_fd());
+            fds.push(join.procs.as_fd());
+            fds.push(join.dir.as_fd());
         }
         let reply = self.control.call(&message, &fds);
         drop(fds);

@@ -150,6 +150,7 @@ fn run_checks(control: &crate::control::Control, seen: &Seen, dir: &Path) -> Res
             cwd: dir.display().to_string(),
             stdin: false,
             cgroup: false,
+            cgroup_dir: false,
         };
         match control.call(&request, &[out_w.as_fd(), err_w.as_fd()]) {
             Ok(Reply::Started { .. }) => {}

@@ -46,6 +46,15 @@ const SERVER_LEAF: &str = "cc_server";
 /// How long [`Group::remove`] waits for killed processes to leave.
 const REMOVE_PATIENCE: Duration = Duration::from_secs(5);
 
+/// The two ways into an exec's group: its `cgroup.procs` open for writing
+/// (a process writes `0` to join) and its directory, for a process made
+/// straight in the group (`clone3(CLONE_INTO_CGROUP)`, which spares the
+/// join's wait for an RCU grace period).
+pub struct Join {
+    pub procs: File,
+    pub dir: File,
+}
+
 /// The directory exec groups are made in, from `/proc/self/cgroup` and
 /// `/proc/self/mountinfo`: the server's v2 group (the `0::` line) under the
 /// cgroup2 mount that shows it, or the parent of the `cc_server` leaf.
@@ -197,17 +206,29 @@ impl Group {
     /// The group of exec `id` below this sandbox's, with its join file: what
     /// both backends need before they start an exec whose timeout must end
     /// every process it starts (fail closed: an error means no exec).
-    pub fn exec_child(&self, id: u64) -> Result<(Group, File), String> {
+    pub fn exec_child(&self, id: u64) -> Result<(Group, Join), String> {
         let group = self.child(&format!("e{id}")).map_err(|e| {
             format!(
                 "creating the cgroup of exec {id} below {} (so its timeout ends every process it starts): {e}",
                 self.dir.display()
             )
         })?;
-        let join = group
+        let procs = group
             .join_file()
             .map_err(|e| format!("opening {}/cgroup.procs: {e}", group.dir.display()))?;
-        Ok((group, join))
+        let dir = group
+            .dir_file()
+            .map_err(|e| format!("opening {}: {e}", group.dir.display()))?;
+        Ok((group, Join { procs, dir }))
+    }
+
+    /// The group's directory as an `O_PATH` descriptor (close-on-exec):
+    /// what `clone3(CLONE_INTO_CGROUP)` takes to make a process in it.
+    pub fn dir_file(&self) -> io::Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .open(&self.dir)
     }
 
     /// `cgroup.procs`, open for writing (close-on-exec): a process writes

@@ -64,7 +64,7 @@ impl Exec {
         let (group, join) = match sandbox_group {
             Some(parent) => {
                 let (group, join) = parent.exec_child(id).map_err(PluginError::other)?;
-                (Some(group), Some(join))
+                (Some(group), Some(join.procs))
             }
             None => (None, None),
         };

@@ -190,11 +190,16 @@ fn handle(
             cwd,
             stdin,
             cgroup,
+            cgroup_dir,
         } => match spawn(
             &argv,
             &env,
             &cwd,
-            Streams { stdin, cgroup },
+            Streams {
+                stdin,
+                cgroup,
+                cgroup_dir,
+            },
             fds,
             &[],
             filters,

@@ -31,7 +31,8 @@ pub const MAX_FDS: usize = sandbox_fdpass::MAX_FDS;
 #[serde(tag = "op", rename_all = "camelCase")]
 pub enum Request {
     /// Start a command. Descriptors: stdout, stderr, stdin when `stdin`,
-    /// then the exec's `cgroup.procs` when `cgroup`.
+    /// then the exec's `cgroup.procs` when `cgroup`, then its cgroup
+    /// directory when `cgroup_dir` too.
     Exec {
         /// The backend's exec id.
         id: u64,
@@ -46,6 +47,11 @@ pub enum Request {
         /// and kill reach every process it starts (issue 16 item 6).
         #[serde(default)]
         cgroup: bool,
+        /// Whether the exec's cgroup directory follows `cgroup.procs`: the
+        /// command is made in the group (`clone3(CLONE_INTO_CGROUP)`)
+        /// where the kernel allows it, which spares it the join's wait.
+        #[serde(default, rename = "cgroupDir")]
+        cgroup_dir: bool,
     },
     /// Signal an exec's whole process group.
     Signal { id: u64, signal: i32 },
@@ -208,6 +214,7 @@ mod tests {
             cwd: "/".into(),
             stdin: false,
             cgroup: false,
+            cgroup_dir: false,
         };
         send(a.as_fd(), 3, &request, &[w.as_fd()]).unwrap();
         drop(w);

@@ -71,6 +71,10 @@ pub struct Streams {
     pub stdin: bool,
     /// The exec's `cgroup.procs`, which the child joins first.
     pub cgroup: bool,
+    /// The exec's cgroup directory (after `cgroup.procs`): the child is
+    /// made in the group where the kernel allows it, and joins through
+    /// `cgroup.procs` where not.
+    pub cgroup_dir: bool,
 }
 
 /// Forks and execs one command in a session (and process group) of its own,
@@ -91,7 +95,10 @@ pub fn spawn(
     filters: &Filters,
     forker: Option<&Forker>,
 ) -> Result<(i32, Option<OwnedFd>), Failure> {
-    let expected = 2 + usize::from(streams.stdin) + usize::from(streams.cgroup);
+    let expected = 2
+        + usize::from(streams.stdin)
+        + usize::from(streams.cgroup)
+        + usize::from(streams.cgroup && streams.cgroup_dir);
     if argv.is_empty() || fds.len() != expected {
         return Err(Failure {
             errno: libc::EINVAL,
@@ -124,10 +131,11 @@ pub fn spawn(
             None
         },
         cgroup: if streams.cgroup {
-            Some(fds[expected - 1].as_raw_fd())
+            Some(fds[2 + usize::from(streams.stdin)].as_raw_fd())
         } else {
             None
         },
+        cgroup_dir: (streams.cgroup && streams.cgroup_dir).then(|| fds[expected - 1].as_raw_fd()),
         stdout: fds[0].as_raw_fd(),
         stderr: fds[1].as_raw_fd(),
         hardening: &filters.hardening,
@@ -144,24 +152,22 @@ pub fn spawn(
     })?;
 
     let report = report_w.as_raw_fd();
+    let cgroup_dir = prepared.cgroup_dir;
     // SAFETY: only ever run as the child side of fork; never returns.
-    let run_child = || unsafe { child(&prepared, report) };
+    let run_child = |joined: bool| unsafe { child(&prepared, report, joined) };
     let forked = match forker {
         // SAFETY: the child runs only `child`, which makes async-signal-safe
         // syscalls on memory prepared above and ends in exec or _exit.
-        Some(forker) => unsafe { forker.fork(&run_child) },
-        None => {
-            // SAFETY: as above.
-            let pid = unsafe { libc::fork() };
-            if pid == 0 {
-                run_child();
+        Some(forker) => unsafe { forker.fork_into(&run_child, cgroup_dir) },
+        // SAFETY: as above.
+        None => match unsafe { crate::forker::fork_maybe_into(cgroup_dir) } {
+            Ok((0, joined)) => {
+                run_child(joined);
+                // SAFETY: `child` never returns; if it did, end here.
+                unsafe { libc::_exit(127) }
             }
-            if pid < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(pid)
-            }
-        }
+            forked => forked.map(|(pid, _)| pid),
+        },
     };
     let pid = forked.map_err(|e| Failure {
         errno: e.raw_os_error().unwrap_or(libc::EIO),
@@ -263,6 +269,8 @@ struct Prepared<'a> {
     stdin: Option<RawFd>,
     /// The exec's `cgroup.procs`, open for writing.
     cgroup: Option<RawFd>,
+    /// The exec's cgroup directory (`O_PATH`).
+    cgroup_dir: Option<RawFd>,
     stdout: RawFd,
     stderr: RawFd,
     hardening: &'a [seccomp::SockFilter],
@@ -271,20 +279,24 @@ struct Prepared<'a> {
     inherit: &'a [RawFd],
 }
 
-/// The child between fork and exec.
+/// The child between fork and exec; `joined` when it was made in the
+/// exec's cgroup already.
 ///
 /// # Safety
 /// Call only in the child of `fork`; `p` was prepared before forking.
-unsafe fn child(p: &Prepared<'_>, report: RawFd) -> ! {
+unsafe fn child(p: &Prepared<'_>, report: RawFd, joined: bool) -> ! {
     // SAFETY: async-signal-safe syscalls on descriptors and memory prepared before fork.
     unsafe {
         // First: everything this process does and starts is in the exec's
         // group. The kernel checks the rights of the descriptor's opener
         // (the server), not ours.
         if let Some(fd) = p.cgroup {
-            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+            if !joined && libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
                 fail(report, STAGE_CGROUP);
             }
+            libc::close(fd);
+        }
+        if let Some(fd) = p.cgroup_dir {
             libc::close(fd);
         }
         let mut set: libc::sigset_t = std::mem::zeroed();
