@@ -1621,8 +1621,17 @@ impl KeptProbe {
         self.root.path().join("cc_server")
     }
 
+    /// The guarded probe's kept file (one per installation and setting).
     fn file(&self) -> PathBuf {
-        self.dir().join("bwrap-probe.json")
+        let kept: Vec<PathBuf> = std::fs::read_dir(self.dir())
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        kept.into_iter()
+            .find(|p| {
+                let name = p.file_name().unwrap().to_string_lossy();
+                name.starts_with("bwrap-probe-guarded-") && name.ends_with(".json")
+            })
+            .unwrap_or_else(|| self.dir().join("bwrap-probe-guarded-(none kept).json"))
     }
 
     /// `cc_server` with this runtime directory.
@@ -1789,12 +1798,18 @@ fn a_kept_probe_in_a_loose_or_foreign_directory_is_refused() {
     let good = KeptProbe::new();
     good.probe(&plugins, &[], None);
     let genuine = std::fs::read(good.file()).unwrap();
+    // The same installation's file name, in the other directory.
+    let name = good.file().file_name().unwrap().to_owned();
 
     let loose = KeptProbe::new();
     std::fs::create_dir(loose.dir()).unwrap();
     std::fs::set_permissions(loose.dir(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    std::fs::write(loose.file(), &genuine).unwrap();
-    std::fs::set_permissions(loose.file(), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(loose.dir().join(&name), &genuine).unwrap();
+    std::fs::set_permissions(
+        loose.dir().join(&name),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
     let probe = loose.probe(&plugins, &[], None);
     let said = kept_of(&probe);
     assert!(
@@ -1812,7 +1827,7 @@ fn a_kept_probe_in_a_loose_or_foreign_directory_is_refused() {
         "the fresh probe still finds the guard: {probe}"
     );
     assert_eq!(
-        std::fs::read(loose.file()).unwrap(),
+        std::fs::read(loose.dir().join(&name)).unwrap(),
         genuine,
         "written into a loose dir"
     );
@@ -1825,7 +1840,7 @@ fn a_kept_probe_in_a_loose_or_foreign_directory_is_refused() {
     let foreign = KeptProbe::new();
     std::fs::create_dir(foreign.dir()).unwrap();
     std::fs::set_permissions(foreign.dir(), std::fs::Permissions::from_mode(0o700)).unwrap();
-    std::fs::write(foreign.file(), &genuine).unwrap();
+    std::fs::write(foreign.dir().join(&name), &genuine).unwrap();
     std::os::unix::fs::chown(foreign.dir(), Some(65534), Some(65534)).unwrap();
     let said = kept_of(&foreign.probe(&plugins, &[], None));
     assert!(said.starts_with("canary run now"), "{said}");

@@ -29,22 +29,35 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// The file, inside the directory, for a probe with the guard's self-test.
-pub const FILE: &str = "bwrap-probe.json";
+/// The start of every kept file's name, inside the directory.
+pub const FILE_PREFIX: &str = "bwrap-probe-";
 
-/// The file for a probe without it (`[backends.bwrap] guard = false`): one
-/// file per setting, so a host that runs both (a guarded and an unguarded
-/// config, as `bench/realwork` does run by run) keeps both instead of each
-/// start replacing the other's.
-pub const FILE_UNGUARDED: &str = "bwrap-probe-unguarded.json";
-
-/// The file an entry under `key` (made by [`key`]) lives in.
-pub fn file_for(key: &str) -> &'static str {
-    if key.contains(" guard=off") {
-        FILE_UNGUARDED
+/// The file an entry under `key` (made by [`key`]) lives in:
+/// `bwrap-probe-<guarded|unguarded>-<install>.json`, `install` a hash of
+/// the binaries' paths. One file per setting, so a host that runs both (a
+/// guarded and an unguarded config, as `bench/realwork` does run by run)
+/// keeps both; one per installation, so two builds on one machine (a
+/// release and a checkout's, or several checkouts) keep one each instead
+/// of each start replacing the other's — a rebuild in place replaces its
+/// own, since the key holds each binary's identity.
+pub fn file_for(key: &str) -> String {
+    let setting = if key.contains(" guard=off") {
+        "unguarded"
     } else {
-        FILE
+        "guarded"
+    };
+    // FNV-1a over the paths (the part of each `file=` before its identity).
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for path in key
+        .split(' ')
+        .filter_map(|t| t.strip_prefix("file="))
+        .map(|t| t.split(':').next().unwrap_or(t))
+    {
+        for byte in path.bytes().chain(std::iter::once(0)) {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
     }
+    format!("{FILE_PREFIX}{setting}-{hash:016x}.json")
 }
 
 /// A kept file larger than this is not ours.
@@ -284,13 +297,19 @@ pub fn store(dir: &Path, entry: &Entry) -> std::io::Result<()> {
 /// Removes the kept file (`probe --fresh`, or a launch that found a kept
 /// capability gone).
 pub fn drop_kept(dir: &Path) {
-    for name in [FILE, FILE_UNGUARDED] {
-        match fs::remove_file(dir.join(name)) {
+    let names = fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(FILE_PREFIX) && n.ends_with(".json"));
+    for name in names {
+        match fs::remove_file(dir.join(&name)) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => tracing::warn!(
                 "bwrap: cannot remove the kept probe {}: {e}",
-                dir.join(name).display()
+                dir.join(&name).display()
             ),
         }
     }
@@ -326,7 +345,9 @@ mod tests {
         store(dir.path(), &entry("k1")).unwrap();
         assert_eq!(load(dir.path(), "k1"), Ok(entry("k1")));
         assert_eq!(load(dir.path(), "k2"), Err(Miss::Stale));
-        let mode = fs::metadata(dir.path().join(FILE)).unwrap().mode();
+        let mode = fs::metadata(dir.path().join(file_for("k1")))
+            .unwrap()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
         drop_kept(dir.path());
         assert_eq!(load(dir.path(), "k1"), Err(Miss::Absent));
@@ -349,7 +370,7 @@ mod tests {
     #[test]
     fn a_damaged_or_loose_file_is_never_trusted() {
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join(FILE);
+        let file = dir.path().join(file_for("k1"));
         fs::write(&file, "{\"key\":\"k1\",\"canary\":true").unwrap();
         fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap();
         assert!(
@@ -363,6 +384,24 @@ mod tests {
         fs::remove_file(&file).unwrap();
         std::os::unix::fs::symlink(dir.path().join("elsewhere"), &file).unwrap();
         assert!(matches!(load(dir.path(), "k1"), Err(Miss::Refused(_))));
+    }
+
+    #[test]
+    fn two_installations_keep_a_file_each_and_a_rebuild_replaces_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = |name: &str, content: &str| {
+            let path = dir.path().join(name);
+            fs::write(&path, content).unwrap();
+            path
+        };
+        let (one, two) = (bin("one-init", "a"), bin("two-init", "b"));
+        let key_one = key(&[&one], true);
+        let key_two = key(&[&two], true);
+        assert_ne!(file_for(&key_one), file_for(&key_two));
+        assert!(file_for(&key_one).starts_with(FILE_PREFIX));
+        bin("one-init", "a rebuild");
+        assert_eq!(file_for(&key(&[&one], true)), file_for(&key_one));
+        assert_ne!(file_for(&key(&[&one], false)), file_for(&key_one));
     }
 
     #[test]
