@@ -2105,8 +2105,9 @@ fn streamed_stdin_comes_in_pieces_and_only_where_asked_for() {
 }
 
 /// Issue 16 (tests): a table of malformed requests — every route, wrong
-/// methods, bodies, types, paths, queries, tokens and headers — each
-/// answered with its own 4xx as the API's JSON, the server healthy after.
+/// methods, bodies, types, paths, queries, tokens and headers, and requests
+/// the HTTP layer cannot parse — each answered with its own 4xx as the
+/// API's JSON, the server healthy after.
 #[test]
 fn a_table_of_malformed_requests_each_gets_a_json_4xx() {
     let plugins = Plugins::with_none();
@@ -2276,6 +2277,37 @@ fn a_table_of_malformed_requests_each_gets_a_json_4xx() {
             body.len()
         );
         json_error(&http_raw(addr, request.as_bytes()), 415, content_type);
+    }
+
+    // Requests the HTTP layer cannot parse at all: answered as JSON too,
+    // not with a bare status.
+    let many_headers: String = (0..101).map(|i| format!("X-{i}: v\r\n")).collect();
+    let unparsable: &[(String, u16)] = &[
+        ("GARBAGE\r\n\r\n".into(), 400),
+        (format!("GET /healthz HTTP/1.1\r\nHost {addr}\r\n\r\n"), 400),
+        (
+            format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nX\x01: v\r\n\r\n"),
+            400,
+        ),
+        (
+            format!("GET /healthz HTTP/7.1\r\nHost: {addr}\r\n\r\n"),
+            400,
+        ),
+        (
+            format!(
+                "GET /{} HTTP/1.1\r\nHost: {addr}\r\n\r\n",
+                "a".repeat(70_000)
+            ),
+            414,
+        ),
+        (
+            format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\n{many_headers}\r\n"),
+            431,
+        ),
+    ];
+    for (request, status) in unparsable {
+        let what: String = request.chars().take(60).collect();
+        json_error(&http_raw(addr, request.as_bytes()), *status, &what);
     }
 
     assert_eq!(http(addr, "GET", "/healthz", None, None).status, 200);

@@ -265,6 +265,7 @@ async fn serve_connection(
     let io = TokioIo::new(Watched {
         stream,
         state: Arc::clone(&state),
+        owed: Vec::new(),
     });
     let tower = TowerToHyperService::new(app);
     let service_state = Arc::clone(&state);
@@ -360,10 +361,40 @@ fn unread_bytes(fd: i32) -> usize {
 }
 
 /// The accepted socket, telling its connection's state when bytes arrive
-/// (a request's head has begun: the header-read deadline applies).
+/// (a request's head has begun: the header-read deadline applies), and
+/// answering in JSON where hyper would answer a request it cannot parse
+/// with a status alone ([`wire_answers::plan_parse_error_replacement`]).
 struct Watched {
     stream: TcpStream,
     state: Arc<ConnState>,
+    /// What is left to write of such a replacement; written before
+    /// anything else, and before a flush or shutdown completes.
+    owed: Vec<u8>,
+}
+
+impl Watched {
+    fn poll_owed(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        while !self.owed.is_empty() {
+            let n = std::task::ready!(Pin::new(&mut self.stream).poll_write(cx, &self.owed))?;
+            if n == 0 {
+                return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+            }
+            self.owed.drain(..n);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Whether `written` is hyper's answer to an unparsable request; if so
+    /// the JSON one is owed instead.
+    fn replaces(&mut self, written: &[u8]) -> bool {
+        match wire_answers::plan_parse_error_replacement(written) {
+            Some(answer) => {
+                self.owed = answer;
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 impl AsyncRead for Watched {
@@ -387,14 +418,20 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
+        std::task::ready!(self.poll_owed(cx))?;
+        if self.replaces(buf) {
+            return Poll::Ready(Ok(buf.len()));
+        }
         Pin::new(&mut self.stream).poll_write(cx, buf)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        std::task::ready!(self.poll_owed(cx))?;
         Pin::new(&mut self.stream).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        std::task::ready!(self.poll_owed(cx))?;
         Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 
@@ -403,6 +440,18 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
+        std::task::ready!(self.poll_owed(cx))?;
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let an_error_head = bufs
+            .iter()
+            .find(|b| !b.is_empty())
+            .is_some_and(|b| b.starts_with(b"HTTP/1.1 4"));
+        if an_error_head && total <= wire_answers::LONGEST_REPLACED {
+            let written: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+            if self.replaces(&written) {
+                return Poll::Ready(Ok(total));
+            }
+        }
         Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
     }
 
