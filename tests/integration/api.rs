@@ -2317,6 +2317,56 @@ fn a_table_of_malformed_requests_each_gets_a_json_4xx() {
     assert_eq!(joined(&events, "stdout"), "ok\n");
 }
 
+/// Issue 16 item 5: egress directories of servers from before owner files
+/// (`cc_server-egress-*` without `.owner`, planted here) are removed by a
+/// start once they are an hour old and nobody listens on their sockets; one
+/// whose server still listens, and a young one, stay.
+#[test]
+fn a_start_removes_an_old_ownerless_egress_dir_nobody_listens_in() {
+    use std::os::unix::net::UnixListener;
+    let plugins = Plugins::with_none();
+    let tmp = tempfile::tempdir().unwrap();
+    let two_hours_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 60 * 60);
+    let plant = |name: &str, old: bool| {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("known_hosts"), "").unwrap();
+        let listeners = (
+            UnixListener::bind(dir.join("http.sock")).unwrap(),
+            UnixListener::bind(dir.join("socks.sock")).unwrap(),
+        );
+        if old {
+            for path in [dir.join("known_hosts"), dir.clone()] {
+                std::fs::File::open(&path)
+                    .unwrap()
+                    .set_modified(two_hours_ago)
+                    .unwrap();
+            }
+        }
+        (dir, listeners)
+    };
+    let (killed, listeners) = plant("cc_server-egress-killedold", true);
+    drop(listeners);
+    let (live, _listening) = plant("cc_server-egress-liveold", true);
+    let (young, listeners) = plant("cc_server-egress-young", false);
+    drop(listeners);
+    let server = Server::start_with(CcServer::new(&plugins).env("TMPDIR", tmp.path()));
+    assert!(
+        !killed.exists(),
+        "an old egress directory nobody listens in is left; log:\n{}",
+        server.log()
+    );
+    assert!(live.exists(), "a directory a server listens in was removed");
+    assert!(young.exists(), "a young directory was removed");
+    assert!(
+        server
+            .log()
+            .contains("removed the egress directory a gone server left"),
+        "{}",
+        server.log()
+    );
+}
+
 /// Whether the `none` handle says its execs are tracked by cgroup; when
 /// not, what escapes is said there and the test that needs it says so.
 fn none_tracks_by_cgroup(handle: &Value) -> bool {
