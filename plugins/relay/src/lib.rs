@@ -127,7 +127,7 @@ impl Relay {
         self.watched.iter().any(|watched| {
             watched
                 .lock()
-                .is_ok_and(|fd| fd.as_ref().is_some_and(|fd| hung_up(fd)))
+                .is_ok_and(|fd| fd.as_ref().is_some_and(hung_up))
         })
     }
 
