@@ -201,8 +201,8 @@ pub trait EventHandler: Send + Sync + 'static {
     fn handle(&self, event: Event) -> bool;
 }
 
-struct HandlerSink {
-    handler: Arc<dyn EventHandler>,
+pub(crate) struct HandlerSink {
+    pub(crate) handler: Arc<dyn EventHandler>,
 }
 
 impl abi::EventSink for HandlerSink {

@@ -5,6 +5,7 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The name prefix of each session's private egress directory (its proxy
 /// sockets), made directly in the temp dir.
@@ -66,9 +67,96 @@ pub fn owner_is_gone(owner: Option<&str>, start_of: &dyn Fn(u32) -> Option<u64>)
     start_of(pid) != Some(start)
 }
 
+/// How long a directory without an [`OWNER_FILE`] must have been left
+/// unchanged before a sweep judges it. Every server of today writes its
+/// owner file right after making the directory, so one without is a
+/// server's from before owner files — or one made this instant.
+pub const OWNERLESS_AGE: Duration = Duration::from_secs(60 * 60);
+
+/// One entry of a directory without an owner file, as
+/// [`ownerless_is_gone`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leftover {
+    /// A unix socket.
+    Socket {
+        /// Unless a connect was refused (or found nothing): any doubt
+        /// counts as a live server.
+        listening: bool,
+    },
+    /// A regular file.
+    File {
+        /// For how long it has not changed.
+        unchanged: Duration,
+    },
+    /// Anything else (a directory, a link, a device).
+    Other,
+}
+
+/// Whether a directory without an owner file is a gone server's: the
+/// directory unchanged for [`OWNERLESS_AGE`] (its time changes with every
+/// entry made or removed, sockets included), nothing in it but sockets
+/// nobody listens on and files as old, and something in it (an empty one
+/// may be a directory just made). Anything else is kept.
+pub fn ownerless_is_gone(dir_unchanged: Duration, entries: &[Leftover]) -> bool {
+    !entries.is_empty()
+        && dir_unchanged >= OWNERLESS_AGE
+        && entries.iter().all(|entry| match entry {
+            Leftover::Socket { listening } => !listening,
+            Leftover::File { unchanged } => *unchanged >= OWNERLESS_AGE,
+            Leftover::Other => false,
+        })
+}
+
+/// How long ago `meta` last changed (zero if it says the future).
+fn unchanged_for(meta: &std::fs::Metadata) -> Option<Duration> {
+    let modified = meta.modified().ok()?;
+    Some(
+        std::time::SystemTime::now()
+            .duration_since(modified)
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// What [`ownerless_is_gone`] needs of `dir`, or `None` if it cannot be
+/// read or changed too lately to be judged (then it is kept, and no
+/// socket in it is tried).
+fn leftovers(dir: &Path) -> Option<(Duration, Vec<Leftover>)> {
+    use std::os::unix::fs::FileTypeExt;
+    let dir_unchanged = unchanged_for(&std::fs::symlink_metadata(dir).ok()?)?;
+    if dir_unchanged < OWNERLESS_AGE {
+        return None;
+    }
+    let mut entries = Vec::new();
+    for entry in std::fs::read_dir(dir).ok()? {
+        let entry = entry.ok()?;
+        let meta = std::fs::symlink_metadata(entry.path()).ok()?;
+        let kind = meta.file_type();
+        entries.push(if kind.is_socket() {
+            let refused = std::os::unix::net::UnixStream::connect(entry.path()).is_err_and(|e| {
+                matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound
+                )
+            });
+            Leftover::Socket {
+                listening: !refused,
+            }
+        } else if kind.is_file() {
+            Leftover::File {
+                unchanged: unchanged_for(&meta)?,
+            }
+        } else {
+            Leftover::Other
+        });
+    }
+    Some((dir_unchanged, entries))
+}
+
 /// Removes the directories named `<prefix>…` directly in `parent` that this
-/// user owns and whose [`OWNER_FILE`] names a server that is gone; returns
-/// those removed. A live server's, or one without a readable owner, stays.
+/// user owns and whose [`OWNER_FILE`] names a server that is gone, or that
+/// have none and are provably a gone server's ([`ownerless_is_gone`]: a
+/// server's from before owner files, killed); returns those removed. A
+/// live server's, or one whose owner cannot be told, stays.
 pub fn sweep_gone_owners(parent: &Path, prefix: &str) -> Vec<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let start_of = |pid: u32| {
@@ -96,8 +184,13 @@ pub fn sweep_gone_owners(parent: &Path, prefix: &str) -> Vec<PathBuf> {
         if !meta.is_dir() || meta.uid() != uid {
             continue;
         }
-        let owner = std::fs::read_to_string(path.join(OWNER_FILE)).ok();
-        if owner_is_gone(owner.as_deref(), &start_of) && std::fs::remove_dir_all(&path).is_ok() {
+        let gone = match std::fs::read_to_string(path.join(OWNER_FILE)) {
+            Ok(owner) => owner_is_gone(Some(&owner), &start_of),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => leftovers(&path)
+                .is_some_and(|(unchanged, entries)| ownerless_is_gone(unchanged, &entries)),
+            Err(_) => false,
+        };
+        if gone && std::fs::remove_dir_all(&path).is_ok() {
             removed.push(path);
         }
     }
@@ -147,6 +240,61 @@ mod tests {
         assert_eq!(removed, vec![gone.clone()]);
         assert!(live.exists() && unknown.exists() && other.exists());
         assert!(!gone.exists());
+        std::fs::remove_dir_all(&parent).unwrap();
+    }
+
+    #[test]
+    fn an_ownerless_dir_is_gone_only_when_old_and_nobody_listens() {
+        let old = OWNERLESS_AGE + Duration::from_secs(1);
+        let young = OWNERLESS_AGE - Duration::from_secs(1);
+        let stale = Leftover::Socket { listening: false };
+        let live = Leftover::Socket { listening: true };
+        let file = Leftover::File { unchanged: old };
+        assert!(ownerless_is_gone(old, &[stale, stale, file]));
+        assert!(!ownerless_is_gone(young, &[stale, stale]), "changed lately");
+        assert!(!ownerless_is_gone(old, &[stale, live]), "a server listens");
+        assert!(
+            !ownerless_is_gone(old, &[stale, Leftover::File { unchanged: young }]),
+            "a file changed lately"
+        );
+        assert!(
+            !ownerless_is_gone(old, &[stale, Leftover::Other]),
+            "not ours"
+        );
+        assert!(!ownerless_is_gone(old, &[]), "empty: maybe just made");
+    }
+
+    /// Planted directories of servers from before owner files: one whose
+    /// sockets nobody listens on goes once it is an hour old; one whose
+    /// server still listens, and a young one, stay.
+    #[test]
+    fn a_sweep_removes_an_old_ownerless_dir_nobody_listens_in() {
+        use std::os::unix::net::UnixListener;
+        let parent = tempfile_dir();
+        let two_hours_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 60 * 60);
+        let plant = |name: &str, listen: bool, old: bool| {
+            let dir = parent.join(name);
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join("known_hosts"), "").unwrap();
+            let http = UnixListener::bind(dir.join("http.sock")).unwrap();
+            let socks = UnixListener::bind(dir.join("socks.sock")).unwrap();
+            if old {
+                for path in [dir.join("known_hosts"), dir.clone()] {
+                    std::fs::File::open(&path)
+                        .unwrap()
+                        .set_modified(two_hours_ago)
+                        .unwrap();
+                }
+            }
+            (dir, listen.then_some((http, socks)))
+        };
+        let (gone, _) = plant("p-gone", false, true);
+        let (alive, _listening) = plant("p-alive", true, true);
+        let (young, _) = plant("p-young", false, false);
+        let removed = sweep_gone_owners(&parent, "p-");
+        assert_eq!(removed, vec![gone.clone()]);
+        assert!(!gone.exists());
+        assert!(alive.exists() && young.exists());
         std::fs::remove_dir_all(&parent).unwrap();
     }
 

@@ -176,6 +176,18 @@ impl Recorder {
     }
 }
 
+/// An [`EventSender`] whose events go straight to a [`Recorder`], for unit
+/// tests of a backend's parts (its output relay, say) without a sandbox.
+pub fn recording_sender() -> (EventSender, Arc<Recorder>) {
+    let recorder = Arc::new(Recorder::default());
+    let handler: Arc<dyn EventHandler> = Arc::clone(&recorder) as Arc<dyn EventHandler>;
+    let sink = crate::abi::SinkBox::from_value(
+        crate::host::HandlerSink { handler },
+        abi_stable::sabi_trait::TD_Opaque,
+    );
+    (EventSender::new(sink), recorder)
+}
+
 /// The bytes of one stream of an exec.
 pub fn stream(events: &[Event], stderr: bool) -> Vec<u8> {
     events

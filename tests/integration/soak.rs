@@ -386,22 +386,17 @@ const EXECS_EACH: usize = 10;
 /// Each exec's output: 1 MiB of 8-byte lines naming the sandbox and exec.
 const OUTPUT: usize = 1 << 20;
 
-/// The load's server waits longer for request headers than the default
-/// 10 s. With the default, on this 2-core machine under a load average of
-/// 7–9 (other builds beside it), 5 to 31 of the 320 execs had their
-/// connection reset before any answer: the client had sent its whole
-/// request, but the starved server had not read it within
-/// `[api] header_read_timeout_secs` and closed it as a slow client (its log
-/// says so at debug level only; the client sees a bare reset). Reported
-/// with issue 16; this test measures the backends' leaks and output, not
-/// that timeout.
-const LOAD_CONFIG: &str = "[api]\nheader_read_timeout_secs = 300\n";
-
 /// 32 sandboxes, 10 concurrent execs in each (320 at once), every one's
 /// 1 MiB intact and its own, then all destroyed; the no-growth check.
 fn load(plugins: Plugins, backend: &str) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let subject = Subject::start(plugins, LOAD_CONFIG);
+    // The default config: `[api] header_read_timeout_secs` (10 s) once
+    // reset 5 to 31 of these 320 execs on this 2-core machine under a load
+    // average of 7–9 — the starved server had not read requests sent whole
+    // within it (issue 16). Deadlines are now judged after what arrived is
+    // read (`api::requests_sent_whole_to_a_stalled_server_are_answered_not_reset`
+    // reproduces it without load), so the test needs no longer timeout.
+    let subject = Subject::start(plugins, "");
     let server = &subject.server;
     let dir = tempfile::tempdir().unwrap();
     let tag = unique();

@@ -13,6 +13,11 @@
 //!   an exec stream, the approvals stream, a launch that takes a while —
 //!   has no deadline: a live stream is never cut. A dead peer there is
 //!   noticed by TCP keep-alive probes (see `listener`), not by a timer.
+//!   A deadline is judged only after hyper has read what the client sent
+//!   (the listener polls it first), so a server too busy to read a request
+//!   in time never closes its client for it; a client that began its first
+//!   request and did not finish the head gets a 408 naming the key
+//!   ([`plan_timeout_answer`]).
 //! - **A cap** ([`plan_admission`]): at most `[api] max_connections` open,
 //!   of which `[api] authenticated_reserve` only for connections that have
 //!   sent the token. A connection counts as unauthenticated until one of
@@ -126,6 +131,9 @@ pub struct Phase {
     pub idle_since: Instant,
     /// When the first byte of the next request's head arrived, if one did.
     pub head_started: Option<Instant>,
+    /// When a deadline found bytes in the socket the server had not read
+    /// yet (it was too busy): the head's deadline counts from then.
+    pub server_behind: Option<Instant>,
 }
 
 /// Which timeout a deadline is.
@@ -147,21 +155,37 @@ impl Expiry {
 }
 
 /// When the connection is to be closed unless something happens first;
-/// `None` while a request is in flight.
+/// `None` while a request is in flight. Time the server spent too busy to
+/// read what had arrived ([`Phase::server_behind`]) is not the client's.
 pub fn plan_deadline(phase: &Phase, limits: &ConnectionSettings) -> Option<(Instant, Expiry)> {
     if phase.in_flight > 0 {
         return None;
     }
-    if phase.served == 0 {
-        return Some((
-            phase.opened + limits.header_read_timeout,
+    let head_from = |at: Instant| phase.server_behind.map_or(at, |behind| behind.max(at));
+    let started = match (phase.served, phase.head_started, phase.server_behind) {
+        (0, _, _) => Some(phase.opened),
+        (_, Some(at), _) => Some(at),
+        (_, None, behind) => behind,
+    };
+    Some(match started {
+        Some(at) => (
+            head_from(at) + limits.header_read_timeout,
             Expiry::HeaderRead,
-        ));
-    }
-    match phase.head_started {
-        Some(at) => Some((at + limits.header_read_timeout, Expiry::HeaderRead)),
-        None => Some((phase.idle_since + limits.idle_timeout, Expiry::Idle)),
-    }
+        ),
+        None => (phase.idle_since + limits.idle_timeout, Expiry::Idle),
+    })
+}
+
+/// Whether a connection closed at `expiry` is first answered with a 408
+/// (`wire_answers::header_timeout`): when the client began its first
+/// request and did not finish the head in time. A connection that sent
+/// nothing, or was idle after an answer, is closed without one — a client
+/// that sends its request onto it just then retries on a new connection,
+/// as HTTP clients do when an idle connection closes; a 408 would read as
+/// the answer to that request. (After an answer, hyper may still hold part
+/// of it unwritten, so nothing is written beside it.)
+pub fn plan_timeout_answer(phase: &Phase, expiry: Expiry) -> bool {
+    expiry == Expiry::HeaderRead && phase.served == 0 && phase.head_started.is_some()
 }
 
 /// The state of one connection, shared by its socket wrapper (bytes
@@ -192,6 +216,7 @@ impl ConnState {
                 opened: now,
                 idle_since: now,
                 head_started: None,
+                server_behind: None,
             }),
             changed: Notify::new(),
         }
@@ -214,14 +239,23 @@ impl ConnState {
         }
     }
 
+    /// A deadline came while bytes the client sent were still unread: the
+    /// server was behind, and the head's deadline starts again from now.
+    pub fn server_behind(&self) {
+        self.times
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .server_behind = Some(Instant::now());
+    }
+
     /// A request's head arrived and is being served; the returned guard
     /// ends it when dropped (with its response body, for a stream).
     pub fn request_started(self: &Arc<Self>) -> InFlight {
         if self.in_flight.fetch_add(1, Ordering::SeqCst) == 0 {
-            self.times
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .head_started = None;
+            let mut times = self.times.lock().unwrap_or_else(|p| p.into_inner());
+            times.head_started = None;
+            times.server_behind = None;
+            drop(times);
             self.changed.notify_one();
         }
         InFlight(Arc::clone(self))
@@ -258,6 +292,7 @@ impl Drop for InFlight {
             times.served += 1;
             times.idle_since = Instant::now();
             times.head_started = None;
+            times.server_behind = None;
             drop(times);
             state.changed.notify_one();
         }
@@ -449,6 +484,7 @@ mod tests {
             opened: t0,
             idle_since: t0,
             head_started: Some(t0 + s(5)),
+            server_behind: None,
         };
         // The first request's headers: from the opening, whatever trickles in.
         assert_eq!(
@@ -475,6 +511,78 @@ mod tests {
             plan_deadline(&reading, &l),
             Some((t0 + s(140), Expiry::HeaderRead))
         );
+    }
+
+    /// The soak's defect: a server too busy to read a request that had
+    /// arrived does not count that time against the client.
+    #[test]
+    fn time_the_server_was_behind_is_not_the_clients() {
+        let t0 = Instant::now();
+        let l = ConnectionSettings {
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            ..ConnectionSettings::default()
+        };
+        let s = Duration::from_secs;
+        let fresh = Phase {
+            in_flight: 0,
+            served: 0,
+            opened: t0,
+            idle_since: t0,
+            head_started: None,
+            server_behind: Some(t0 + s(25)),
+        };
+        assert_eq!(
+            plan_deadline(&fresh, &l),
+            Some((t0 + s(35), Expiry::HeaderRead))
+        );
+        // Idle, with a request found unread at the idle deadline: that
+        // request's head now has the header-read time.
+        let idle = Phase {
+            served: 2,
+            server_behind: Some(t0 + s(70)),
+            ..fresh
+        };
+        assert_eq!(
+            plan_deadline(&idle, &l),
+            Some((t0 + s(80), Expiry::HeaderRead))
+        );
+        let begun = Phase {
+            head_started: Some(t0 + s(75)),
+            ..idle
+        };
+        assert_eq!(
+            plan_deadline(&begun, &l),
+            Some((t0 + s(85), Expiry::HeaderRead))
+        );
+    }
+
+    #[test]
+    fn only_a_begun_first_request_is_answered_408() {
+        let t0 = Instant::now();
+        let fresh = Phase {
+            in_flight: 0,
+            served: 0,
+            opened: t0,
+            idle_since: t0,
+            head_started: None,
+            server_behind: None,
+        };
+        assert!(
+            !plan_timeout_answer(&fresh, Expiry::HeaderRead),
+            "sent nothing"
+        );
+        let begun = Phase {
+            head_started: Some(t0),
+            ..fresh
+        };
+        assert!(plan_timeout_answer(&begun, Expiry::HeaderRead));
+        let later = Phase { served: 1, ..begun };
+        assert!(
+            !plan_timeout_answer(&later, Expiry::HeaderRead),
+            "after an answer"
+        );
+        assert!(!plan_timeout_answer(&fresh, Expiry::Idle));
     }
 
     #[test]

@@ -22,6 +22,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
+use axum::http::StatusCode;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -32,6 +33,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::connections::{self, ConnState, Connections, Ticket};
+use super::wire_answers;
 use crate::config::ConnectionSettings;
 
 /// Idle time before the first keep-alive probe on a quiet connection.
@@ -185,31 +187,33 @@ const LINGER: Duration = Duration::from_secs(1);
 /// does not reset the connection before the client has read the answer.
 fn refuse(stream: TcpStream, refusal: &connections::Refusal, lingering: &Arc<Semaphore>) {
     let body =
-        serde_json::json!({"error": refusal.to_string(), "configKey": "[api] max_connections"})
-            .to_string();
-    let response = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
-         content-length: {}\r\nconnection: close\r\nretry-after: 1\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = stream.try_write(response.as_bytes());
+        serde_json::json!({"error": refusal.to_string(), "configKey": "[api] max_connections"});
+    let response =
+        wire_answers::response(StatusCode::SERVICE_UNAVAILABLE, &body, "retry-after: 1\r\n");
+    let _ = stream.try_write(&response);
     let Ok(permit) = Arc::clone(lingering).try_acquire_owned() else {
         return;
     };
     tokio::spawn(async move {
         let _permit = permit;
-        let mut stream = stream;
-        let _ = stream.shutdown().await;
-        let mut buf = [0u8; 4096];
-        let drain = async {
-            while let Ok(n) = stream.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-            }
-        };
-        let _ = tokio::time::timeout(LINGER, drain).await;
+        close_after_answer(stream).await;
     });
+}
+
+/// Closes the write side, then reads away what the client still sends for
+/// a moment ([`LINGER`]), so that the close does not reset the connection
+/// before the client has read the answer written on it.
+async fn close_after_answer(mut stream: TcpStream) {
+    let _ = stream.shutdown().await;
+    let mut buf = [0u8; 4096];
+    let drain = async {
+        while let Ok(n) = stream.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER, drain).await;
 }
 
 /// TCP keep-alive probes (see the module doc); best effort: a socket that
@@ -256,9 +260,12 @@ async fn serve_connection(
     mut stop: watch::Receiver<bool>,
 ) {
     let state = Arc::clone(&ticket.state);
+    // Valid while `connection` owns the stream: the whole loop below.
+    let fd = stream.as_raw_fd();
     let io = TokioIo::new(Watched {
         stream,
         state: Arc::clone(&state),
+        owed: Vec::new(),
     });
     let tower = TowerToHyperService::new(app);
     let service_state = Arc::clone(&state);
@@ -280,13 +287,12 @@ async fn serve_connection(
             }))
         }
     });
-    let connection = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
-    tokio::pin!(connection);
+    let mut connection = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
     let mut stopping = *stop.borrow();
     if stopping {
-        connection.as_mut().graceful_shutdown();
+        Pin::new(&mut connection).graceful_shutdown();
     }
-    loop {
+    let answer = loop {
         if state.is_evicted() && state.phase().in_flight == 0 {
             tracing::debug!("closed an idle API connection to make room for a new one");
             return;
@@ -298,35 +304,97 @@ async fn serve_connection(
                 None => std::future::pending().await,
             }
         };
+        // Hyper first, always: when this task wakes late (a CPU-starved
+        // server) to a deadline passed and a request that arrived in the
+        // meantime, hyper reads and starts that request before the deadline
+        // is judged — the deadline is for a slow client, not a slow server.
         tokio::select! {
-            result = connection.as_mut() => {
+            biased;
+            result = &mut connection => {
                 if let Err(e) = result {
                     tracing::debug!("API connection: {e}");
                 }
                 return;
             }
             () = sleep => {
-                if let Some((at, expiry)) = connections::plan_deadline(&state.phase(), &limits)
+                let phase = state.phase();
+                if let Some((at, expiry)) = connections::plan_deadline(&phase, &limits)
                     && at <= Instant::now()
                 {
+                    if unread_bytes(fd) > 0 {
+                        // Woken to the deadline before hyper to the bytes
+                        // that arrived meanwhile: the server is behind.
+                        tracing::debug!("an API connection's deadline found its request unread: extended");
+                        state.server_behind();
+                        continue;
+                    }
                     tracing::debug!("closed an API connection: {}", expiry.describe());
-                    return;
+                    break connections::plan_timeout_answer(&phase, expiry);
                 }
             }
             () = state.changed.notified() => {}
             _ = stop.wait_for(|stop| *stop), if !stopping => {
                 stopping = true;
-                connection.as_mut().graceful_shutdown();
+                Pin::new(&mut connection).graceful_shutdown();
             }
         }
+    };
+    if answer {
+        let stream = connection.into_parts().io.into_inner().stream;
+        let _ = stream.try_write(&wire_answers::header_timeout());
+        close_after_answer(stream).await;
+    }
+}
+
+/// Bytes the client sent that the server has not read yet (`FIONREAD`);
+/// 0 when that cannot be told.
+fn unread_bytes(fd: i32) -> usize {
+    let mut unread: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int into `unread`; `fd` is the open socket
+    // of the caller's live connection.
+    let done = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut unread) };
+    if done == 0 {
+        usize::try_from(unread).unwrap_or(0)
+    } else {
+        0
     }
 }
 
 /// The accepted socket, telling its connection's state when bytes arrive
-/// (a request's head has begun: the header-read deadline applies).
+/// (a request's head has begun: the header-read deadline applies), and
+/// answering in JSON where hyper would answer a request it cannot parse
+/// with a status alone ([`wire_answers::plan_parse_error_replacement`]).
 struct Watched {
     stream: TcpStream,
     state: Arc<ConnState>,
+    /// What is left to write of such a replacement; written before
+    /// anything else, and before a flush or shutdown completes.
+    owed: Vec<u8>,
+}
+
+impl Watched {
+    fn poll_owed(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        while !self.owed.is_empty() {
+            let n = std::task::ready!(Pin::new(&mut self.stream).poll_write(cx, &self.owed))?;
+            if n == 0 {
+                return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+            }
+            self.owed.drain(..n);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Whether `written` is hyper's answer to an unparsable request; if so
+    /// the JSON one is owed instead.
+    fn replaces(&mut self, written: &[u8]) -> bool {
+        match wire_answers::plan_parse_error_replacement(written) {
+            Some(answer) => {
+                self.owed = answer;
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 impl AsyncRead for Watched {
@@ -350,14 +418,20 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
+        std::task::ready!(self.poll_owed(cx))?;
+        if self.replaces(buf) {
+            return Poll::Ready(Ok(buf.len()));
+        }
         Pin::new(&mut self.stream).poll_write(cx, buf)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        std::task::ready!(self.poll_owed(cx))?;
         Pin::new(&mut self.stream).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        std::task::ready!(self.poll_owed(cx))?;
         Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 
@@ -366,6 +440,18 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
+        std::task::ready!(self.poll_owed(cx))?;
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let an_error_head = bufs
+            .iter()
+            .find(|b| !b.is_empty())
+            .is_some_and(|b| b.starts_with(b"HTTP/1.1 4"));
+        if an_error_head && total <= wire_answers::LONGEST_REPLACED {
+            let written: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+            if self.replaces(&written) {
+                return Poll::Ready(Ok(total));
+            }
+        }
         Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
     }
 

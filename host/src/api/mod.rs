@@ -36,6 +36,7 @@ mod policy;
 pub mod request_rules;
 mod stdin;
 pub mod token;
+mod wire_answers;
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;

@@ -11,9 +11,13 @@
 //!
 //! Draining never loses what the command wrote: while a reader is delivering
 //! (the host applies backpressure: a slow client, the server's output
-//! budget) `finish` waits for it however long that takes; the grace only
-//! counts time the readers wait for a pipe that stays open and silent (or
-//! that a background process trickles into). What
+//! budget) `finish` waits for it however long that takes, and so it does
+//! for a pipe no process can write any more — every write end closed
+//! (`POLLHUP` on the read end: the command and everything it started are
+//! gone), so its end will come, however late its reader is scheduled on a
+//! starved host (issue 16: once, one 64 KiB chunk was lost that way). The
+//! grace only counts time the readers wait for a pipe that something still
+//! holds open and silent (or that a background process trickles into). What
 //! a reader may still read once `finish` began is capped at
 //! [`AFTER_EXIT_LIMIT`] — more than any pipe of the command can hold — so a
 //! background process writing on forever cannot keep the exec from ending.
@@ -21,6 +25,7 @@
 #![forbid(unsafe_code)]
 
 use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
@@ -30,7 +35,7 @@ use sandbox_plugin_api::sdk::EventSender;
 use sandbox_plugin_api::{Event, EventBody, SandboxViolation};
 
 /// How long `finish` lets the readers drain after the command ended. Only
-/// reached when something else still holds a pipe open.
+/// reached when something still holds a pipe's write end open.
 pub const DRAIN_GRACE: Duration = Duration::from_millis(250);
 
 /// Output is read and emitted in chunks of this size.
@@ -71,17 +76,31 @@ pub struct Relay {
     /// Set when `finish` begins; then `read_bytes` counts from `finish_mark`.
     finishing: AtomicBool,
     finish_mark: AtomicU64,
+    /// A duplicate of each pipe's read end while its reader runs, for
+    /// `finish` to ask whether any write end is left ([`hung_up`]).
+    watched: [Mutex<Option<OwnedFd>>; 2],
 }
 
 impl Relay {
     /// Starts one reader thread per pipe.
     pub fn start(
         exec_id: u64,
-        stdout: impl Read + Send + 'static,
-        stderr: impl Read + Send + 'static,
+        stdout: impl Read + AsFd + Send + 'static,
+        stderr: impl Read + AsFd + Send + 'static,
         events: EventSender,
         watcher: Option<StderrWatcher>,
     ) -> Arc<Self> {
+        let watch = |pipe: &dyn AsFd| {
+            let dup = pipe.as_fd().try_clone_to_owned();
+            if let Err(e) = &dup {
+                tracing::warn!(
+                    exec = exec_id,
+                    "duplicating an output pipe (to tell when no process can write it): {e}"
+                );
+            }
+            Mutex::new(dup.ok())
+        };
+        let watched = [watch(&stdout), watch(&stderr)];
         let (drained_tx, drained_rx) = mpsc::channel();
         let relay = Arc::new(Self {
             exec_id,
@@ -95,10 +114,21 @@ impl Relay {
             read_bytes: AtomicU64::new(0),
             finishing: AtomicBool::new(false),
             finish_mark: AtomicU64::new(0),
+            watched,
         });
         Self::read(&relay, stdout, Stream::Stdout, drained_tx.clone());
         Self::read(&relay, stderr, Stream::Stderr(watcher), drained_tx);
         relay
+    }
+
+    /// Whether a pipe whose reader is still running has no write end left
+    /// anywhere: its reader will reach its end, and must be waited for.
+    fn an_end_is_coming(&self) -> bool {
+        self.watched.iter().any(|watched| {
+            watched
+                .lock()
+                .is_ok_and(|fd| fd.as_ref().is_some_and(hung_up))
+        })
     }
 
     /// The exec this relay belongs to.
@@ -163,14 +193,16 @@ impl Relay {
                     Ok(()) => left -= 1,
                     Err(mpsc::RecvTimeoutError::Disconnected) => break,
                     Err(mpsc::RecvTimeoutError::Timeout) => {
-                        // A reader still delivering is held by backpressure:
-                        // its bytes are the command's and are waited for,
-                        // however long. One that only read since the last
-                        // look (between two deliveries) gets a few graces.
+                        // A reader still delivering is held by backpressure,
+                        // and one whose pipe no process can write has its
+                        // end coming: their bytes are the command's and are
+                        // waited for, however long. One that only read
+                        // since the last look (between two deliveries) gets
+                        // a few graces.
                         let now = self.read_bytes.load(Ordering::SeqCst);
                         let progressed = now != seen;
                         seen = now;
-                        if self.delivering.load(Ordering::SeqCst) > 0 {
+                        if self.delivering.load(Ordering::SeqCst) > 0 || self.an_end_is_coming() {
                             reading_only = 0;
                         } else if progressed && reading_only < PROGRESS_GRACES {
                             reading_only += 1;
@@ -203,6 +235,7 @@ impl Relay {
         mut stream: Stream,
         drained: mpsc::Sender<()>,
     ) {
+        let index = stream.index();
         let relay_for_thread = Arc::clone(relay);
         let name = format!("relay-{}-{}", stream.name(), relay.exec_id);
         let spawned = std::thread::Builder::new().name(name).spawn(move || {
@@ -231,13 +264,24 @@ impl Relay {
                     Err(_) => break,
                 }
             }
+            // Closed with the pipe, so a background writer past the limit
+            // meets a closed pipe.
+            relay.stop_watching(index);
+            drop(pipe);
             let _ = drained.send(());
         });
         if let Err(e) = spawned {
+            relay.stop_watching(index);
             tracing::error!(
                 exec = relay.exec_id,
                 "could not start an output reader thread: {e}"
             );
+        }
+    }
+
+    fn stop_watching(&self, index: usize) {
+        if let Ok(mut watched) = self.watched[index].lock() {
+            watched.take();
         }
     }
 
@@ -277,5 +321,138 @@ impl Stream {
             Self::Stdout => "out",
             Self::Stderr(_) => "err",
         }
+    }
+
+    /// Its place in [`Relay::watched`].
+    fn index(&self) -> usize {
+        match self {
+            Self::Stdout => 0,
+            Self::Stderr(_) => 1,
+        }
+    }
+}
+
+/// Whether every write end of the pipe `read_end` reads is closed
+/// (`POLLHUP`, which a pipe reports with data still in it). `false` when
+/// that cannot be told: then the graces apply, as before.
+fn hung_up(read_end: &OwnedFd) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let mut fds = [PollFd::new(read_end, PollFlags::IN)];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    poll(&mut fds, Some(&now)).is_ok_and(|_| fds[0].revents().contains(PollFlags::HUP))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandbox_plugin_api::testkit::{recording_sender, stream};
+    use std::io::{PipeReader, Write};
+    use std::os::fd::BorrowedFd;
+
+    /// A pipe's read end whose reader is not scheduled for a while, made
+    /// deterministic: once it has read `at` bytes it blocks for `stall`
+    /// before reading on.
+    struct Starved {
+        pipe: PipeReader,
+        read: usize,
+        at: usize,
+        stall: Duration,
+    }
+
+    impl Read for Starved {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.read >= self.at {
+                std::thread::sleep(std::mem::take(&mut self.stall));
+            }
+            let n = self.pipe.read(buf)?;
+            self.read += n;
+            Ok(n)
+        }
+    }
+
+    impl AsFd for Starved {
+        fn as_fd(&self) -> BorrowedFd<'_> {
+            self.pipe.as_fd()
+        }
+    }
+
+    const EXIT: EventBody = EventBody::Exit {
+        code: 0,
+        signal: None,
+    };
+
+    /// Issue 16: the command wrote 256 KiB and exited; the last 60 KiB are
+    /// in the pipe when `finish` begins, and the reader is not scheduled
+    /// for longer than every grace. No process can write the pipe any
+    /// more, so its end is waited for: nothing is lost, exit comes last.
+    #[test]
+    fn a_starved_reader_loses_nothing_once_no_process_can_write() {
+        const TOTAL: usize = 256 * 1024;
+        const LAST: usize = 60 * 1024;
+        let (events, recorder) = recording_sender();
+        let (out_r, mut out_w) = std::io::pipe().unwrap();
+        let (err_r, err_w) = std::io::pipe().unwrap();
+        drop(err_w);
+        let starved = Starved {
+            pipe: out_r,
+            read: 0,
+            at: TOTAL - LAST,
+            stall: DRAIN_GRACE * (PROGRESS_GRACES + 1) * 2,
+        };
+        let relay = Relay::start(7, starved, err_r, events, None);
+        let data: Vec<u8> = (0..TOTAL).map(|i| (i % 251) as u8).collect();
+        // The command: all but the last part, read as it comes; then the
+        // last part, which the pipe holds while its reader is stalled, and
+        // its write end closes as it exits.
+        out_w.write_all(&data[..TOTAL - LAST]).unwrap();
+        let patience = std::time::Instant::now() + Duration::from_secs(60);
+        while relay.read_bytes.load(Ordering::SeqCst) < (TOTAL - LAST) as u64 {
+            assert!(
+                std::time::Instant::now() < patience,
+                "the reader never read"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        out_w.write_all(&data[TOTAL - LAST..]).unwrap();
+        drop(out_w);
+        relay.finish(EXIT);
+        let events = recorder.wait_exec(7, Duration::from_secs(60)).unwrap();
+        let got = stream(&events, false);
+        assert_eq!(got.len(), TOTAL, "bytes lost");
+        assert!(got == data, "other bytes than written");
+        assert_eq!(events.last().map(|e| &e.body), Some(&EXIT), "exit is last");
+    }
+
+    /// The contract that stays: a background process that holds the pipe
+    /// open and writes on forever cannot keep the exec from ending, and
+    /// meets a closed pipe once the reader has read its limit.
+    #[test]
+    fn a_writer_that_never_stops_does_not_hold_up_the_end() {
+        let (events, recorder) = recording_sender();
+        let (out_r, mut out_w) = std::io::pipe().unwrap();
+        let (err_r, err_w) = std::io::pipe().unwrap();
+        drop(err_w);
+        let relay = Relay::start(8, out_r, err_r, events, None);
+        let (stopped_tx, stopped) = mpsc::channel();
+        std::thread::spawn(move || {
+            let chunk = [b'x'; 4096];
+            let error = loop {
+                if let Err(e) = out_w.write_all(&chunk) {
+                    break e;
+                }
+            };
+            let _ = stopped_tx.send(error.kind());
+        });
+        relay.finish(EXIT);
+        let events = recorder.wait_exec(8, Duration::from_secs(60)).unwrap();
+        assert_eq!(events.last().map(|e| &e.body), Some(&EXIT));
+        assert_eq!(
+            stopped.recv_timeout(Duration::from_secs(60)),
+            Ok(std::io::ErrorKind::BrokenPipe),
+            "the writer was not stopped by a closed pipe"
+        );
     }
 }
