@@ -28,7 +28,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use super::rules::{Refusal, Rules};
-use super::tracee;
+use super::{timing, tracee};
 
 /// Symlinks followed before giving up, as the kernel (ELOOP).
 const MAX_HOPS: usize = 40;
@@ -90,7 +90,12 @@ pub struct Memo {
 
 impl Memo {
     fn umask(&mut self, tid: u32) -> u32 {
-        *self.umasks.entry(tid).or_insert_with(|| tracee::umask(tid))
+        *self.umasks.entry(tid).or_insert_with(|| {
+            let began = timing::begin();
+            let umask = tracee::umask(tid);
+            timing::end("read umask", began);
+            umask
+        })
     }
 }
 
@@ -212,6 +217,13 @@ fn own_proc_dir() -> &'static Path {
 
 /// Resolves the directory part the way the tracee would.
 fn resolve(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
+    let began = timing::begin();
+    let resolved = resolve_untimed(tid, start, path);
+    timing::end("resolve", began);
+    resolved
+}
+
+fn resolve_untimed(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
     if path.is_empty() {
         return Err(Outcome::error(libc::ENOENT));
     }
@@ -219,15 +231,13 @@ fn resolve(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
     let (dir, name) = tracee::split(&path);
     let absolute = path[0] == b'/';
     let base = if absolute {
-        io(tracee::open_path(&format!("/proc/{tid}/root"), true))?
+        io(tracee::open_proc_entry(tid, "root", true))?
     } else {
         match start {
             Start::Tracee(dirfd) if dirfd == libc::AT_FDCWD => {
-                io(tracee::open_path(&format!("/proc/{tid}/cwd"), true))?
+                io(tracee::open_proc_entry(tid, "cwd", true))?
             }
-            Start::Tracee(dirfd) => {
-                io(tracee::open_path(&format!("/proc/{tid}/fd/{dirfd}"), true))?
-            }
+            Start::Tracee(dirfd) => io(tracee::open_proc_entry(tid, &format!("fd/{dirfd}"), true))?,
             Start::Dir(fd) => dup(fd)?,
         }
     };
@@ -580,12 +590,16 @@ fn magic_open(
         // `file` at the same number.
         return io(as_command.openat(libc::AT_FDCWD, &again, reopen, 0));
     }
-    // SAFETY: open of our own magic link with a valid C string.
-    fd_result(unsafe { libc::open(again.as_ptr(), reopen) })
+    let own = tracee::fd_name(file.as_raw_fd());
+    // SAFETY: open of our own magic link (`again`) with a valid C string.
+    fd_result(unsafe { libc::openat(io(tracee::own_fd_dir())?, own.as_ptr(), reopen) })
 }
 
 fn string(tid: u32, addr: u64) -> Step<Vec<u8>> {
-    io(tracee::read_string(tid, addr)).map(CString::into_bytes)
+    let began = timing::begin();
+    let read = io(tracee::read_string(tid, addr)).map(CString::into_bytes);
+    timing::end("read path", began);
+    read
 }
 
 fn arg_int(args: &[u64; 6], i: usize) -> i32 {
@@ -686,13 +700,14 @@ fn run(
             valid()?;
             let t = resolve(tid, Start::Tracee(dirfd), &path)?;
             let target = t.path();
-            if exists(&t.parent, &t.name_c()?) {
-                // What the kernel answers first; nothing is being created.
-                return Err(Outcome::error(libc::EEXIST));
-            }
             if let Some(refusal) = rules.check_create(&target) {
+                if exists(&t.parent, &t.name_c()?) {
+                    // What the kernel answers first; nothing is being created.
+                    return Err(Outcome::error(libc::EEXIST));
+                }
                 return Err(deny("file-write-create", &target, refusal, name));
             }
+            // An existing name: the call below answers EEXIST itself.
             let cname = t.name_c()?;
             let masked = mode & !memo.umask(tid);
             // SAFETY: *at calls relative to a directory we hold, on the checked name.
@@ -716,15 +731,16 @@ fn run(
             valid()?;
             let t = resolve(tid, Start::Tracee(dirfd), &link)?;
             let target = t.path();
-            if exists(&t.parent, &t.name_c()?) {
-                return Err(Outcome::error(libc::EEXIST));
-            }
             // A symlink where protected names live (`.git/hooks -> elsewhere`)
             // would carry them out of the rules' sight; a directory is fine.
+            // On an existing name the kernel answers EEXIST first.
             if let Some(refusal) = rules
                 .check_create(&target)
                 .or_else(|| rules.check_structure_of_new(&target))
             {
+                if exists(&t.parent, &t.name_c()?) {
+                    return Err(Outcome::error(libc::EEXIST));
+                }
                 return Err(deny("file-write-create", &target, refusal, "symlink"));
             }
             let cname = t.name_c()?;
@@ -821,13 +837,12 @@ fn link_file(rules: &Rules, source: OwnedFd, tid: u32, newdirfd: i32, new: &[u8]
         return Err(deny("file-write-create", &target, refusal, "link"));
     }
     let cname = t.name_c()?;
-    let via = CString::new(format!("/proc/self/fd/{}", source.as_raw_fd()))
-        .map_err(|_| Outcome::error(libc::EINVAL))?;
-    // SAFETY: links exactly the file we hold (through our own magic link)
-    // under the checked name.
+    let via = tracee::fd_name(source.as_raw_fd());
+    // SAFETY: links exactly the file we hold (through our own magic link,
+    // `/proc/self/fd/<n>`) under the checked name.
     let rc = unsafe {
         libc::linkat(
-            libc::AT_FDCWD,
+            io(tracee::own_fd_dir())?,
             via.as_ptr(),
             t.parent.as_raw_fd(),
             cname.as_ptr(),
