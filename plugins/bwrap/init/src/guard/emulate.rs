@@ -102,10 +102,16 @@ impl Memo {
 /// What to answer.
 #[derive(Debug)]
 pub enum Answer {
-    /// Let the call run unchanged (path-free calls only).
+    /// Let the call run unchanged (path-free calls, and barriers the
+    /// guard does not judge).
     Continue,
-    /// Inject this descriptor and return its number.
-    Fd { fd: OwnedFd, cloexec: bool },
+    /// Inject this descriptor and return its number; `writable`: opened
+    /// for writing (see `notify::may_answer_with_fd`).
+    Fd {
+        fd: OwnedFd,
+        cloexec: bool,
+        writable: bool,
+    },
     /// Return this value.
     Value(i64),
     /// Fail with this errno.
@@ -615,9 +621,13 @@ pub fn handle(
     call: &Call,
     still_valid: &dyn Fn() -> bool,
 ) -> Outcome {
-    if call.nr == libc::SYS_umask {
-        // Path-free: let it run, and forget the umasks we knew.
-        memo.umasks.clear();
+    if is_barrier(call.nr) {
+        // Path-free (umask: forget the umasks we knew), or a call the
+        // guard does not judge, sent only to come after the answers
+        // before it (`seccomp::MODE_ARGS`): let it run as it is.
+        if call.nr == libc::SYS_umask {
+            memo.umasks.clear();
+        }
         return Outcome {
             answer: Answer::Continue,
             denial: None,
@@ -626,6 +636,11 @@ pub fn handle(
     match run(rules, as_command, memo, call, still_valid) {
         Ok(outcome) | Err(outcome) => outcome,
     }
+}
+
+fn is_barrier(nr: i64) -> bool {
+    use crate::seccomp::{BARRIERS, MODE_ARGS};
+    BARRIERS.contains(&nr) || MODE_ARGS.iter().any(|(n, _)| *n == nr)
 }
 
 fn run(
@@ -647,6 +662,7 @@ fn run(
         answer: Answer::Fd {
             fd,
             cloexec: flags & libc::O_CLOEXEC != 0,
+            writable: flags & libc::O_ACCMODE != libc::O_RDONLY,
         },
         denial: None,
     };
