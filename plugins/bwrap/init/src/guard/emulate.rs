@@ -839,7 +839,8 @@ fn link_file(rules: &Rules, source: OwnedFd, tid: u32, newdirfd: i32, new: &[u8]
     if let Some(refusal) = rules.check_name(&source_path) {
         return Err(deny("file-write-data", &source_path, refusal, "link"));
     }
-    if let Some((dev, ino)) = fstat(source.as_raw_fd())
+    if rules.protected_inodes() > 0
+        && let Some((dev, ino)) = fstat(source.as_raw_fd())
         && rules.is_protected_inode(dev, ino)
     {
         let refusal = Refusal {
@@ -895,14 +896,27 @@ fn rename(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -> Step<Outc
     // (which `existing:` globs allow), or a directory taking over a place
     // protected names live in.
     let to_name_c = to.name_c()?;
-    let refusal = if exists(&to.parent, &to_name_c) {
+    let onto_existing = || {
         rules
             .check_structure(&to_path)
             .or_else(|| protected_identity(rules, &to.parent, &to_name_c))
-    } else {
+    };
+    let to_new = || {
         rules
             .check_create(&to_path)
             .or_else(|| rules.check_structure_of_new(&to_path))
+    };
+    // Whether the name exists matters only when one of the two would refuse
+    // (and `protected_identity` looks only when inodes are protected).
+    let refusal = if rules.protected_inodes() == 0
+        && rules.check_structure(&to_path).is_none()
+        && to_new().is_none()
+    {
+        None
+    } else if exists(&to.parent, &to_name_c) {
+        onto_existing()
+    } else {
+        to_new()
     };
     if let Some(refusal) = refusal {
         return Err(deny("file-write-create", &to_path, refusal, "rename"));
@@ -910,13 +924,16 @@ fn rename(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -> Step<Outc
     // A directory moved into an existing repository from outside it (either
     // way round for RENAME_EXCHANGE) could carry a repository of its own.
     let exchange = flags & libc::RENAME_EXCHANGE != 0;
-    let moved_in = is_dir(&from.parent, &from_name_c)
-        .then(|| rules.check_move_into_repository(&from_path, &to_path))
-        .flatten()
+    // (The rule first: whether a name is a directory is looked up only
+    // when the rule would refuse the move.)
+    let moved_in = rules
+        .check_move_into_repository(&from_path, &to_path)
+        .filter(|_| is_dir(&from.parent, &from_name_c))
         .or_else(|| {
-            (exchange && is_dir(&to.parent, &to_name_c))
+            exchange
                 .then(|| rules.check_move_into_repository(&to_path, &from_path))
                 .flatten()
+                .filter(|_| is_dir(&to.parent, &to_name_c))
         });
     if let Some(refusal) = moved_in {
         return Err(deny("file-write-create", &to_path, refusal, "rename"));
