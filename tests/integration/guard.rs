@@ -3145,3 +3145,89 @@ fn no_repository_of_the_commands_appears_inside_an_existing_one() {
         "the host's git ran the command's fsmonitor"
     );
 }
+
+/// Writes a script, makes it executable by each route, closes it and execs
+/// it at once, in a fresh child each time; prints `NAME=<failures>`.
+const WRITE_THEN_EXEC_C: &str = r##"
+#include <sys/stat.h>
+#include <sys/wait.h>
+static int once(const char *name, int route) {
+    static const char script[] = "#!/bin/sh\nexit 0\n";
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(name, O_CREAT | O_EXCL | O_WRONLY, route == 0 ? 0755 : 0644);
+        if (fd < 0 || write(fd, script, sizeof script - 1) < 0) _exit(2);
+        if (route == 1 && fchmod(fd, 0755) != 0) _exit(3);
+        if (route == 2 && chmod(name, 0700) != 0) _exit(4);
+        close(fd);
+        execl(name, name, (char *)0);
+        _exit(errno == ETXTBSY ? 1 : 5);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 6;
+}
+int main(void) {
+    only_in_a_sandbox();
+    const char *routes[] = {"created-0755", "fchmod-0755", "chmod-0700"};
+    for (int route = 0; route < 3; route++) {
+        int failed = 0;
+        for (int i = 0; i < 100; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "run-%d-%d.sh", route, i);
+            int rc = once(name, route);
+            if (rc != 0) { failed++; fprintf(stderr, "%s: exit %d\n", name, rc); }
+        }
+        printf("%s=%d\n", routes[route], failed);
+    }
+    return 0;
+}
+"##;
+
+/// G1 (issue 18 item 5): the supervisor answers some injected descriptors
+/// in one step and drops its copy a moment later; a file written and exec'd
+/// at once must still never be "busy" (ETXTBSY) — whether it was created
+/// executable, or made so with `fchmod` or `chmod` before the exec.
+#[test]
+fn a_file_written_and_run_at_once_is_never_busy() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let prog = c_program("write_then_exec", WRITE_THEN_EXEC_C);
+    let out = prog.sh(&plugins, work.path(), &[], &prog.path());
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    for route in ["created-0755", "fchmod-0755", "chmod-0700"] {
+        assert_eq!(reading(&out, route), 0, "{route}\n{}", both(&out));
+    }
+}
+
+/// G1: the supervisor creates with the caller's umask, also after the
+/// caller changed it (the guard learns of every `umask` call).
+#[test]
+fn a_changed_umask_applies_to_the_next_create() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let out = guard_sh(
+        &plugins,
+        w,
+        &[],
+        "umask 022; /usr/bin/python3 -c \"import os
+open('first.txt', 'w').close()
+os.umask(0o077)
+open('second.txt', 'w').close()
+os.mkdir('third')\"",
+    );
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let mode = |name: &str| {
+        std::fs::metadata(w.join(name))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode("first.txt"), 0o644, "{}", both(&out));
+    assert_eq!(mode("second.txt"), 0o600, "{}", both(&out));
+    assert_eq!(mode("third"), 0o700, "{}", both(&out));
+}

@@ -643,6 +643,20 @@ pub fn guard_filter() -> Vec<SockFilter> {
         for nr in GUARDED {
             p.jump_if_equal(*nr as u32, 0, 1).ret(Action::Notify);
         }
+        // Barriers, answered CONTINUE (see `emulate::handle`): a mode that
+        // can give a file an execute bit, and every xattr write (a POSIX ACL
+        // can too). Not judged; only ordered after the answers before them.
+        for (nr, arg) in MODE_ARGS {
+            // jeq nr,0,4; ld mode; jset 0111,0,1; ret notify; ret allow
+            p.jump_if_equal(*nr as u32, 0, 4)
+                .load_word(arg_low_offset(*arg))
+                .jump_if_any_set(EXEC_BITS, 0, 1)
+                .ret(Action::Notify)
+                .ret(Action::Allow);
+        }
+        for nr in BARRIERS {
+            p.jump_if_equal(*nr as u32, 0, 1).ret(Action::Notify);
+        }
         p.ret(Action::Allow);
         p.into_instructions()
     }
@@ -671,6 +685,41 @@ pub const GUARDED: &[libc::c_long] = &[
     libc::SYS_unlinkat,
     libc::SYS_rmdir,
     libc::SYS_truncate,
+];
+
+/// Any execute bit of a mode.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+const EXEC_BITS: u32 = 0o111;
+
+/// `setxattrat` (Linux 6.13; not in the libc crate yet).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub const SYS_SETXATTRAT: libc::c_long = 463;
+
+/// Mode changes and the argument holding the mode: sent to the supervisor
+/// when the mode has an execute bit. The supervisor answers some injected
+/// descriptors at once (`ADDFD_FLAG_SEND`) and drops its own copy just
+/// after, so its copy could still be open when the caller runs on; a file
+/// with no execute bit cannot be exec'd, and nothing can give it one
+/// before the supervisor has dropped the copy — it serves one call at a
+/// time — so an exec never finds the file open for writing (ETXTBSY).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub const MODE_ARGS: &[(libc::c_long, u8)] = &[
+    (libc::SYS_chmod, 1),
+    (libc::SYS_fchmod, 1),
+    (libc::SYS_fchmodat, 2),
+    (libc::SYS_fchmodat2, 2),
+];
+
+/// Calls sent to the supervisor only to be ordered (answered CONTINUE):
+/// `umask` (it forgets the umasks it knew) and the xattr writes (an ACL
+/// can give a file an execute bit, see [`MODE_ARGS`]).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub const BARRIERS: &[libc::c_long] = &[
+    libc::SYS_umask,
+    libc::SYS_setxattr,
+    libc::SYS_lsetxattr,
+    libc::SYS_fsetxattr,
+    SYS_SETXATTRAT,
 ];
 
 /// Installs a filter whose notifications go to a new listener, and returns
@@ -928,8 +977,22 @@ mod tests {
                 assert_eq!(open(f), ALLOW, "open {f:#o}");
                 assert_eq!(openat(f), ALLOW, "openat {f:#o}");
             }
-            for nr in GUARDED {
+            for nr in GUARDED.iter().chain(BARRIERS) {
                 assert_eq!(run(&guard, &Data::native(*nr, [0; 6])), NOTIFY, "{nr}");
+            }
+            // Mode changes: only those that can set an execute bit.
+            for (nr, arg) in MODE_ARGS {
+                let with = |mode: u64| {
+                    let mut args = [0u64; 6];
+                    args[usize::from(*arg)] = mode;
+                    run(&guard, &Data::native(*nr, args))
+                };
+                for mode in [0o755, 0o100, 0o010, 0o001, 0o4711] {
+                    assert_eq!(with(mode), NOTIFY, "{nr} {mode:o}");
+                }
+                for mode in [0o644, 0o600, 0o000, 0o4644] {
+                    assert_eq!(with(mode), ALLOW, "{nr} {mode:o}");
+                }
             }
             for nr in [
                 libc::SYS_openat2,

@@ -28,7 +28,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use super::rules::{Refusal, Rules};
-use super::tracee;
+use super::{timing, tracee};
 
 /// Symlinks followed before giving up, as the kernel (ELOOP).
 const MAX_HOPS: usize = 40;
@@ -90,17 +90,28 @@ pub struct Memo {
 
 impl Memo {
     fn umask(&mut self, tid: u32) -> u32 {
-        *self.umasks.entry(tid).or_insert_with(|| tracee::umask(tid))
+        *self.umasks.entry(tid).or_insert_with(|| {
+            let began = timing::begin();
+            let umask = tracee::umask(tid);
+            timing::end("read umask", began);
+            umask
+        })
     }
 }
 
 /// What to answer.
 #[derive(Debug)]
 pub enum Answer {
-    /// Let the call run unchanged (path-free calls only).
+    /// Let the call run unchanged (path-free calls, and barriers the
+    /// guard does not judge).
     Continue,
-    /// Inject this descriptor and return its number.
-    Fd { fd: OwnedFd, cloexec: bool },
+    /// Inject this descriptor and return its number; `writable`: opened
+    /// for writing (see `notify::may_answer_with_fd`).
+    Fd {
+        fd: OwnedFd,
+        cloexec: bool,
+        writable: bool,
+    },
     /// Return this value.
     Value(i64),
     /// Fail with this errno.
@@ -212,6 +223,13 @@ fn own_proc_dir() -> &'static Path {
 
 /// Resolves the directory part the way the tracee would.
 fn resolve(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
+    let began = timing::begin();
+    let resolved = resolve_untimed(tid, start, path);
+    timing::end("resolve", began);
+    resolved
+}
+
+fn resolve_untimed(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
     if path.is_empty() {
         return Err(Outcome::error(libc::ENOENT));
     }
@@ -219,15 +237,13 @@ fn resolve(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
     let (dir, name) = tracee::split(&path);
     let absolute = path[0] == b'/';
     let base = if absolute {
-        io(tracee::open_path(&format!("/proc/{tid}/root"), true))?
+        io(tracee::open_proc_entry(tid, "root", true))?
     } else {
         match start {
             Start::Tracee(dirfd) if dirfd == libc::AT_FDCWD => {
-                io(tracee::open_path(&format!("/proc/{tid}/cwd"), true))?
+                io(tracee::open_proc_entry(tid, "cwd", true))?
             }
-            Start::Tracee(dirfd) => {
-                io(tracee::open_path(&format!("/proc/{tid}/fd/{dirfd}"), true))?
-            }
+            Start::Tracee(dirfd) => io(tracee::open_proc_entry(tid, &format!("fd/{dirfd}"), true))?,
             Start::Dir(fd) => dup(fd)?,
         }
     };
@@ -580,12 +596,16 @@ fn magic_open(
         // `file` at the same number.
         return io(as_command.openat(libc::AT_FDCWD, &again, reopen, 0));
     }
-    // SAFETY: open of our own magic link with a valid C string.
-    fd_result(unsafe { libc::open(again.as_ptr(), reopen) })
+    let own = tracee::fd_name(file.as_raw_fd());
+    // SAFETY: open of our own magic link (`again`) with a valid C string.
+    fd_result(unsafe { libc::openat(io(tracee::own_fd_dir())?, own.as_ptr(), reopen) })
 }
 
 fn string(tid: u32, addr: u64) -> Step<Vec<u8>> {
-    io(tracee::read_string(tid, addr)).map(CString::into_bytes)
+    let began = timing::begin();
+    let read = io(tracee::read_string(tid, addr)).map(CString::into_bytes);
+    timing::end("read path", began);
+    read
 }
 
 fn arg_int(args: &[u64; 6], i: usize) -> i32 {
@@ -601,9 +621,13 @@ pub fn handle(
     call: &Call,
     still_valid: &dyn Fn() -> bool,
 ) -> Outcome {
-    if call.nr == libc::SYS_umask {
-        // Path-free: let it run, and forget the umasks we knew.
-        memo.umasks.clear();
+    if is_barrier(call.nr) {
+        // Path-free (umask: forget the umasks we knew), or a call the
+        // guard does not judge, sent only to come after the answers
+        // before it (`seccomp::MODE_ARGS`): let it run as it is.
+        if call.nr == libc::SYS_umask {
+            memo.umasks.clear();
+        }
         return Outcome {
             answer: Answer::Continue,
             denial: None,
@@ -612,6 +636,11 @@ pub fn handle(
     match run(rules, as_command, memo, call, still_valid) {
         Ok(outcome) | Err(outcome) => outcome,
     }
+}
+
+fn is_barrier(nr: i64) -> bool {
+    use crate::seccomp::{BARRIERS, MODE_ARGS};
+    BARRIERS.contains(&nr) || MODE_ARGS.iter().any(|(n, _)| *n == nr)
 }
 
 fn run(
@@ -633,6 +662,7 @@ fn run(
         answer: Answer::Fd {
             fd,
             cloexec: flags & libc::O_CLOEXEC != 0,
+            writable: flags & libc::O_ACCMODE != libc::O_RDONLY,
         },
         denial: None,
     };
@@ -686,13 +716,14 @@ fn run(
             valid()?;
             let t = resolve(tid, Start::Tracee(dirfd), &path)?;
             let target = t.path();
-            if exists(&t.parent, &t.name_c()?) {
-                // What the kernel answers first; nothing is being created.
-                return Err(Outcome::error(libc::EEXIST));
-            }
             if let Some(refusal) = rules.check_create(&target) {
+                if exists(&t.parent, &t.name_c()?) {
+                    // What the kernel answers first; nothing is being created.
+                    return Err(Outcome::error(libc::EEXIST));
+                }
                 return Err(deny("file-write-create", &target, refusal, name));
             }
+            // An existing name: the call below answers EEXIST itself.
             let cname = t.name_c()?;
             let masked = mode & !memo.umask(tid);
             // SAFETY: *at calls relative to a directory we hold, on the checked name.
@@ -716,15 +747,16 @@ fn run(
             valid()?;
             let t = resolve(tid, Start::Tracee(dirfd), &link)?;
             let target = t.path();
-            if exists(&t.parent, &t.name_c()?) {
-                return Err(Outcome::error(libc::EEXIST));
-            }
             // A symlink where protected names live (`.git/hooks -> elsewhere`)
             // would carry them out of the rules' sight; a directory is fine.
+            // On an existing name the kernel answers EEXIST first.
             if let Some(refusal) = rules
                 .check_create(&target)
                 .or_else(|| rules.check_structure_of_new(&target))
             {
+                if exists(&t.parent, &t.name_c()?) {
+                    return Err(Outcome::error(libc::EEXIST));
+                }
                 return Err(deny("file-write-create", &target, refusal, "symlink"));
             }
             let cname = t.name_c()?;
@@ -807,7 +839,8 @@ fn link_file(rules: &Rules, source: OwnedFd, tid: u32, newdirfd: i32, new: &[u8]
     if let Some(refusal) = rules.check_name(&source_path) {
         return Err(deny("file-write-data", &source_path, refusal, "link"));
     }
-    if let Some((dev, ino)) = fstat(source.as_raw_fd())
+    if rules.protected_inodes() > 0
+        && let Some((dev, ino)) = fstat(source.as_raw_fd())
         && rules.is_protected_inode(dev, ino)
     {
         let refusal = Refusal {
@@ -821,13 +854,12 @@ fn link_file(rules: &Rules, source: OwnedFd, tid: u32, newdirfd: i32, new: &[u8]
         return Err(deny("file-write-create", &target, refusal, "link"));
     }
     let cname = t.name_c()?;
-    let via = CString::new(format!("/proc/self/fd/{}", source.as_raw_fd()))
-        .map_err(|_| Outcome::error(libc::EINVAL))?;
-    // SAFETY: links exactly the file we hold (through our own magic link)
-    // under the checked name.
+    let via = tracee::fd_name(source.as_raw_fd());
+    // SAFETY: links exactly the file we hold (through our own magic link,
+    // `/proc/self/fd/<n>`) under the checked name.
     let rc = unsafe {
         libc::linkat(
-            libc::AT_FDCWD,
+            io(tracee::own_fd_dir())?,
             via.as_ptr(),
             t.parent.as_raw_fd(),
             cname.as_ptr(),
@@ -864,14 +896,27 @@ fn rename(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -> Step<Outc
     // (which `existing:` globs allow), or a directory taking over a place
     // protected names live in.
     let to_name_c = to.name_c()?;
-    let refusal = if exists(&to.parent, &to_name_c) {
+    let onto_existing = || {
         rules
             .check_structure(&to_path)
             .or_else(|| protected_identity(rules, &to.parent, &to_name_c))
-    } else {
+    };
+    let to_new = || {
         rules
             .check_create(&to_path)
             .or_else(|| rules.check_structure_of_new(&to_path))
+    };
+    // Whether the name exists matters only when one of the two would refuse
+    // (and `protected_identity` looks only when inodes are protected).
+    let refusal = if rules.protected_inodes() == 0
+        && rules.check_structure(&to_path).is_none()
+        && to_new().is_none()
+    {
+        None
+    } else if exists(&to.parent, &to_name_c) {
+        onto_existing()
+    } else {
+        to_new()
     };
     if let Some(refusal) = refusal {
         return Err(deny("file-write-create", &to_path, refusal, "rename"));
@@ -879,13 +924,16 @@ fn rename(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -> Step<Outc
     // A directory moved into an existing repository from outside it (either
     // way round for RENAME_EXCHANGE) could carry a repository of its own.
     let exchange = flags & libc::RENAME_EXCHANGE != 0;
-    let moved_in = is_dir(&from.parent, &from_name_c)
-        .then(|| rules.check_move_into_repository(&from_path, &to_path))
-        .flatten()
+    // (The rule first: whether a name is a directory is looked up only
+    // when the rule would refuse the move.)
+    let moved_in = rules
+        .check_move_into_repository(&from_path, &to_path)
+        .filter(|_| is_dir(&from.parent, &from_name_c))
         .or_else(|| {
-            (exchange && is_dir(&to.parent, &to_name_c))
+            exchange
                 .then(|| rules.check_move_into_repository(&to_path, &from_path))
                 .flatten()
+                .filter(|_| is_dir(&to.parent, &to_name_c))
         });
     if let Some(refusal) = moved_in {
         return Err(deny("file-write-create", &to_path, refusal, "rename"));

@@ -13,6 +13,7 @@
 pub mod emulate;
 pub mod notify;
 pub mod rules;
+pub mod timing;
 pub mod tracee;
 
 use self::emulate::{Answer, AsCommand, Denial};
@@ -132,21 +133,51 @@ pub fn serve(
     listener.sync_wake_up();
     let mut memo = emulate::Memo::default();
     let mut storms = Storms::default();
-    while let Ok(true) = listener.wait() {
+    loop {
+        let began = timing::begin();
+        let Ok(true) = listener.wait() else {
+            break;
+        };
+        timing::end("wait (idle)", began);
+        let began = timing::begin();
         let Ok(notification) = listener.recv() else {
             continue;
         };
+        timing::end("recv", began);
         let id = notification.id;
+        let began = timing::begin();
         let outcome = emulate::handle(rules, as_command, &mut memo, &notification.call, &|| {
-            listener.id_valid(id)
+            let began = timing::begin();
+            let valid = listener.id_valid(id);
+            timing::end("id_valid", began);
+            valid
         });
+        timing::end(timing::label(notification.call.nr), began);
+        let began = timing::begin();
         if let Some(denial) = &outcome.denial
             && storms.first_in_a_while(denial)
         {
             report(denial, notification.call.tid);
         }
+        let answered = match &outcome.answer {
+            Answer::Fd { .. } => "answer: fd",
+            Answer::Continue => "answer: continue",
+            Answer::Value(_) | Answer::Error(_) => "answer: value",
+        };
         let _ = match outcome.answer {
-            Answer::Fd { fd, cloexec } => {
+            Answer::Fd {
+                fd,
+                cloexec,
+                writable,
+            } if notify::may_answer_with_fd(&fd, writable) => {
+                match listener.add_fd_and_answer(id, std::os::fd::AsRawFd::as_raw_fd(&fd), cloexec)
+                {
+                    // Answered: the caller runs on with the descriptor.
+                    Ok(_) => Ok(()),
+                    Err(e) => listener.respond(id, 0, e.raw_os_error().unwrap_or(libc::EMFILE)),
+                }
+            }
+            Answer::Fd { fd, cloexec, .. } => {
                 match listener.add_fd(id, std::os::fd::AsRawFd::as_raw_fd(&fd), cloexec) {
                     Ok(remote) => {
                         // Our copy goes before the answer (see `Listener::add_fd`).
@@ -160,7 +191,9 @@ pub fn serve(
             Answer::Value(value) => listener.respond(id, value, 0),
             Answer::Error(errno) => listener.respond(id, 0, errno),
         };
+        timing::end(answered, began);
     }
+    timing::report();
 }
 
 /// The `raw` text of a violation: who, and which call.

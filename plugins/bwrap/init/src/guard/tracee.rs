@@ -23,12 +23,13 @@ pub fn read_string(pid: u32, addr: u64) -> io::Result<CString> {
     }
     let mut out = Vec::with_capacity(256);
     let mut at = addr;
+    let mut page = [0u8; 4096];
     while out.len() < PATH_MAX {
         // Never read across a page boundary: the next page may be unmapped
         // even when the string ends before it.
         let page_left = 4096 - (at % 4096) as usize;
         let want = page_left.min(PATH_MAX - out.len());
-        let mut buf = vec![0u8; want];
+        let buf = &mut page[..want];
         let local = libc::iovec {
             iov_base: buf.as_mut_ptr().cast(),
             iov_len: want,
@@ -67,9 +68,92 @@ pub fn open_path(path: &str, directory: bool) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// The path the kernel gives an open descriptor of ours.
+/// How many threads' `/proc` directories a supervisor keeps open.
+const PROC_DIRS_KEPT: usize = 128;
+
+thread_local! {
+    /// `/proc/<tid>` of the threads this supervisor thread served lately.
+    static PROC_DIRS: std::cell::RefCell<std::collections::HashMap<u32, OwnedFd>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// Opens `entry` (`cwd`, `root`, `fd/3`) of thread `tid`'s `/proc`
+/// directory, `O_PATH`, the way `open("/proc/<tid>/<entry>")` does —
+/// with one name to walk instead of three: `/proc/<tid>` itself is kept
+/// per thread id (on this supervisor thread). A kept directory names the
+/// very task it was opened for (a procfs directory holds its task's pid,
+/// not the number), so once that task is gone it answers ENOENT and is
+/// opened afresh: a tid reused by a new process never reaches the old
+/// one's entries.
+pub fn open_proc_entry(tid: u32, entry: &str, directory: bool) -> io::Result<OwnedFd> {
+    let entry = CString::new(entry).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let flags = libc::O_PATH | libc::O_CLOEXEC | if directory { libc::O_DIRECTORY } else { 0 };
+    let open_in = |dir: &OwnedFd| {
+        // SAFETY: openat relative to a descriptor we hold, with a valid C string.
+        let fd = unsafe { libc::openat(dir.as_raw_fd(), entry.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(last_error());
+        }
+        // SAFETY: a fresh descriptor we own.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    };
+    PROC_DIRS.with(|dirs| {
+        let mut dirs = dirs.borrow_mut();
+        if let Some(dir) = dirs.get(&tid) {
+            match open_in(dir) {
+                Ok(fd) => return Ok(fd),
+                // Gone (or never ours to open): ask the number afresh.
+                Err(_) => drop(dirs.remove(&tid)),
+            }
+        }
+        let dir = open_path(&format!("/proc/{tid}"), true)?;
+        let fd = open_in(&dir)?;
+        if dirs.len() >= PROC_DIRS_KEPT {
+            dirs.clear();
+        }
+        dirs.insert(tid, dir);
+        Ok(fd)
+    })
+}
+
+/// Our own `/proc/self/fd`, opened once (the descriptor table is the
+/// process's, shared by every thread).
+pub fn own_fd_dir() -> io::Result<RawFd> {
+    static DIR: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| open_path("/proc/self/fd", true).ok())
+        .as_ref()
+        .map(AsRawFd::as_raw_fd)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))
+}
+
+/// The name of descriptor `fd` in [`own_fd_dir`].
+pub fn fd_name(fd: RawFd) -> CString {
+    // Digits hold no NUL: the default (empty) is never used.
+    CString::new(fd.to_string()).unwrap_or_default()
+}
+
+/// The path the kernel gives an open descriptor of ours
+/// (`readlink("/proc/self/fd/<fd>")`).
 pub fn fd_path(fd: RawFd) -> io::Result<PathBuf> {
-    std::fs::read_link(format!("/proc/self/fd/{fd}"))
+    let name = fd_name(fd);
+    let mut buf = vec![0u8; PATH_MAX];
+    // SAFETY: readlinkat into our buffer, relative to a descriptor we hold.
+    let n = unsafe {
+        libc::readlinkat(
+            own_fd_dir()?,
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(last_error());
+    }
+    if n as usize >= buf.len() {
+        return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+    }
+    buf.truncate(n as usize);
+    Ok(PathBuf::from(OsString::from_vec(buf)))
 }
 
 /// `openat2(dir, path, flags, resolve)`.
@@ -224,6 +308,25 @@ mod tests {
         let got = read_string(pid, text.as_ptr() as u64).unwrap();
         assert_eq!(got, text);
         assert!(read_string(pid, 0).is_err());
+    }
+
+    #[test]
+    fn proc_entries_and_descriptor_paths_of_ourselves() {
+        let tid = std::process::id();
+        let here = std::env::current_dir().unwrap();
+        for _ in 0..2 {
+            // Opened afresh, then through the kept directory.
+            let cwd = open_proc_entry(tid, "cwd", true).unwrap();
+            assert_eq!(fd_path(cwd.as_raw_fd()).unwrap(), here);
+        }
+        assert!(open_proc_entry(tid, "no-such-entry", false).is_err());
+        assert!(open_proc_entry(u32::MAX - 1, "cwd", true).is_err());
+        let file = std::fs::File::open("/proc/version").unwrap();
+        assert_eq!(
+            fd_path(file.as_raw_fd()).unwrap(),
+            PathBuf::from("/proc/version")
+        );
+        assert!(fd_path(-1).is_err());
     }
 
     #[test]
