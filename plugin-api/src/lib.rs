@@ -137,7 +137,7 @@ pub mod write_deny;
 
 pub use error::{ErrorCode, PluginError, chain as error_chain};
 pub use types::{
-    EgressEndpoints, Event, EventBody, ExecRequest, KillReason, ProbeContext, ProbeReport, PtySize,
+    EgressEndpoints, Event, EventBody, ExecRequest, HostFds, KillReason, ProbeContext, ProbeReport, PtySize,
     ResizeRequest, SandboxBackend, SandboxBindMount, SandboxHandle, SandboxInfo, SandboxLimits,
     SandboxMode, SandboxSpec, SandboxState, SandboxViolation, calls, capability,
 };

@@ -396,6 +396,8 @@ async fn exec(
         stdin: call.input.is_some() || streamed,
         timeout_ms: call.timeout_ms,
         pty: call.pty,
+        // Never from a client: these would be the server's own descriptors.
+        host_fds: None,
     };
     let stream = session.exec(request).await?;
     let exec_id = stream.exec_id;

@@ -17,10 +17,23 @@
 //! a reader may still read once `finish` began is capped at
 //! [`AFTER_EXIT_LIMIT`] — more than any pipe of the command can hold — so a
 //! background process writing on forever cannot keep the exec from ending.
+//!
+//! Where the host hands over a descriptor of its own for stdout (`cc_server
+//! run`: its stdout), [`Relay::start_with_sink`] copies the pipe there
+//! instead of emitting events ([`sink`]), and [`feed_stdin`] fills the
+//! command's stdin from one: at pipe speed, with the same ordering of the
+//! terminal event and the same backpressure. Only [`pipe`] uses `unsafe`.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
+
+mod feed;
+pub mod pipe;
+mod sink;
+
+pub use feed::feed_stdin;
 
 use std::io::Read;
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
@@ -82,6 +95,39 @@ impl Relay {
         events: EventSender,
         watcher: Option<StderrWatcher>,
     ) -> Arc<Self> {
+        let (relay, drained_tx) = Self::new(exec_id, events);
+        Self::read(&relay, stdout, Stream::Stdout, drained_tx.clone());
+        Self::read(&relay, stderr, Stream::Stderr(watcher), drained_tx);
+        relay
+    }
+
+    /// [`Relay::start`], with stdout copied to `sink` — a descriptor of the
+    /// host process, which never enters the sandbox — instead of emitted.
+    pub fn start_with_sink(
+        exec_id: u64,
+        stdout: OwnedFd,
+        stderr: impl Read + Send + 'static,
+        events: EventSender,
+        watcher: Option<StderrWatcher>,
+        sink: OwnedFd,
+    ) -> Arc<Self> {
+        let (relay, drained_tx) = Self::new(exec_id, events);
+        let relay_for_thread = Arc::clone(&relay);
+        let drained = drained_tx.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("relay-sink-{exec_id}"))
+            .spawn(move || {
+                sink::copy_out(&relay_for_thread, stdout, sink);
+                let _ = drained.send(());
+            });
+        if let Err(e) = spawned {
+            tracing::error!(exec = exec_id, "could not start an output copy thread: {e}");
+        }
+        Self::read(&relay, stderr, Stream::Stderr(watcher), drained_tx);
+        relay
+    }
+
+    fn new(exec_id: u64, events: EventSender) -> (Arc<Self>, mpsc::Sender<()>) {
         let (drained_tx, drained_rx) = mpsc::channel();
         let relay = Arc::new(Self {
             exec_id,
@@ -96,9 +142,7 @@ impl Relay {
             finishing: AtomicBool::new(false),
             finish_mark: AtomicU64::new(0),
         });
-        Self::read(&relay, stdout, Stream::Stdout, drained_tx.clone());
-        Self::read(&relay, stderr, Stream::Stderr(watcher), drained_tx);
-        relay
+        (relay, drained_tx)
     }
 
     /// The exec this relay belongs to.
