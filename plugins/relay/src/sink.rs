@@ -40,14 +40,16 @@ pub(crate) fn copy_out(relay: &Relay, pipe: OwnedFd, sink: OwnedFd) {
             return; // a background process's output
         }
         relay.delivering.fetch_add(1, Ordering::SeqCst);
-        let moved = copier.copy(
-            pipe.as_fd(),
-            sink.as_fd(),
-            usize::try_from(allowance).unwrap_or(usize::MAX),
-        );
-        if let Ok(n) = moved {
-            relay.read_bytes.fetch_add(n as u64, Ordering::SeqCst);
-        }
+        // `splice` reads as it writes: the bytes it may move count as read
+        // from the start, and what it did not move is given back after.
+        // So a `finish` that begins meanwhile counts them as read before
+        // the exit (they were in the pipe then), never as a background
+        // process's.
+        let max = allowance.min(pipe::COPY_MAX as u64);
+        relay.read_bytes.fetch_add(max, Ordering::SeqCst);
+        let moved = copier.copy(pipe.as_fd(), sink.as_fd(), max as usize);
+        let unmoved = max - moved.as_ref().map_or(0, |n| *n as u64).min(max);
+        relay.read_bytes.fetch_sub(unmoved, Ordering::SeqCst);
         relay.delivering.fetch_sub(1, Ordering::SeqCst);
         match moved {
             Ok(0) => return,
