@@ -584,6 +584,24 @@ impl EventBody {
 mod tests {
     use super::*;
 
+    /// A request without host descriptors is the JSON every backend knew
+    /// before `exec.host-fds`; one with them round-trips.
+    #[test]
+    fn host_fds_are_left_out_unless_given() {
+        let plain = serde_json::to_value(ExecRequest::default()).unwrap();
+        assert!(plain.get("hostFds").is_none(), "{plain}");
+        let request = ExecRequest {
+            host_fds: Some(HostFds {
+                stdin: None,
+                stdout: Some(1),
+            }),
+            ..ExecRequest::default()
+        };
+        let json = serde_json::to_string(&request).unwrap();
+        assert!(json.contains(r#""hostFds":{"stdin":null,"stdout":1}"#), "{json}");
+        assert_eq!(serde_json::from_str::<ExecRequest>(&json).unwrap(), request);
+    }
+
     #[test]
     fn spec_defaults_follow_the_seeds() {
         let spec: SandboxSpec =

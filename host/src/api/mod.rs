@@ -425,7 +425,7 @@ async fn exec(
             // The line keeps the output's share of the server's budget until
             // the socket has it, so unread streams cannot hold more.
             Some((event, charge)) => Bytes::from_owner(ChargedLine::new(
-                wire::line(&wire::event_json(&event)).into_bytes(),
+                wire::event_line(&event),
                 charge,
             )),
             None if stream.ended() => return None,

@@ -241,7 +241,7 @@ async fn relay(stream: &mut ExecStream, session: &Arc<Session>, json: bool) -> E
     let mut explained: Vec<String> = Vec::new();
     while let Some(event) = stream.next().await {
         if json {
-            print_json(&wire::event_json(&event));
+            print_bytes(&wire::event_line(&event));
         }
         match event.body {
             EventBody::Stdout(data) if !json && stdout_open => {
@@ -315,10 +315,11 @@ fn pass_through(out: &mut impl std::io::Write, data: &[u8]) -> bool {
 }
 
 fn print_json(value: &serde_json::Value) {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(wire::line(value).as_bytes());
-    let _ = out.flush();
+    print_bytes(wire::line(value).as_bytes());
+}
+
+fn print_bytes(line: &[u8]) {
+    pass_through(&mut std::io::stdout(), line);
 }
 
 async fn forward_stdin_to(session: Arc<Session>, exec_id: u64) {
