@@ -132,7 +132,9 @@ impl Exec {
         if let Some(pipe) = &stdin {
             pipe::grow(pipe.as_fd());
         }
-        if let (Some(source), Some(pipe)) = (host_stdin, stdin.take()) {
+        if let Some(source) = host_stdin
+            && let Some(pipe) = stdin.take()
+        {
             // Fed from the host: `write_stdin` finds no stdin to write to.
             // The command runs already: a feed that cannot start leaves
             // its stdin empty, with a log line.

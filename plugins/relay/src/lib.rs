@@ -15,7 +15,7 @@
 //! counts time the readers wait for a pipe that stays open and silent (or
 //! that a background process trickles into). What
 //! a reader may still read once `finish` began is capped at
-//! [`AFTER_EXIT_LIMIT`] — more than any pipe of the command can hold — so a
+//! [`AFTER_EXIT_LIMIT`] — what both pipes of the command can hold — so a
 //! background process writing on forever cannot keep the exec from ending.
 //!
 //! Where the host hands over a descriptor of its own for stdout (`cc_server
@@ -55,10 +55,12 @@ const CHUNK: usize = 64 * 1024;
 /// prints now and then for ever.
 const PROGRESS_GRACES: u32 = 4;
 
-/// Bytes a reader may still read after the command ended: Linux's default
-/// `fs.pipe-max-size`, the most an unprivileged command can make its pipe
-/// hold. What comes after that is a background process's.
-pub const AFTER_EXIT_LIMIT: u64 = 1 << 20;
+/// Bytes the readers together may still read after the command ended: its
+/// stdout and its stderr pipe full, each at Linux's default
+/// `fs.pipe-max-size` (the size the backends give them, and the most an
+/// unprivileged command can make a pipe hold). What comes after that is a
+/// background process's.
+pub const AFTER_EXIT_LIMIT: u64 = 2 * pipe::PIPE_SIZE as u64;
 
 /// Looks at stderr as it passes and reports what it recognises as refusals
 /// (SPEC F12 on Linux). Called with each chunk, in order.
