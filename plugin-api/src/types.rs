@@ -598,7 +598,10 @@ mod tests {
             ..ExecRequest::default()
         };
         let json = serde_json::to_string(&request).unwrap();
-        assert!(json.contains(r#""hostFds":{"stdin":null,"stdout":1}"#), "{json}");
+        assert!(
+            json.contains(r#""hostFds":{"stdin":null,"stdout":1}"#),
+            "{json}"
+        );
         assert_eq!(serde_json::from_str::<ExecRequest>(&json).unwrap(), request);
     }
 

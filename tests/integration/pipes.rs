@@ -87,12 +87,30 @@ fn large_output_and_input_pass_byte_exact() {
         let file = tmp.path().join("noise.bin");
         std::fs::write(&file, &data).unwrap();
         let out = run_in(&plugins, backend, tmp.path(), &["cat", "noise.bin"]).output();
-        assert_eq!(out.status.code(), Some(0), "{backend}: {}", text(&out.stderr));
-        assert!(same(&out.stdout, &data), "{backend}: stdout differs ({} bytes)", out.stdout.len());
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            same(&out.stdout, &data),
+            "{backend}: stdout differs ({} bytes)",
+            out.stdout.len()
+        );
 
         let out = run_in(&plugins, backend, tmp.path(), &["cat"]).output_with_stdin(&data);
-        assert_eq!(out.status.code(), Some(0), "{backend}: {}", text(&out.stderr));
-        assert!(same(&out.stdout, &data), "{backend}: stdin→stdout differs ({} bytes)", out.stdout.len());
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            same(&out.stdout, &data),
+            "{backend}: stdin→stdout differs ({} bytes)",
+            out.stdout.len()
+        );
 
         let result = tmp.path().join("result.bin");
         let child = run_in(&plugins, backend, tmp.path(), &["cat"]).spawn_with(
@@ -100,7 +118,11 @@ fn large_output_and_input_pass_byte_exact() {
             Stdio::from(std::fs::File::create(&result).unwrap()),
         );
         let (status, stderr) = finish(child, Duration::from_secs(120));
-        assert_eq!(status.and_then(|s| s.code()), Some(0), "{backend}: {stderr}");
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(0),
+            "{backend}: {stderr}"
+        );
         let got = std::fs::read(&result).unwrap();
         let first = got.iter().zip(&data).position(|(a, b)| a != b);
         assert!(
@@ -115,7 +137,9 @@ fn large_output_and_input_pass_byte_exact() {
 /// fill, the command waits) and loses nothing.
 #[test]
 fn a_slow_reader_loses_nothing() {
-    let want: Vec<u8> = (1..=400_000).flat_map(|i| format!("{i}\n").into_bytes()).collect();
+    let want: Vec<u8> = (1..=400_000)
+        .flat_map(|i| format!("{i}\n").into_bytes())
+        .collect();
     for backend in backends() {
         let plugins = plugins_for(backend);
         let tmp = tempfile::tempdir().unwrap();
@@ -138,8 +162,17 @@ fn a_slow_reader_loses_nothing() {
             }
         }
         let (status, stderr) = finish(child, Duration::from_secs(60));
-        assert_eq!(status.and_then(|s| s.code()), Some(0), "{backend}: {stderr}");
-        assert!(same(&got, &want), "{backend}: {} bytes, want {}", got.len(), want.len());
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(0),
+            "{backend}: {stderr}"
+        );
+        assert!(
+            same(&got, &want),
+            "{backend}: {} bytes, want {}",
+            got.len(),
+            want.len()
+        );
     }
 }
 
@@ -162,7 +195,10 @@ fn a_reader_that_leaves_ends_the_command() {
         drop(stdout);
         let (status, stderr) = finish(child, Duration::from_secs(30));
         let code = status.and_then(|s| s.code());
-        assert!(status.is_some(), "{backend}: cc_server kept running; stderr:\n{stderr}");
+        assert!(
+            status.is_some(),
+            "{backend}: cc_server kept running; stderr:\n{stderr}"
+        );
         let sigpipe = 128 + libc::SIGPIPE;
         match backend {
             "none" => assert_eq!(code, Some(sigpipe), "{backend}: {stderr}"),
@@ -200,12 +236,19 @@ fn run_descriptors_never_reach_the_command() {
             Stdio::from(out_file),
         );
         let (status, stderr) = finish(child, Duration::from_secs(60));
-        assert_eq!(status.and_then(|s| s.code()), Some(0), "{backend}: {stderr}");
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(0),
+            "{backend}: {stderr}"
+        );
         let out = std::fs::read_to_string(&out_path).unwrap();
         let mut lines = out.lines();
         for fd in ["0", "1"] {
             let link = lines.next().unwrap_or_default();
-            assert!(link.starts_with("pipe:["), "{backend}: fd {fd} is {link:?}, not a pipe");
+            assert!(
+                link.starts_with("pipe:["),
+                "{backend}: fd {fd} is {link:?}, not a pipe"
+            );
         }
         let numbers: Vec<&str> = lines.collect();
         assert_eq!(numbers.len(), 100_000, "{backend}: {stderr}");
@@ -215,10 +258,22 @@ fn run_descriptors_never_reach_the_command() {
             assert_eq!(mode, 0o644, "{backend}: {} was chmodded", path.display());
         }
 
-        let child = run_in(&plugins, backend, work.path(), &["head", "-c", "67108864", "/dev/zero"])
-            .spawn_with(Stdio::null(), Stdio::from(std::fs::File::create("/dev/null").unwrap()));
+        let child = run_in(
+            &plugins,
+            backend,
+            work.path(),
+            &["head", "-c", "67108864", "/dev/zero"],
+        )
+        .spawn_with(
+            Stdio::null(),
+            Stdio::from(std::fs::File::create("/dev/null").unwrap()),
+        );
         let (status, stderr) = finish(child, Duration::from_secs(60));
-        assert_eq!(status.and_then(|s| s.code()), Some(0), "{backend} into /dev/null: {stderr}");
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(0),
+            "{backend} into /dev/null: {stderr}"
+        );
     }
 }
 
@@ -241,8 +296,16 @@ fn stdin_nobody_reads_does_not_hold_the_run() {
             let mut got = Vec::new();
             stdout.read_to_end(&mut got).unwrap();
             let (status, stderr) = finish(child, Duration::from_secs(60));
-            assert_eq!(status.and_then(|s| s.code()), Some(0), "{backend} {args:?}: {stderr}");
-            let want: &[u8] = if args[0] == "true" { b"" } else { b"zzzzzzzzzz" };
+            assert_eq!(
+                status.and_then(|s| s.code()),
+                Some(0),
+                "{backend} {args:?}: {stderr}"
+            );
+            let want: &[u8] = if args[0] == "true" {
+                b""
+            } else {
+                b"zzzzzzzzzz"
+            };
             assert_eq!(got, want, "{backend} {args:?}");
             writer.join().unwrap();
         }
@@ -256,17 +319,46 @@ fn stderr_and_json_keep_the_event_path() {
     for backend in backends() {
         let plugins = plugins_for(backend);
         let tmp = tempfile::tempdir().unwrap();
-        let out = run_in(&plugins, backend, tmp.path(), &["sh", "-c", "echo out; echo err >&2"]).output();
-        assert_eq!(out.status.code(), Some(0), "{backend}: {}", text(&out.stderr));
+        let out = run_in(
+            &plugins,
+            backend,
+            tmp.path(),
+            &["sh", "-c", "echo out; echo err >&2"],
+        )
+        .output();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
         assert_eq!(text(&out.stdout), "out\n", "{backend}");
-        assert!(text(&out.stderr).lines().any(|l| l == "err"), "{backend}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).lines().any(|l| l == "err"),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
 
         let out = CcServer::new(&plugins)
             .arg("run")
-            .args(["--json", "--backend", backend, "--", "head", "-c", "3000000", "/dev/zero"])
+            .args([
+                "--json",
+                "--backend",
+                backend,
+                "--",
+                "head",
+                "-c",
+                "3000000",
+                "/dev/zero",
+            ])
             .current_dir(tmp.path())
             .output();
-        assert_eq!(out.status.code(), Some(0), "{backend}: {}", text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
         let mut bytes = 0;
         for line in text(&out.stdout).lines() {
             let event: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -283,7 +375,9 @@ fn stdout_bytes(event: &serde_json::Value) -> usize {
     if let Some(data) = event["data"].as_str() {
         return data.len();
     }
-    let b64 = event["dataBase64"].as_str().unwrap_or_else(|| panic!("{event}"));
+    let b64 = event["dataBase64"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{event}"));
     let pad = b64.bytes().rev().take_while(|b| *b == b'=').count();
     b64.len() / 4 * 3 - pad
 }

@@ -537,7 +537,10 @@ impl CcServer {
     /// Starts it with these stdin and stdout, stderr piped; the caller owns
     /// the child.
     pub fn spawn_with(mut self, stdin: Stdio, stdout: Stdio) -> Child {
-        self.command.stdin(stdin).stdout(stdout).stderr(Stdio::piped());
+        self.command
+            .stdin(stdin)
+            .stdout(stdout)
+            .stderr(Stdio::piped());
         self.command.spawn().unwrap()
     }
 

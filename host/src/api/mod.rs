@@ -424,10 +424,9 @@ async fn exec(
         let line = match stream.next_charged().await {
             // The line keeps the output's share of the server's budget until
             // the socket has it, so unread streams cannot hold more.
-            Some((event, charge)) => Bytes::from_owner(ChargedLine::new(
-                wire::event_line(&event),
-                charge,
-            )),
+            Some((event, charge)) => {
+                Bytes::from_owner(ChargedLine::new(wire::event_line(&event), charge))
+            }
             None if stream.ended() => return None,
             None => {
                 let message = "the sandbox ended without reporting the command's exit";

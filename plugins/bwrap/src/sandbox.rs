@@ -673,8 +673,8 @@ impl SandboxImpl for BwrapSandbox {
         // pipes, and a thread of ours copies between them.
         let (host_stdin, host_stdout) = host_fds(&request)?;
         let pipe = || {
-            let (r, w) = std::io::pipe()
-                .map_err(|e| PluginError::other(format!("creating a pipe: {e}")))?;
+            let (r, w) =
+                std::io::pipe().map_err(|e| PluginError::other(format!("creating a pipe: {e}")))?;
             pipe::grow(r.as_fd());
             Ok::<_, PluginError>((r, w))
         };

@@ -20,7 +20,13 @@ pub const COPY_MAX: usize = PIPE_SIZE;
 /// speed depends on it.
 pub fn grow(pipe: BorrowedFd<'_>) {
     // SAFETY: fcntl on a descriptor we borrow; F_SETPIPE_SZ takes an int.
-    let _ = unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE as libc::c_int) };
+    let _ = unsafe {
+        libc::fcntl(
+            pipe.as_raw_fd(),
+            libc::F_SETPIPE_SZ,
+            PIPE_SIZE as libc::c_int,
+        )
+    };
 }
 
 /// A close-on-exec duplicate of a descriptor of this process (the host's:
