@@ -113,7 +113,7 @@ pub fn event_line(event: &Event) -> Vec<u8> {
         }
     }
     let kind = event.body.type_name();
-    let _ = write!(out, ",\"execId\":{},\"type\":\"{kind}\"}}\n", event.exec_id);
+    let _ = writeln!(out, ",\"execId\":{},\"type\":\"{kind}\"}}", event.exec_id);
     out
 }
 
