@@ -137,9 +137,9 @@ pub mod write_deny;
 
 pub use error::{ErrorCode, PluginError, chain as error_chain};
 pub use types::{
-    EgressEndpoints, Event, EventBody, ExecRequest, KillReason, ProbeContext, ProbeReport, PtySize,
-    ResizeRequest, SandboxBackend, SandboxBindMount, SandboxHandle, SandboxInfo, SandboxLimits,
-    SandboxMode, SandboxSpec, SandboxState, SandboxViolation, calls, capability,
+    EgressEndpoints, Event, EventBody, ExecRequest, HostFds, KillReason, ProbeContext, ProbeReport,
+    PtySize, ResizeRequest, SandboxBackend, SandboxBindMount, SandboxHandle, SandboxInfo,
+    SandboxLimits, SandboxMode, SandboxSpec, SandboxState, SandboxViolation, calls, capability,
 };
 
 /// The plugin-api version this crate was built as: the ABI version.

@@ -370,6 +370,10 @@ pub mod capability {
     /// The session's proxies are the only way out (SPEC E2): the backend
     /// takes `spec.egress` and routes the sandbox's traffic through it.
     pub const NET_PROXY_ONLY: &str = "net.proxy-only";
+    /// The backend honours [`super::ExecRequest::host_fds`]: it copies
+    /// between descriptors of the host process and the command's own pipes
+    /// (issue 18 item 4). Only in-process plugins can announce it.
+    pub const HOST_FDS: &str = "exec.host-fds";
 }
 
 /// Names of the optional sandbox `call`s (SPEC A3), each behind the
@@ -424,6 +428,31 @@ pub struct ExecRequest {
     pub timeout_ms: Option<u64>,
     /// Run under a pseudo-terminal of this size (needs [`capability::PTY`]).
     pub pty: Option<PtySize>,
+    /// Descriptors of the host process to copy the command's stdin from and
+    /// its stdout to, instead of `write_stdin` and `stdout` events (needs
+    /// [`capability::HOST_FDS`]; the host sets it only then). Left out of
+    /// the JSON when `None`, so backends that do not know it see nothing new.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_fds: Option<HostFds>,
+}
+
+/// Host-process descriptors for one exec ([`ExecRequest::host_fds`]).
+///
+/// The backend duplicates them before `exec` returns (the host may close
+/// its own afterwards) and copies on a thread of its own, in the host
+/// process. They never enter the sandbox: the command keeps its own pipes,
+/// so it cannot `fchmod` a host file behind its stdout or inject input into
+/// a host terminal.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HostFds {
+    /// Copied into the command's stdin until end of file, then its stdin
+    /// closes; `write_stdin` is refused for the exec.
+    pub stdin: Option<i32>,
+    /// The command's stdout is written here, and no `stdout` events come.
+    /// Once it refuses bytes (its reader left) the command's pipe is closed:
+    /// the command gets what a pipe would give it (SIGPIPE).
+    pub stdout: Option<i32>,
 }
 
 /// A terminal size.
@@ -554,6 +583,27 @@ impl EventBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request without host descriptors is the JSON every backend knew
+    /// before `exec.host-fds`; one with them round-trips.
+    #[test]
+    fn host_fds_are_left_out_unless_given() {
+        let plain = serde_json::to_value(ExecRequest::default()).unwrap();
+        assert!(plain.get("hostFds").is_none(), "{plain}");
+        let request = ExecRequest {
+            host_fds: Some(HostFds {
+                stdin: None,
+                stdout: Some(1),
+            }),
+            ..ExecRequest::default()
+        };
+        let json = serde_json::to_string(&request).unwrap();
+        assert!(
+            json.contains(r#""hostFds":{"stdin":null,"stdout":1}"#),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<ExecRequest>(&json).unwrap(), request);
+    }
 
     #[test]
     fn spec_defaults_follow_the_seeds() {

@@ -16,6 +16,7 @@ mod guard;
 mod limits;
 mod microvm;
 mod net;
+mod pipes;
 mod plugins;
 mod policy;
 mod realwork;

@@ -534,6 +534,16 @@ impl CcServer {
         Arc::clone(&self._home)
     }
 
+    /// Starts it with these stdin and stdout, stderr piped; the caller owns
+    /// the child.
+    pub fn spawn_with(mut self, stdin: Stdio, stdout: Stdio) -> Child {
+        self.command
+            .stdin(stdin)
+            .stdout(stdout)
+            .stderr(Stdio::piped());
+        self.command.spawn().unwrap()
+    }
+
     /// Starts it; the caller owns the child.
     pub fn spawn(mut self) -> Child {
         self.command

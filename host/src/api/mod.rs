@@ -397,6 +397,8 @@ async fn exec(
         stdin: call.input.is_some() || streamed,
         timeout_ms: call.timeout_ms,
         pty: call.pty,
+        // Never from a client: these would be the server's own descriptors.
+        host_fds: None,
     };
     let stream = session.exec(request).await?;
     let exec_id = stream.exec_id;
@@ -423,10 +425,9 @@ async fn exec(
         let line = match stream.next_charged().await {
             // The line keeps the output's share of the server's budget until
             // the socket has it, so unread streams cannot hold more.
-            Some((event, charge)) => Bytes::from_owner(ChargedLine::new(
-                wire::line(&wire::event_json(&event)).into_bytes(),
-                charge,
-            )),
+            Some((event, charge)) => {
+                Bytes::from_owner(ChargedLine::new(wire::event_line(&event), charge))
+            }
             None if stream.ended() => return None,
             None => {
                 let message = "the sandbox ended without reporting the command's exit";

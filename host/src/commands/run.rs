@@ -14,8 +14,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use sandbox_plugin_api::{ErrorCode, EventBody, ExecRequest, SandboxBindMount, SandboxSpec};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use sandbox_plugin_api::{
+    ErrorCode, EventBody, ExecRequest, HostFds, SandboxBindMount, SandboxSpec, capability,
+};
+use tokio::io::AsyncReadExt;
 
 use crate::cli::{OnOff, RunArgs};
 use crate::command_policy::CommandPolicy;
@@ -188,14 +190,22 @@ fn exec_request(session: &Session, args: &RunArgs) -> anyhow::Result<ExecRequest
         Some(secs) => anyhow::bail!("--timeout {secs}: give a positive number of seconds"),
         None => None,
     };
+    // Forward our stdin when the backend can take it.
+    let stdin = session.supports(capability::STDIN);
+    // Where the backend can, it copies between our stdin and stdout and the
+    // command's pipes itself, at pipe speed; `--json` needs the events.
+    let host_fds = (!args.json && session.supports(capability::HOST_FDS)).then(|| HostFds {
+        stdin: stdin.then_some(libc::STDIN_FILENO),
+        stdout: Some(libc::STDOUT_FILENO),
+    });
     Ok(ExecRequest {
         argv: args.command.clone(),
         env: environment,
         cwd: None,
-        // Forward our stdin when the backend can take it.
-        stdin: session.supports(sandbox_plugin_api::capability::STDIN),
+        stdin: stdin && host_fds.is_none(),
         timeout_ms,
         pty: None,
+        host_fds,
     })
 }
 
@@ -227,25 +237,22 @@ async fn run_command(session: &Arc<Session>, args: &RunArgs) -> Result<ExitCode,
 
 /// Passes the command's events through until its last one.
 async fn relay(stream: &mut ExecStream, session: &Arc<Session>, json: bool) -> ExitCode {
-    let mut stdout = tokio::io::stdout();
-    let mut stderr = tokio::io::stderr();
     let mut stdout_open = true;
     let mut explained: Vec<String> = Vec::new();
     while let Some(event) = stream.next().await {
         if json {
-            print_json(&wire::event_json(&event));
+            print_bytes(&wire::event_line(&event));
         }
         match event.body {
             EventBody::Stdout(data) if !json && stdout_open => {
-                stdout_open = pass_through(&mut stdout, &data).await;
+                stdout_open = pass_through(&mut std::io::stdout(), &data);
                 if !stdout_open {
                     // Our reader went away: the command gets what a pipe would give it.
                     let _ = session.kill(stream.exec_id, libc::SIGPIPE).await;
                 }
             }
             EventBody::Stderr(data) if !json => {
-                let _ = stderr.write_all(&data).await;
-                let _ = stderr.flush().await;
+                pass_through(&mut std::io::stderr(), &data);
             }
             EventBody::Violation(v) => {
                 eprintln!("cc_server: violation: {} {}", v.action, v.target);
@@ -300,16 +307,19 @@ fn guard_rule(raw: &str) -> Option<&str> {
     Some(rest.rsplit_once(" -> ").map_or(rest, |(rule, _)| rule))
 }
 
-/// Writes and flushes; `false` once the other end is gone.
-async fn pass_through(out: &mut tokio::io::Stdout, data: &[u8]) -> bool {
-    out.write_all(data).await.is_ok() && out.flush().await.is_ok()
+/// Writes straight from the event's buffer, on this worker thread (a slow
+/// reader holds it, and through the stream the command: backpressure);
+/// `false` once the other end is gone. Output stays in event order.
+fn pass_through(out: &mut impl std::io::Write, data: &[u8]) -> bool {
+    tokio::task::block_in_place(|| out.write_all(data).and_then(|()| out.flush()).is_ok())
 }
 
 fn print_json(value: &serde_json::Value) {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(wire::line(value).as_bytes());
-    let _ = out.flush();
+    print_bytes(wire::line(value).as_bytes());
+}
+
+fn print_bytes(line: &[u8]) {
+    pass_through(&mut std::io::stdout(), line);
 }
 
 async fn forward_stdin_to(session: Arc<Session>, exec_id: u64) {

@@ -437,6 +437,11 @@ impl Session {
                 capability::EXEC_TIMEOUT,
                 "enforce a timeout",
             ),
+            (
+                request.host_fds.is_some(),
+                capability::HOST_FDS,
+                "copy a command's stdin and stdout from and to the host's descriptors",
+            ),
         ];
         for (needed, capability, what) in needs {
             if needed && !self.supports(capability) {

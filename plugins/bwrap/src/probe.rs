@@ -82,6 +82,7 @@ pub fn probe(
             capability::EXEC_TIMEOUT.into(),
             capability::SUSPEND.into(),
             capability::FS_ISOLATION.into(),
+            capability::HOST_FDS.into(),
             // An empty network namespace; sandbox-init's forwarder to the
             // session's proxies is the only way out (SPEC E2).
             capability::NET_PROXY_ONLY.into(),

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, PipeWriter, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sandbox_exec_group::Group;
-use sandbox_exec_relay::Relay;
+use sandbox_exec_relay::{Relay, StderrWatcher, pipe};
 use sandbox_init::proto::{Reply, Request};
 use sandbox_plugin_api::sdk::{EventSender, SandboxImpl};
 use sandbox_plugin_api::{
@@ -560,6 +560,21 @@ fn log_stderr(stderr: std::process::ChildStderr, tail: &Mutex<Vec<String>>) {
     }
 }
 
+/// Close-on-exec duplicates of the host descriptors an exec asks for
+/// (stdin, stdout), taken before anything starts.
+fn host_fds(request: &ExecRequest) -> Result<(Option<OwnedFd>, Option<OwnedFd>), PluginError> {
+    let fds = request.host_fds.unwrap_or_default();
+    let host = |fd: Option<i32>, what: &str| {
+        fd.map(|fd| {
+            pipe::duplicate(fd).map_err(|e| {
+                PluginError::invalid(format!("the host's {what} descriptor {fd}: {e}"))
+            })
+        })
+        .transpose()
+    };
+    Ok((host(fds.stdin, "stdin")?, host(fds.stdout, "stdout")?))
+}
+
 fn exec_error(errno: i32, message: String) -> PluginError {
     let code = match errno {
         libc::ENOENT | libc::ENOTDIR => ErrorCode::COMMAND_NOT_FOUND,
@@ -654,11 +669,22 @@ impl SandboxImpl for BwrapSandbox {
             return Err(PluginError::unsupported("a pseudo-terminal"));
         }
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        let pipe =
-            || std::io::pipe().map_err(|e| PluginError::other(format!("creating a pipe: {e}")));
+        // The host's own descriptors stay out here: the command gets the
+        // pipes, and a thread of ours copies between them.
+        let (host_stdin, host_stdout) = host_fds(&request)?;
+        let pipe = || {
+            let (r, w) =
+                std::io::pipe().map_err(|e| PluginError::other(format!("creating a pipe: {e}")))?;
+            pipe::grow(r.as_fd());
+            Ok::<_, PluginError>((r, w))
+        };
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
-        let stdin = if request.stdin { Some(pipe()?) } else { None };
+        let stdin = if request.stdin || host_stdin.is_some() {
+            Some(pipe()?)
+        } else {
+            None
+        };
         let cwd = request
             .cwd
             .clone()
@@ -668,16 +694,26 @@ impl SandboxImpl for BwrapSandbox {
             None => StderrWatch::default(),
         }
         .in_dir(cwd.clone());
-        let relay = Relay::start(
-            id,
-            out_r,
-            err_r,
-            self.events.clone(),
-            Some(Box::new(move |chunk| watch.feed(chunk))),
-        );
+        let watcher: StderrWatcher = Box::new(move |chunk| watch.feed(chunk));
+        let relay = match host_stdout {
+            Some(sink) => Relay::start_with_sink(
+                id,
+                OwnedFd::from(out_r),
+                err_r,
+                self.events.clone(),
+                Some(watcher),
+                sink,
+            ),
+            None => Relay::start(id, out_r, err_r, self.events.clone(), Some(watcher)),
+        };
         let (stdin_r, stdin_w) = match stdin {
             Some((r, w)) => (Some(r), Some(w)),
             None => (None, None),
+        };
+        // Fed from the host: `write_stdin` finds no stdin to write to.
+        let (stdin_w, feed) = match host_stdin {
+            Some(source) => (None, stdin_w.map(|w| (source, OwnedFd::from(w)))),
+            None => (stdin_w, None),
         };
         // Fail closed: where execs are tracked by cgroup, one that cannot
         // be is not started.
@@ -740,7 +776,15 @@ impl SandboxImpl for BwrapSandbox {
             }
         };
         match reply {
-            Ok(Reply::Started { .. }) => {}
+            Ok(Reply::Started { .. }) => {
+                // The command runs already: a feed that cannot start leaves
+                // its stdin empty, with a log line.
+                if let Some((source, pipe)) = feed
+                    && let Err(e) = sandbox_exec_relay::feed_stdin(id, source, pipe)
+                {
+                    tracing::error!(exec = id, "could not start the stdin feed: {e}");
+                }
+            }
             Ok(Reply::Failed { errno, message }) => {
                 forget();
                 return Err(exec_error(errno, message));

@@ -8,6 +8,7 @@
 //! group is empty.
 
 use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{ChildStdin, Command, Stdio};
@@ -15,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sandbox_exec_group::Group;
-use sandbox_exec_relay::Relay;
+use sandbox_exec_relay::{Relay, pipe};
 use sandbox_plugin_api::sdk::EventSender;
 use sandbox_plugin_api::{ErrorCode, EventBody, ExecRequest, KillReason, PluginError};
 
@@ -47,6 +48,19 @@ impl Exec {
                 cwd.display()
             )));
         }
+        // The host's own descriptors, duplicated before anything starts;
+        // the command gets pipes, never these.
+        let host_fds = request.host_fds.unwrap_or_default();
+        let host = |fd: Option<i32>, what: &str| {
+            fd.map(|fd| {
+                pipe::duplicate(fd).map_err(|e| {
+                    PluginError::invalid(format!("the host's {what} descriptor {fd}: {e}"))
+                })
+            })
+            .transpose()
+        };
+        let host_stdin = host(host_fds.stdin, "stdin")?;
+        let host_stdout = host(host_fds.stdout, "stdout")?;
         let mut command = Command::new(&request.argv[0]);
         command
             .args(&request.argv[1..])
@@ -54,7 +68,7 @@ impl Exec {
             .envs(&request.env)
             .current_dir(cwd)
             .process_group(0)
-            .stdin(if request.stdin {
+            .stdin(if request.stdin || host_stdin.is_some() {
                 Stdio::piped()
             } else {
                 Stdio::null()
@@ -112,12 +126,34 @@ impl Exec {
         let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
             return Err(PluginError::other("the command's output pipes are missing"));
         };
+        pipe::grow(stdout.as_fd());
+        pipe::grow(stderr.as_fd());
+        let mut stdin = child.stdin.take();
+        if let Some(pipe) = &stdin {
+            pipe::grow(pipe.as_fd());
+        }
+        if let Some(source) = host_stdin
+            && let Some(pipe) = stdin.take()
+        {
+            // Fed from the host: `write_stdin` finds no stdin to write to.
+            // The command runs already: a feed that cannot start leaves
+            // its stdin empty, with a log line.
+            if let Err(e) = sandbox_exec_relay::feed_stdin(id, source, OwnedFd::from(pipe)) {
+                tracing::error!(exec = id, "could not start the stdin feed: {e}");
+            }
+        }
+        let relay = match host_stdout {
+            Some(sink) => {
+                Relay::start_with_sink(id, OwnedFd::from(stdout), stderr, events, None, sink)
+            }
+            None => Relay::start(id, stdout, stderr, events, None),
+        };
         let exec = Arc::new(Self {
             id,
             pid,
-            stdin: Mutex::new(child.stdin.take()),
+            stdin: Mutex::new(stdin),
             kill_reason: Mutex::new(None),
-            relay: Relay::start(id, stdout, stderr, events, None),
+            relay,
             reaped: Mutex::new(false),
             group: Mutex::new(group),
         });

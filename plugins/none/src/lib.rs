@@ -57,7 +57,11 @@ impl BackendImpl for NoneBackend {
             available: true,
             note: NOTE.into(),
             kind: SandboxBackend::None,
-            capabilities: vec![capability::STDIN.into(), capability::EXEC_TIMEOUT.into()],
+            capabilities: vec![
+                capability::STDIN.into(),
+                capability::EXEC_TIMEOUT.into(),
+                capability::HOST_FDS.into(),
+            ],
             ..ProbeReport::default()
         }
     }

@@ -19,10 +19,22 @@
 //! grace only counts time the readers wait for a pipe that something still
 //! holds open and silent (or that a background process trickles into). What
 //! a reader may still read once `finish` began is capped at
-//! [`AFTER_EXIT_LIMIT`] — more than any pipe of the command can hold — so a
+//! [`AFTER_EXIT_LIMIT`] — what both pipes of the command can hold — so a
 //! background process writing on forever cannot keep the exec from ending.
+//!
+//! Where the host hands over a descriptor of its own for stdout (`cc_server
+//! run`: its stdout), [`Relay::start_with_sink`] copies the pipe there
+//! instead of emitting events ([`sink`]), and [`feed_stdin`] fills the
+//! command's stdin from one: at pipe speed, with the same ordering of the
+//! terminal event and the same backpressure. Only [`pipe`] uses `unsafe`.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
+
+mod feed;
+pub mod pipe;
+mod sink;
+
+pub use feed::feed_stdin;
 
 use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
@@ -47,10 +59,12 @@ const CHUNK: usize = 64 * 1024;
 /// prints now and then for ever.
 const PROGRESS_GRACES: u32 = 4;
 
-/// Bytes a reader may still read after the command ended: Linux's default
-/// `fs.pipe-max-size`, the most an unprivileged command can make its pipe
-/// hold. What comes after that is a background process's.
-pub const AFTER_EXIT_LIMIT: u64 = 1 << 20;
+/// Bytes the readers together may still read after the command ended: its
+/// stdout and its stderr pipe full, each at Linux's default
+/// `fs.pipe-max-size` (the size the backends give them, and the most an
+/// unprivileged command can make a pipe hold). What comes after that is a
+/// background process's.
+pub const AFTER_EXIT_LIMIT: u64 = 2 * pipe::PIPE_SIZE as u64;
 
 /// Looks at stderr as it passes and reports what it recognises as refusals
 /// (SPEC F12 on Linux). Called with each chunk, in order.
@@ -90,17 +104,49 @@ impl Relay {
         events: EventSender,
         watcher: Option<StderrWatcher>,
     ) -> Arc<Self> {
-        let watch = |pipe: &dyn AsFd| {
-            let dup = pipe.as_fd().try_clone_to_owned();
-            if let Err(e) = &dup {
-                tracing::warn!(
-                    exec = exec_id,
-                    "duplicating an output pipe (to tell when no process can write it): {e}"
-                );
-            }
-            Mutex::new(dup.ok())
-        };
-        let watched = [watch(&stdout), watch(&stderr)];
+        let watched = [watch(exec_id, &stdout), watch(exec_id, &stderr)];
+        let (relay, drained_tx) = Self::new(exec_id, events, watched);
+        Self::read(&relay, stdout, Stream::Stdout, drained_tx.clone());
+        Self::read(&relay, stderr, Stream::Stderr(watcher), drained_tx);
+        relay
+    }
+
+    /// [`Relay::start`], with stdout copied to `sink` — a descriptor of the
+    /// host process, which never enters the sandbox — instead of emitted.
+    pub fn start_with_sink(
+        exec_id: u64,
+        stdout: OwnedFd,
+        stderr: impl Read + AsFd + Send + 'static,
+        events: EventSender,
+        watcher: Option<StderrWatcher>,
+        sink: OwnedFd,
+    ) -> Arc<Self> {
+        let watched = [watch(exec_id, &stdout), watch(exec_id, &stderr)];
+        let (relay, drained_tx) = Self::new(exec_id, events, watched);
+        let relay_for_thread = Arc::clone(&relay);
+        let drained = drained_tx.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("relay-sink-{exec_id}"))
+            .spawn(move || {
+                sink::copy_out(&relay_for_thread, stdout, sink);
+                // The watch copy goes with the pipe, so a command whose
+                // sink refused meets a closed pipe.
+                relay_for_thread.stop_watching(0);
+                let _ = drained.send(());
+            });
+        if let Err(e) = spawned {
+            relay.stop_watching(0);
+            tracing::error!(exec = exec_id, "could not start an output copy thread: {e}");
+        }
+        Self::read(&relay, stderr, Stream::Stderr(watcher), drained_tx);
+        relay
+    }
+
+    fn new(
+        exec_id: u64,
+        events: EventSender,
+        watched: [Mutex<Option<OwnedFd>>; 2],
+    ) -> (Arc<Self>, mpsc::Sender<()>) {
         let (drained_tx, drained_rx) = mpsc::channel();
         let relay = Arc::new(Self {
             exec_id,
@@ -116,9 +162,7 @@ impl Relay {
             finish_mark: AtomicU64::new(0),
             watched,
         });
-        Self::read(&relay, stdout, Stream::Stdout, drained_tx.clone());
-        Self::read(&relay, stderr, Stream::Stderr(watcher), drained_tx);
-        relay
+        (relay, drained_tx)
     }
 
     /// Whether a pipe whose reader is still running has no write end left
@@ -335,6 +379,19 @@ impl Stream {
 /// Whether every write end of the pipe `read_end` reads is closed
 /// (`POLLHUP`, which a pipe reports with data still in it). `false` when
 /// that cannot be told: then the graces apply, as before.
+/// A copy of an output pipe's read end, kept while its reader runs, to
+/// tell when no process can write the pipe any more ([`hung_up`]).
+fn watch(exec_id: u64, pipe: &dyn AsFd) -> Mutex<Option<OwnedFd>> {
+    let dup = pipe.as_fd().try_clone_to_owned();
+    if let Err(e) = &dup {
+        tracing::warn!(
+            exec = exec_id,
+            "duplicating an output pipe (to tell when no process can write it): {e}"
+        );
+    }
+    Mutex::new(dup.ok())
+}
+
 fn hung_up(read_end: &OwnedFd) -> bool {
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
     let mut fds = [PollFd::new(read_end, PollFlags::IN)];
