@@ -299,6 +299,15 @@ unsafe fn child(p: &Prepared<'_>, report: RawFd, joined: bool) -> ! {
         if let Some(fd) = p.cgroup_dir {
             libc::close(fd);
         }
+        // An ignored signal stays ignored across exec, and PID 1 ignores
+        // SIGPIPE (the Rust runtime does): a command starts with every
+        // disposition at its default, as under a shell, or `yes | head`
+        // and a closed `run` never end it. Before the unblock below.
+        for signal in 1..32 {
+            if signal != libc::SIGKILL && signal != libc::SIGSTOP {
+                libc::signal(signal, libc::SIG_DFL);
+            }
+        }
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
