@@ -203,7 +203,8 @@ fn a_reader_that_leaves_ends_the_command() {
 
 /// A command starts with no signal ignored (an ignored disposition survives
 /// exec: PID 1's ignored SIGPIPE once reached every bwrap command, so
-/// `yes | head` inside and a closed `run` stdout never ended `yes`).
+/// `yes | head` inside ended `yes` with an error, and a SIGPIPE sent for a
+/// closed `run --json` stdout was lost).
 #[test]
 fn a_command_starts_with_no_signal_ignored() {
     for backend in backends() {

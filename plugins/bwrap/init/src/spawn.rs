@@ -301,8 +301,10 @@ unsafe fn child(p: &Prepared<'_>, report: RawFd, joined: bool) -> ! {
         }
         // An ignored signal stays ignored across exec, and PID 1 ignores
         // SIGPIPE (the Rust runtime does): a command starts with every
-        // disposition at its default, as under a shell, or `yes | head`
-        // and a closed `run` never end it. Before the unblock below.
+        // disposition at its default, as under a shell — otherwise `yes |
+        // head` ends `yes` with a "Broken pipe" error instead of quietly,
+        // and a SIGPIPE sent for a closed `run` stdout is lost. Before the
+        // unblock below.
         for signal in 1..32 {
             if signal != libc::SIGKILL && signal != libc::SIGSTOP {
                 libc::signal(signal, libc::SIG_DFL);
