@@ -51,27 +51,6 @@ fn noise(len: usize) -> Vec<u8> {
     out
 }
 
-/// Waits for a child whose stdout the test does not hold; kills it after
-/// `limit`. The status (`None`: it had to be killed) and its stderr.
-fn finish(mut child: Child, limit: Duration) -> (Option<ExitStatus>, String) {
-    let mut stderr = child.stderr.take().unwrap();
-    let err_reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = stderr.read_to_end(&mut buf);
-        buf
-    });
-    let mut status = None;
-    let ended = eventually(limit, || {
-        status = child.try_wait().unwrap();
-        status.is_some()
-    });
-    if !ended {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    (status, text(&err_reader.join().unwrap()))
-}
-
 fn same(got: &[u8], want: &[u8]) -> bool {
     got.len() == want.len() && got == want
 }
@@ -117,7 +96,7 @@ fn large_output_and_input_pass_byte_exact() {
             Stdio::from(std::fs::File::open(&file).unwrap()),
             Stdio::from(std::fs::File::create(&result).unwrap()),
         );
-        let (status, stderr) = finish(child, Duration::from_secs(120));
+        let (status, stderr) = wait_or_kill(child, Duration::from_secs(120));
         assert_eq!(
             status.and_then(|s| s.code()),
             Some(0),
@@ -161,7 +140,7 @@ fn a_slow_reader_loses_nothing() {
                 std::thread::sleep(Duration::from_millis(5));
             }
         }
-        let (status, stderr) = finish(child, Duration::from_secs(60));
+        let (status, stderr) = wait_or_kill(child, Duration::from_secs(60));
         assert_eq!(
             status.and_then(|s| s.code()),
             Some(0),
@@ -191,7 +170,7 @@ fn a_reader_that_leaves_ends_the_command() {
         stdout.read_exact(&mut first).unwrap();
         assert_eq!(&first, b"y\ny\n");
         drop(stdout);
-        let (status, stderr) = finish(child, Duration::from_secs(30));
+        let (status, stderr) = wait_or_kill(child, Duration::from_secs(30));
         let code = status.and_then(|s| s.code());
         assert!(
             status.is_some(),
@@ -252,7 +231,7 @@ fn run_descriptors_never_reach_the_command() {
             Stdio::from(std::fs::File::open(&in_path).unwrap()),
             Stdio::from(out_file),
         );
-        let (status, stderr) = finish(child, Duration::from_secs(60));
+        let (status, stderr) = wait_or_kill(child, Duration::from_secs(60));
         assert_eq!(
             status.and_then(|s| s.code()),
             Some(0),
@@ -285,7 +264,7 @@ fn run_descriptors_never_reach_the_command() {
             Stdio::null(),
             Stdio::from(std::fs::File::create("/dev/null").unwrap()),
         );
-        let (status, stderr) = finish(child, Duration::from_secs(60));
+        let (status, stderr) = wait_or_kill(child, Duration::from_secs(60));
         assert_eq!(
             status.and_then(|s| s.code()),
             Some(0),
@@ -312,7 +291,7 @@ fn stdin_nobody_reads_does_not_hold_the_run() {
             let mut stdout = child.stdout.take().unwrap();
             let mut got = Vec::new();
             stdout.read_to_end(&mut got).unwrap();
-            let (status, stderr) = finish(child, Duration::from_secs(60));
+            let (status, stderr) = wait_or_kill(child, Duration::from_secs(60));
             assert_eq!(
                 status.and_then(|s| s.code()),
                 Some(0),

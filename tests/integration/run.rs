@@ -196,32 +196,15 @@ fn a_reader_that_goes_away_ends_the_command_with_sigpipe() {
     stdout.read_exact(&mut first).unwrap();
     assert_eq!(&first, b"y\ny\n");
     drop(stdout);
-    let mut stderr = child.stderr.take().unwrap();
-    let err_reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = stderr.read_to_end(&mut buf);
-        buf
-    });
-    let mut status = None;
-    let ended = eventually(Duration::from_secs(30), || {
-        status = child.try_wait().unwrap();
-        status.is_some()
-    });
-    if !ended {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    let stderr = err_reader.join().unwrap();
+    let (status, stderr) = wait_or_kill(child, Duration::from_secs(30));
     assert!(
-        ended,
-        "cc_server kept running after its reader left; stderr:\n{}",
-        text(&stderr)
+        status.is_some(),
+        "cc_server kept running after its reader left; stderr:\n{stderr}"
     );
     assert_eq!(
         status.unwrap().code(),
         Some(128 + libc::SIGPIPE),
-        "stderr:\n{}",
-        text(&stderr)
+        "stderr:\n{stderr}"
     );
 }
 

@@ -610,6 +610,30 @@ pub fn process_is_gone(pid: i32) -> bool {
     }
 }
 
+/// Waits for a child whose stdout the test does not hold; kills it after
+/// `limit`. The status (`None`: it had to be killed) and its stderr.
+pub fn wait_or_kill(
+    mut child: std::process::Child,
+    limit: Duration,
+) -> (Option<std::process::ExitStatus>, String) {
+    let mut stderr = child.stderr.take().unwrap();
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stderr.read_to_end(&mut buf);
+        buf
+    });
+    let mut status = None;
+    let ended = eventually(limit, || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    if !ended {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    (status, text(&err_reader.join().unwrap()))
+}
+
 /// Polls `cond` for up to `limit`.
 pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;

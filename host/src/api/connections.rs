@@ -469,14 +469,19 @@ mod tests {
         assert_eq!(refused, Admission::Refuse(Refusal::Full { max: 2 }));
     }
 
-    #[test]
-    fn deadlines() {
-        let t0 = Instant::now();
-        let l = ConnectionSettings {
+    /// A 10 s header-read and a 60 s idle timeout, whatever the defaults.
+    fn ten_and_sixty() -> ConnectionSettings {
+        ConnectionSettings {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             ..ConnectionSettings::default()
-        };
+        }
+    }
+
+    #[test]
+    fn deadlines() {
+        let t0 = Instant::now();
+        let l = ten_and_sixty();
         let s = Duration::from_secs;
         let fresh = Phase {
             in_flight: 0,
@@ -518,11 +523,7 @@ mod tests {
     #[test]
     fn time_the_server_was_behind_is_not_the_clients() {
         let t0 = Instant::now();
-        let l = ConnectionSettings {
-            header_read_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(60),
-            ..ConnectionSettings::default()
-        };
+        let l = ten_and_sixty();
         let s = Duration::from_secs;
         let fresh = Phase {
             in_flight: 0,
