@@ -6,7 +6,7 @@
 
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, ExitStatus, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use crate::util::*;
