@@ -560,21 +560,6 @@ fn log_stderr(stderr: std::process::ChildStderr, tail: &Mutex<Vec<String>>) {
     }
 }
 
-/// Close-on-exec duplicates of the host descriptors an exec asks for
-/// (stdin, stdout), taken before anything starts.
-fn host_fds(request: &ExecRequest) -> Result<(Option<OwnedFd>, Option<OwnedFd>), PluginError> {
-    let fds = request.host_fds.unwrap_or_default();
-    let host = |fd: Option<i32>, what: &str| {
-        fd.map(|fd| {
-            pipe::duplicate(fd).map_err(|e| {
-                PluginError::invalid(format!("the host's {what} descriptor {fd}: {e}"))
-            })
-        })
-        .transpose()
-    };
-    Ok((host(fds.stdin, "stdin")?, host(fds.stdout, "stdout")?))
-}
-
 fn exec_error(errno: i32, message: String) -> PluginError {
     let code = match errno {
         libc::ENOENT | libc::ENOTDIR => ErrorCode::COMMAND_NOT_FOUND,
@@ -671,7 +656,7 @@ impl SandboxImpl for BwrapSandbox {
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         // The host's own descriptors stay out here: the command gets the
         // pipes, and a thread of ours copies between them.
-        let (host_stdin, host_stdout) = host_fds(&request)?;
+        let (host_stdin, host_stdout) = pipe::duplicate_host_fds(request.host_fds)?;
         let pipe = || {
             let (r, w) =
                 std::io::pipe().map_err(|e| PluginError::other(format!("creating a pipe: {e}")))?;

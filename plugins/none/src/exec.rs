@@ -50,17 +50,7 @@ impl Exec {
         }
         // The host's own descriptors, duplicated before anything starts;
         // the command gets pipes, never these.
-        let host_fds = request.host_fds.unwrap_or_default();
-        let host = |fd: Option<i32>, what: &str| {
-            fd.map(|fd| {
-                pipe::duplicate(fd).map_err(|e| {
-                    PluginError::invalid(format!("the host's {what} descriptor {fd}: {e}"))
-                })
-            })
-            .transpose()
-        };
-        let host_stdin = host(host_fds.stdin, "stdin")?;
-        let host_stdout = host(host_fds.stdout, "stdout")?;
+        let (host_stdin, host_stdout) = pipe::duplicate_host_fds(request.host_fds)?;
         let mut command = Command::new(&request.argv[0]);
         command
             .args(&request.argv[1..])

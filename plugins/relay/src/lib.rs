@@ -91,7 +91,7 @@ pub struct Relay {
     finishing: AtomicBool,
     finish_mark: AtomicU64,
     /// A duplicate of each pipe's read end while its reader runs, for
-    /// `finish` to ask whether any write end is left ([`hung_up`]).
+    /// `finish` to ask whether any write end is left ([`pipe::hung_up`]).
     watched: [Mutex<Option<OwnedFd>>; 2],
 }
 
@@ -171,7 +171,7 @@ impl Relay {
         self.watched.iter().any(|watched| {
             watched
                 .lock()
-                .is_ok_and(|fd| fd.as_ref().is_some_and(hung_up))
+                .is_ok_and(|fd| fd.as_ref().is_some_and(|fd| pipe::hung_up(fd.as_fd())))
         })
     }
 
@@ -376,11 +376,8 @@ impl Stream {
     }
 }
 
-/// Whether every write end of the pipe `read_end` reads is closed
-/// (`POLLHUP`, which a pipe reports with data still in it). `false` when
-/// that cannot be told: then the graces apply, as before.
 /// A copy of an output pipe's read end, kept while its reader runs, to
-/// tell when no process can write the pipe any more ([`hung_up`]).
+/// tell when no process can write the pipe any more ([`pipe::hung_up`]).
 fn watch(exec_id: u64, pipe: &dyn AsFd) -> Mutex<Option<OwnedFd>> {
     let dup = pipe.as_fd().try_clone_to_owned();
     if let Err(e) = &dup {
@@ -390,16 +387,6 @@ fn watch(exec_id: u64, pipe: &dyn AsFd) -> Mutex<Option<OwnedFd>> {
         );
     }
     Mutex::new(dup.ok())
-}
-
-fn hung_up(read_end: &OwnedFd) -> bool {
-    use rustix::event::{PollFd, PollFlags, Timespec, poll};
-    let mut fds = [PollFd::new(read_end, PollFlags::IN)];
-    let now = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    poll(&mut fds, Some(&now)).is_ok_and(|_| fds[0].revents().contains(PollFlags::HUP))
 }
 
 #[cfg(test)]

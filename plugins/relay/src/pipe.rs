@@ -7,6 +7,8 @@
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
+use sandbox_plugin_api::{HostFds, PluginError};
+
 /// The pipe size asked for: Linux's default `fs.pipe-max-size`, the most an
 /// unprivileged process may ask for. Sixteen 64 KiB pipes' worth, so a
 /// command and its reader each run longer between two wake-ups.
@@ -42,6 +44,38 @@ pub fn duplicate(fd: RawFd) -> io::Result<OwnedFd> {
     }
     // SAFETY: `dup` is a fresh descriptor nobody else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(dup) })
+}
+
+/// Close-on-exec duplicates of the host descriptors an exec asks for
+/// ([`HostFds`]: stdin, stdout), taken before anything starts, so the
+/// backend's copies are its own; the command is never given them.
+pub fn duplicate_host_fds(
+    fds: Option<HostFds>,
+) -> Result<(Option<OwnedFd>, Option<OwnedFd>), PluginError> {
+    let fds = fds.unwrap_or_default();
+    let host = |fd: Option<i32>, what: &str| {
+        fd.map(|fd| {
+            duplicate(fd).map_err(|e| {
+                PluginError::invalid(format!("the host's {what} descriptor {fd}: {e}"))
+            })
+        })
+        .transpose()
+    };
+    Ok((host(fds.stdin, "stdin")?, host(fds.stdout, "stdout")?))
+}
+
+/// Whether every write end of the pipe `read_end` reads is closed
+/// (`POLLHUP`, which a pipe reports with data still in it). `false` when
+/// that cannot be told: then the graces apply, as before.
+pub fn hung_up(read_end: BorrowedFd<'_>) -> bool {
+    let mut fd = libc::pollfd {
+        fd: read_end.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll of one pollfd we own, without waiting.
+    let rc = unsafe { libc::poll(&raw mut fd, 1, 0) };
+    rc >= 0 && fd.revents & libc::POLLHUP != 0
 }
 
 /// What [`wait`] saw.
