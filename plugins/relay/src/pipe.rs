@@ -5,7 +5,7 @@
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use sandbox_plugin_api::{HostFds, PluginError};
 
@@ -19,8 +19,14 @@ pub const COPY_MAX: usize = PIPE_SIZE;
 
 /// Grows a pipe to [`PIPE_SIZE`]; where that is refused (a lower
 /// `fs.pipe-max-size`, a per-user pipe quota) it keeps its size: only
-/// speed depends on it.
+/// speed depends on it. A pipe already that large is left as it is (a
+/// caller's bigger pipe is never shrunk).
 pub fn grow(pipe: BorrowedFd<'_>) {
+    // SAFETY: fcntl on a descriptor we borrow; F_GETPIPE_SZ takes no argument.
+    let size = unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_GETPIPE_SZ) };
+    if size < 0 || size as usize >= PIPE_SIZE {
+        return;
+    }
     // SAFETY: fcntl on a descriptor we borrow; F_SETPIPE_SZ takes an int.
     let _ = unsafe {
         libc::fcntl(
@@ -29,6 +35,14 @@ pub fn grow(pipe: BorrowedFd<'_>) {
             PIPE_SIZE as libc::c_int,
         )
     };
+}
+
+/// Whether `fd` is a pipe or FIFO.
+fn is_pipe(fd: BorrowedFd<'_>) -> bool {
+    // SAFETY: fstat into a zeroed stat we own.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
+    rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO
 }
 
 /// A close-on-exec duplicate of a descriptor of this process (the host's:
@@ -55,9 +69,17 @@ pub fn duplicate_host_fds(
     let fds = fds.unwrap_or_default();
     let host = |fd: Option<i32>, what: &str| {
         fd.map(|fd| {
-            duplicate(fd).map_err(|e| {
+            let dup = duplicate(fd).map_err(|e| {
                 PluginError::invalid(format!("the host's {what} descriptor {fd}: {e}"))
-            })
+            })?;
+            // A pipe the host was given (`producer | cc_server run …`) holds
+            // one 64 KiB chunk by default: the producer, our copy and the
+            // command would wake each other every 64 KiB. Only its size
+            // changes; a file or terminal refuses, and keeps what it is.
+            if is_pipe(dup.as_fd()) {
+                grow(dup.as_fd());
+            }
+            Ok::<_, PluginError>(dup)
         })
         .transpose()
     };
@@ -247,6 +269,41 @@ mod tests {
         assert_eq!(copier.copy(r.as_fd(), file.as_fd(), 100).unwrap(), 0);
         assert_eq!(std::fs::read(&path).unwrap(), b"abc");
         let _ = r.read(&mut [0u8; 1]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn pipe_size(fd: BorrowedFd<'_>) -> i32 {
+        // SAFETY: F_GETPIPE_SZ on a pipe of this test.
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETPIPE_SZ) }
+    }
+
+    #[test]
+    fn a_host_pipe_is_grown_never_shrunk_and_a_file_is_left_alone() {
+        // `producer | cc_server run …`: the host's stdin pipe grows, so the
+        // producer and our copy wake each other every MiB, not every 64 KiB.
+        let (r, _w) = std::io::pipe().unwrap();
+        let (big_r, _big_w) = std::io::pipe().unwrap();
+        // SAFETY: F_SETPIPE_SZ on a pipe of this test.
+        let big =
+            unsafe { libc::fcntl(big_r.as_raw_fd(), libc::F_SETPIPE_SZ, 2 * PIPE_SIZE as i32) };
+        let dir = tempfile_dir();
+        let file = std::fs::File::create(dir.join("plain")).unwrap();
+        let (stdin, stdout) = duplicate_host_fds(Some(HostFds {
+            stdin: Some(r.as_raw_fd()),
+            stdout: Some(file.as_raw_fd()),
+        }))
+        .unwrap();
+        assert!(pipe_size(stdin.unwrap().as_fd()) as usize >= PIPE_SIZE);
+        assert_eq!(pipe_size(r.as_fd()) as usize, PIPE_SIZE, "the same pipe");
+        assert!(pipe_size(stdout.unwrap().as_fd()) < 0, "a file is no pipe");
+        if big > 0 {
+            let (kept, _) = duplicate_host_fds(Some(HostFds {
+                stdin: Some(big_r.as_raw_fd()),
+                stdout: None,
+            }))
+            .unwrap();
+            assert_eq!(pipe_size(kept.unwrap().as_fd()), big, "not shrunk");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 
