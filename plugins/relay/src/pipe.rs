@@ -39,8 +39,9 @@ pub fn grow(pipe: BorrowedFd<'_>) {
 
 /// Whether `fd` is a pipe or FIFO.
 fn is_pipe(fd: BorrowedFd<'_>) -> bool {
-    // SAFETY: fstat into a zeroed stat we own.
+    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat of a descriptor we borrow into a `stat` we own.
     let rc = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
     rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO
 }
