@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::args::Forward;
 use crate::forker::{Forker, MemfdExec};
 use crate::forward;
-use crate::guard::rules::Rules;
+use crate::guard::pending::PendingRules;
 use crate::guard::{self, notify::Listener};
 use crate::outbox::Outbox;
 use crate::proto::{self, Reply, Request};
@@ -24,7 +24,7 @@ pub const FORWARDER: &str = "--forwarder";
 /// can no longer do its job (`Err`).
 pub fn serve(
     control: BorrowedFd<'_>,
-    rules: Option<Arc<Rules>>,
+    rules: Option<Arc<PendingRules>>,
     forwards: &[Forward],
     forker: Arc<Forker>,
 ) -> io::Result<()> {
@@ -179,7 +179,7 @@ fn handle(
     running: &mut Running,
     filters: &Filters,
     forker: &Arc<Forker>,
-    rules: Option<&Arc<Rules>>,
+    rules: Option<&Arc<PendingRules>>,
     outbox: &Outbox,
 ) -> Reply {
     match request {
@@ -245,7 +245,7 @@ fn handle(
 fn supervise(
     exec_id: u64,
     listener: OwnedFd,
-    rules: Arc<Rules>,
+    rules: Arc<PendingRules>,
     forker: Arc<Forker>,
     outbox: Outbox,
 ) {
@@ -262,6 +262,8 @@ fn supervise(
                 };
                 let _ = outbox.send(0, &violation);
             };
+            // Nothing is answered before the rules are whole.
+            let rules = rules.wait();
             guard::serve(&listener, &rules, forker.as_ref(), &report);
         });
     if let Err(e) = spawned {

@@ -34,10 +34,7 @@ use sandbox_plugin_api::error_chain;
 use crate::args;
 use crate::control::{FORWARDER, serve};
 use crate::forward::{self, Route};
-use crate::guard::{
-    self,
-    rules::{GuardConfig, Rules},
-};
+use crate::guard::{self, pending::PendingRules};
 use crate::seccomp;
 
 /// The whole of `sandbox-init`'s `main`: PID 1, or the forwarder when the
@@ -88,16 +85,15 @@ pub fn main() -> ExitCode {
     unsafe {
         libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
     }
-    let rules = match guard_config.map(|c| start_guard(&c)).transpose() {
-        Ok(rules) => rules,
-        Err(message) => {
-            // Fail closed: a guard that cannot start means nothing runs.
-            eprintln!("sandbox-init: the create-time guard cannot start: {message}");
-            return ExitCode::from(125);
-        }
-    };
+    if guard_config.is_some() && !seccomp::notify_available() {
+        // Fail closed: a guard that cannot start means nothing runs.
+        eprintln!(
+            "sandbox-init: the create-time guard cannot start: this kernel offers no seccomp user notification"
+        );
+        return ExitCode::from(125);
+    }
     // PID 1's own filter; every command also installs the full one itself.
-    let own_filter = if rules.is_some() {
+    let own_filter = if guard_config.is_some() {
         seccomp::supervisor_filter()
     } else {
         seccomp::hardening_filter()
@@ -106,12 +102,10 @@ pub fn main() -> ExitCode {
         eprintln!("sandbox-init: cannot install the seccomp filter: {e}");
         return ExitCode::from(125);
     }
-    match serve(
-        control.as_fd(),
-        rules.map(Arc::new),
-        &forwards,
-        Arc::new(forker),
-    ) {
+    // The rules are made while we announce `ready` and the first command
+    // starts; its guarded calls wait for them (see `guard::pending`).
+    let rules = guard_config.map(|config| PendingRules::start(config, guard::pending::make));
+    match serve(control.as_fd(), rules, &forwards, Arc::new(forker)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sandbox-init: {e}");
@@ -172,19 +166,4 @@ fn forwarder() -> ExitCode {
     let error = forward::serve(routes, forward::connection_limit());
     eprintln!("sandbox-init forwarder: {error}");
     ExitCode::from(1)
-}
-
-/// Prepares the supervisor side: the rules, the identities of existing
-/// protected files, and a process no command can inspect.
-fn start_guard(config: &GuardConfig) -> Result<Rules, String> {
-    let mut rules = Rules::new(config).map_err(|e| error_chain(&e))?;
-    if !seccomp::notify_available() {
-        return Err("this kernel offers no seccomp user notification".into());
-    }
-    if !guard::scan_protected_inodes(&mut rules) {
-        eprintln!(
-            "sandbox-init: more files than the scan limit; hard links to some protected files may not be caught"
-        );
-    }
-    Ok(rules)
 }

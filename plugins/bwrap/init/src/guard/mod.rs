@@ -12,6 +12,7 @@
 
 pub mod emulate;
 pub mod notify;
+pub mod pending;
 pub mod rules;
 pub mod timing;
 pub mod tracee;
