@@ -39,6 +39,7 @@ use sandbox_plugin_api::{
     ErrorCode, PluginError, ProbeContext, ProbeReport, SandboxLimits, SandboxSpec, error_chain,
 };
 
+use crate::host_facts::RememberingHost;
 use crate::plan::{PlanInput, RealHost};
 use crate::probe::Tools;
 use crate::sandbox::{BwrapSandbox, CONTROL_FD};
@@ -339,7 +340,9 @@ impl BackendImpl for BwrapBackend {
                 }
             }
         }
-        if options.enabled && report.available {
+        // Only what the log says comes of it (each launch discovers again,
+        // fresh): a one-shot `run`, which logs warnings only, skips it.
+        if options.enabled && report.available && tracing::enabled!(tracing::Level::INFO) {
             let extra = self
                 .extra_system
                 .lock()
@@ -380,16 +383,6 @@ impl BackendImpl for BwrapBackend {
             .map(|e| e.clone())
             .unwrap_or_default();
         let guard = self.guard.lock().map(|g| *g).unwrap_or(false);
-        let options = self.toolchains.lock().map(|o| *o).unwrap_or_default();
-        let mut found =
-            toolchains::discover(&toolchains::ToolEnv::from_process(), &extra, &RealHost);
-        if !options.enabled {
-            // Nothing shown; credential files are still masked where binds show them.
-            found = toolchains::Found {
-                secrets: found.secrets,
-                ..Default::default()
-            };
-        }
         if !spec.write_deny_globs.is_empty() && !guard {
             // The host refuses this already (no capability); never run weaker.
             return Err(PluginError::new(
@@ -397,6 +390,7 @@ impl BackendImpl for BwrapBackend {
                 "the spec has filename-glob write denies and the create-time guard is not available here",
             ));
         }
+        let options = self.toolchains.lock().map(|o| *o).unwrap_or_default();
         let defaults = self.limits.lock().map(|l| *l).unwrap_or_default();
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let gitconfig = identity::GitIdentity::of_host_user().gitconfig();
@@ -408,6 +402,16 @@ impl BackendImpl for BwrapBackend {
                 ))
             })?;
             tracing::info!(path = %hooks.display(), "created an empty git hooks directory to protect it");
+        }
+        // From here on the launch only looks: answers may be remembered.
+        let host = RememberingHost::default();
+        let mut found = toolchains::discover(&toolchains::ToolEnv::from_process(), &extra, &host);
+        if !options.enabled {
+            // Nothing shown; credential files are still masked where binds show them.
+            found = toolchains::Found {
+                secrets: found.secrets,
+                ..Default::default()
+            };
         }
         let plan = plan::plan(
             &PlanInput {
@@ -426,7 +430,7 @@ impl BackendImpl for BwrapBackend {
                     .tmpfs_bytes
                     .unwrap_or(limits::DEFAULT_TMPFS_BYTES),
             },
-            &RealHost,
+            &host,
         )
         .map_err(|e| PluginError::new(ErrorCode::INVALID_SPEC, e.to_string()))?;
         let limits = self.limits(&spec)?;
