@@ -696,12 +696,14 @@ const EXEC_BITS: u32 = 0o111;
 pub const SYS_SETXATTRAT: libc::c_long = 463;
 
 /// Mode changes and the argument holding the mode: sent to the supervisor
-/// when the mode has an execute bit. The supervisor answers some injected
-/// descriptors at once (`ADDFD_FLAG_SEND`) and drops its own copy just
-/// after, so its copy could still be open when the caller runs on; a file
-/// with no execute bit cannot be exec'd, and nothing can give it one
-/// before the supervisor has dropped the copy — it serves one call at a
-/// time — so an exec never finds the file open for writing (ETXTBSY).
+/// when the mode has an execute bit, only to be ordered after the answers
+/// before them (it serves one call at a time). The supervisor drops its
+/// copy of every descriptor it injects before it answers, so an exec never
+/// finds one of them open for writing (ETXTBSY). These barriers are what
+/// made a one-step answer (`ADDFD_FLAG_SEND`, our copy closed just after)
+/// safe; it is not used now (slower here, see `guard::serve`), and they
+/// stay so the order holds if it returns: one CONTINUE round trip on a mode
+/// change that adds an execute bit or an xattr write, nothing else.
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub const MODE_ARGS: &[(libc::c_long, u8)] = &[
     (libc::SYS_chmod, 1),

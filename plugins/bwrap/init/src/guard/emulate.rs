@@ -105,13 +105,8 @@ pub enum Answer {
     /// Let the call run unchanged (path-free calls, and barriers the
     /// guard does not judge).
     Continue,
-    /// Inject this descriptor and return its number; `writable`: opened
-    /// for writing (see `notify::may_answer_with_fd`).
-    Fd {
-        fd: OwnedFd,
-        cloexec: bool,
-        writable: bool,
-    },
+    /// Inject this descriptor and return its number.
+    Fd { fd: OwnedFd, cloexec: bool },
     /// Return this value.
     Value(i64),
     /// Fail with this errno.
@@ -662,7 +657,6 @@ fn run(
         answer: Answer::Fd {
             fd,
             cloexec: flags & libc::O_CLOEXEC != 0,
-            writable: flags & libc::O_ACCMODE != libc::O_RDONLY,
         },
         denial: None,
     };

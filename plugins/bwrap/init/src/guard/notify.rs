@@ -10,25 +10,6 @@ pub struct Listener {
     fd: OwnedFd,
 }
 
-/// Whether the descriptor may be injected and answered in one step
-/// ([`Listener::add_fd_and_answer`]), our copy closed a moment after the
-/// caller runs on: when no exec can meet that copy. An exec of a file open
-/// for writing fails with ETXTBSY; one not opened for writing, one not a
-/// regular file, and one with no execute bit (which nothing can exec)
-/// cannot meet it — every mode change that could add an execute bit is
-/// sent to this supervisor too (`seccomp::MODE_ARGS`), which serves it
-/// only after it has dropped the copy.
-pub fn may_answer_with_fd(fd: &OwnedFd, writable: bool) -> bool {
-    if !writable {
-        return true;
-    }
-    // SAFETY: zeroed stat is a valid out-parameter.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fstat on a descriptor we hold, writing into `st`.
-    let known = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == 0;
-    known && (st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_mode & 0o111 == 0)
-}
-
 /// A received notification: its id and the call.
 pub struct Notification {
     pub id: u64,
@@ -129,23 +110,9 @@ impl Listener {
     /// `ADDFD_FLAG_SEND`: the caller closes its copy before answering, so no
     /// extra writable reference outlives the tracee's (ETXTBSY on exec).
     pub fn add_fd(&self, id: u64, fd: RawFd, cloexec: bool) -> io::Result<i32> {
-        self.add_fd_with(id, fd, cloexec, 0)
-    }
-
-    /// Installs `fd` in the tracee and answers with its number there, in
-    /// one step (`ADDFD_FLAG_SEND`): one wake-up of each side instead of
-    /// two, since the kernel does not wake on the same CPU here. Our copy
-    /// outlives the answer by a moment: only for files
-    /// [`may_answer_with_fd`] allows. On an error nothing is answered.
-    pub fn add_fd_and_answer(&self, id: u64, fd: RawFd, cloexec: bool) -> io::Result<i32> {
-        self.add_fd_with(id, fd, cloexec, libc::SECCOMP_ADDFD_FLAG_SEND as u32)
-    }
-
-    fn add_fd_with(&self, id: u64, fd: RawFd, cloexec: bool, flags: u32) -> io::Result<i32> {
         // SAFETY: zeroed then filled.
         let mut add: libc::seccomp_notif_addfd = unsafe { std::mem::zeroed() };
         add.id = id;
-        add.flags = flags;
         add.srcfd = fd as u32;
         add.newfd_flags = if cloexec { libc::O_CLOEXEC as u32 } else { 0 };
         // SAFETY: ioctl with a pointer to a correctly sized struct.
