@@ -99,16 +99,29 @@ pub fn classify(line: &str, is_program: &dyn Fn(&str) -> bool) -> Option<Sandbox
         (FILE_WRITE, target_of(line))
     } else if line.contains("Permission denied") {
         let target = target_of(line);
-        let creating = [
+        // A tool saying which file operation failed: about the file, not
+        // an exec of it, even when the file is a program (`rm` of a
+        // protected hook, `cp` over a built binary).
+        let file_operation = [
             "cannot create",
             "cannot touch",
             "cannot open",
             "can't create",
+            "cannot remove",
+            "cannot move",
+            "cannot overwrite",
+            "cannot unlink",
+            "cannot access",
+            "cannot stat",
+            "cannot read",
+            "cannot write",
+            "cannot copy",
+            "cannot change",
         ]
         .iter()
         .any(|w| line.contains(w));
         match &target {
-            Some(t) if !creating && is_program(t) => (PROCESS_EXEC, target),
+            Some(t) if !file_operation && is_program(t) => (PROCESS_EXEC, target),
             _ => (FILE_ACCESS, target),
         }
     } else if line.contains("Operation not permitted") || line.contains("EPERM") {
@@ -217,7 +230,13 @@ mod tests {
     /// them (recorded inside a sandbox without a grant).
     #[test]
     fn exec_refusals_are_process_exec() {
-        let programs = ["./t.sh", "/w/t.sh", "./a.out", "t.sh"];
+        let programs = [
+            "./t.sh",
+            "/w/t.sh",
+            "./a.out",
+            "t.sh",
+            "w/.git/hooks/update.sample",
+        ];
         let is_program = |t: &str| programs.contains(&t);
         let cases = [
             ("sh: 1: ./t.sh: Permission denied", PROCESS_EXEC, "./t.sh"),
@@ -250,6 +269,21 @@ mod tests {
             ),
             (
                 "sh: 1: cannot create ./t.sh: Permission denied",
+                FILE_ACCESS,
+                "./t.sh",
+            ),
+            (
+                "rm: cannot remove 'w/.git/hooks/update.sample': Permission denied",
+                FILE_ACCESS,
+                "w/.git/hooks/update.sample",
+            ),
+            (
+                "cp: cannot create regular file './t.sh': Permission denied",
+                FILE_ACCESS,
+                "./t.sh",
+            ),
+            (
+                "mv: cannot move './t.sh' to 'x/t.sh': Permission denied",
                 FILE_ACCESS,
                 "./t.sh",
             ),
