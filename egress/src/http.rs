@@ -24,7 +24,8 @@ use hyper::{Method, Request, Response, StatusCode, Version};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::conn::{Admission, Credential, Ctx, dial, tunnel};
+use crate::conn::{Admission, Credential, Ctx, dial};
+use crate::handoff::{Handoff, carry_upgraded};
 use crate::{Ingress, Refusal};
 
 /// Largest request head (request line and headers) we accept; larger gets 431.
@@ -45,15 +46,16 @@ pub const PROXY_AUTHENTICATE: &str = "Basic realm=\"cc_server\"";
 type Body = BoxBody<Bytes, hyper::Error>;
 
 /// Serves one HTTP proxy client connection (keep-alive included) to its end.
-/// `admission`: whether it came in under the session's connection cap.
-pub(crate) async fn serve<S>(ctx: Arc<Ctx>, io: S, admission: Admission)
+/// `admission`: whether it came in under the session's connection cap;
+/// `handoff`: whether its CONNECT tunnels go to the forwarder.
+pub(crate) async fn serve<S>(ctx: Arc<Ctx>, io: S, admission: Admission, handoff: Handoff)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let svc = hyper::service::service_fn(move |req| {
         let ctx = ctx.clone();
         let admission = admission.clone();
-        async move { Ok::<_, Infallible>(handle(&ctx, &admission, req).await) }
+        async move { Ok::<_, Infallible>(handle(&ctx, &admission, handoff, req).await) }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -73,14 +75,19 @@ where
     }
 }
 
-async fn handle(ctx: &Arc<Ctx>, admission: &Admission, req: Request<Incoming>) -> Response<Body> {
+async fn handle(
+    ctx: &Arc<Ctx>,
+    admission: &Admission,
+    handoff: Handoff,
+    req: Request<Incoming>,
+) -> Response<Body> {
     if let Some(credential) = &ctx.credential
         && !authorized(credential, req.headers())
     {
         return proxy_auth_required();
     }
     if req.method() == Method::CONNECT {
-        connect(ctx, admission, req).await
+        connect(ctx, admission, handoff, req).await
     } else {
         forward(ctx, admission, req).await
     }
@@ -106,8 +113,14 @@ fn authorized(credential: &Credential, headers: &HeaderMap) -> bool {
     credential.matches(&decoded[..colon], &decoded[colon + 1..])
 }
 
-/// `CONNECT host:port`: decide, dial, answer 200, then tunnel the upgraded connection.
-async fn connect(ctx: &Arc<Ctx>, admission: &Admission, req: Request<Incoming>) -> Response<Body> {
+/// `CONNECT host:port`: decide, dial, answer 200, then tunnel the upgraded
+/// connection (or hand the upstream to the forwarder).
+async fn connect(
+    ctx: &Arc<Ctx>,
+    admission: &Admission,
+    handoff: Handoff,
+    req: Request<Incoming>,
+) -> Response<Body> {
     let uri = req.uri();
     let authority = match (uri.scheme(), uri.authority()) {
         (None, Some(a)) if uri.path_and_query().is_none() => a.clone(),
@@ -124,7 +137,7 @@ async fn connect(ctx: &Arc<Ctx>, admission: &Admission, req: Request<Incoming>) 
         Ok(addrs) => addrs,
         Err(refusal) => return refused(&refusal),
     };
-    let mut upstream = match dial(&addrs).await {
+    let upstream = match dial(&addrs).await {
         Ok(s) => s,
         Err(e) => return bad_gateway(&authority, &e),
     };
@@ -134,7 +147,7 @@ async fn connect(ctx: &Arc<Ctx>, admission: &Admission, req: Request<Incoming>) 
     let started = ctx.tasks.spawn(async move {
         let _slot = slot;
         match on_upgrade.await {
-            Ok(upgraded) => tunnel(&mut TokioIo::new(upgraded), &mut upstream).await,
+            Ok(upgraded) => carry_upgraded(upgraded, upstream, handoff).await,
             Err(e) => tracing::debug!("CONNECT upgrade: {e}"),
         }
     });

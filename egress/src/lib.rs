@@ -9,11 +9,14 @@
 //! - [`http`], [`socks`]: the two proxies (HTTP CONNECT and absolute-form;
 //!   SOCKS5 and SOCKS4a), each handing every target to [`Policy::decide`].
 //! - [`server`]: one session's pair of listeners (unix sockets, or loopback
-//!   TCP ports with a per-session credential), its live tunnels, teardown.
+//!   TCP ports with a per-session credential), its live tunnels, teardown;
+//!   and the bwrap forwarder's channel, whose connections are handed their
+//!   upstream once decided (`handoff`) instead of being relayed here.
 
 #![forbid(unsafe_code)]
 
 mod conn;
+mod handoff;
 pub mod http;
 pub mod lists;
 pub mod policy;

@@ -2,28 +2,34 @@
 //! cap, and teardown; what every connection shares — the credential check,
 //! the set of live connection and tunnel tasks — is in `conn`.
 //!
+//! The bwrap forwarder's connections come over a channel of their own
+//! ([`SessionProxies::accept_forwarders`]) and are handed their upstream
+//! once decided (see `handoff`).
+//!
 //! Every task a session starts (accept loops, proxy connections, tunnels,
-//! upstream HTTP connections) lives in one [`JoinSet`](tokio::task::JoinSet) owned by the session,
+//! handed-off upstreams, upstream HTTP connections) lives in one [`JoinSet`](tokio::task::JoinSet) owned by the session,
 //! so [`SessionProxies::shutdown`] or dropping the session ends all of them:
 //! the policy is only checked at connect time, and no tunnel may outlive the
 //! run that opened it.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpListener, UnixListener};
+use tokio::io::{AsyncRead, AsyncWrite, Interest};
+use tokio::net::{TcpListener, UnixListener, UnixStream};
 
 use crate::Policy;
 pub use crate::conn::{
     CAP_TAG, Credential, DIAL_TIMEOUT, TUNNEL_BUFFER, ViolationSink, cap_refusal,
 };
 use crate::conn::{Ctx, Tasks};
+use crate::handoff::Handoff;
 
 /// Where a session's proxies listen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +61,10 @@ pub enum Endpoints {
 pub const HTTP_SOCKET: &str = "http.sock";
 pub const SOCKS_SOCKET: &str = "socks.sock";
 
+/// File name of the forwarders' socket inside [`Listen::Unix`]'s `dir`
+/// ([`SessionProxies::accept_forwarders`]): never bound into a sandbox.
+pub const FORWARDER_SOCKET: &str = "forwarder.sock";
+
 /// At most this many live tasks (client connections, tunnels, upstream HTTP
 /// connections; each holds one or two descriptors) per session. Beyond it
 /// the session stops accepting until some end, so one sandbox opening
@@ -78,6 +88,18 @@ enum Proto {
     Socks,
 }
 
+impl Proto {
+    /// The protocol of a forwarder's channel message: the file name of the
+    /// socket it would have connected to.
+    fn named(name: &[u8]) -> Option<Self> {
+        match name {
+            n if n == HTTP_SOCKET.as_bytes() => Some(Self::Http),
+            n if n == SOCKS_SOCKET.as_bytes() => Some(Self::Socks),
+            _ => None,
+        }
+    }
+}
+
 /// One session's running proxies. Dropping it (or [`SessionProxies::shutdown`])
 /// closes the listeners and aborts every live tunnel.
 pub struct SessionProxies {
@@ -85,6 +107,8 @@ pub struct SessionProxies {
     ctx: Arc<Ctx>,
     /// Socket files to remove at teardown (unix listeners only).
     socket_files: Vec<PathBuf>,
+    /// [`Listen::Unix`]'s directory.
+    dir: Option<PathBuf>,
 }
 
 impl SessionProxies {
@@ -133,14 +157,11 @@ impl SessionProxies {
                     },
                     ctx,
                     socket_files: Vec::new(),
+                    dir: Some(dir),
                 };
                 // On error, dropping `this` removes what was bound so far.
                 for (path, proto) in [(http, Proto::Http), (socks, Proto::Socks)] {
-                    let listener = UnixListener::bind(&path)?;
-                    this.socket_files.push(path.clone());
-                    // The directory is 0700 already; this keeps the socket
-                    // private even if it is bind-mounted elsewhere.
-                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+                    let listener = this.bind_private(&path)?;
                     this.spawn_accept_unix(listener, proto);
                 }
                 Ok(this)
@@ -157,6 +178,7 @@ impl SessionProxies {
                     },
                     ctx,
                     socket_files: Vec::new(),
+                    dir: None,
                 };
                 this.spawn_accept_tcp(http, Proto::Http);
                 this.spawn_accept_tcp(socks, Proto::Socks);
@@ -167,6 +189,47 @@ impl SessionProxies {
 
     pub fn endpoints(&self) -> &Endpoints {
         &self.endpoints
+    }
+
+    /// Listens on [`FORWARDER_SOCKET`] beside the unix listeners, for the
+    /// bwrap backend, which connects to it on the host and passes the
+    /// connection down to the sandbox's forwarder as its channel: each
+    /// message on it carries one connection for the socket it names, and
+    /// those connections' tunnels are handed off. The socket is never bound
+    /// into a sandbox, so no command can reach a channel. Unix listeners
+    /// only.
+    pub fn accept_forwarders(&mut self) -> io::Result<PathBuf> {
+        let Some(dir) = &self.dir else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "forwarder channels need unix listeners",
+            ));
+        };
+        let path = dir.join(FORWARDER_SOCKET);
+        let listener = self.bind_private(&path)?;
+        let ctx = self.ctx.clone();
+        self.ctx.tasks.spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((channel, _)) => {
+                        let serving = ctx.clone();
+                        ctx.tasks.spawn(serve_channel(serving, channel));
+                    }
+                    Err(e) => accept_failed(e).await,
+                }
+            }
+        });
+        Ok(path)
+    }
+
+    /// A unix listener at `path`, mode 0600, removed at teardown.
+    fn bind_private(&mut self, path: &Path) -> io::Result<UnixListener> {
+        let listener = UnixListener::bind(path)?;
+        self.socket_files.push(path.to_owned());
+        // The directory is 0700 already; this keeps the socket private even
+        // if it is bind-mounted elsewhere.
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        Ok(listener)
     }
 
     /// Stops accepting and ends every live tunnel; returns once all of the
@@ -199,7 +262,7 @@ impl SessionProxies {
             loop {
                 wait_for_room(&ctx).await;
                 match listener.accept().await {
-                    Ok((stream, _)) => serve(&ctx, stream, proto),
+                    Ok((stream, _)) => serve(&ctx, stream, proto, Handoff::Relay),
                     Err(e) => accept_failed(e).await,
                 }
             }
@@ -214,7 +277,7 @@ impl SessionProxies {
                 match listener.accept().await {
                     Ok((stream, _)) => {
                         let _ = stream.set_nodelay(true);
-                        serve(&ctx, stream, proto);
+                        serve(&ctx, stream, proto, Handoff::Relay);
                     }
                     Err(e) => accept_failed(e).await,
                 }
@@ -231,7 +294,7 @@ impl Drop for SessionProxies {
     }
 }
 
-fn serve<S>(ctx: &Arc<Ctx>, stream: S, proto: Proto)
+fn serve<S>(ctx: &Arc<Ctx>, stream: S, proto: Proto, handoff: Handoff)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -240,11 +303,49 @@ where
     match proto {
         Proto::Http => ctx
             .tasks
-            .spawn(crate::http::serve(conn_ctx, stream, admission)),
+            .spawn(crate::http::serve(conn_ctx, stream, admission, handoff)),
         Proto::Socks => ctx
             .tasks
-            .spawn(crate::socks::serve(conn_ctx, stream, admission)),
+            .spawn(crate::socks::serve(conn_ctx, stream, admission, handoff)),
     };
+}
+
+/// Serves one forwarder's channel until it closes: every message is the
+/// name of a listener's socket with one connection attached, served as if
+/// accepted there, and offered the hand-off. Anything else is dropped.
+async fn serve_channel(ctx: Arc<Ctx>, channel: UnixStream) {
+    let socket = channel.as_raw_fd();
+    loop {
+        let (mut name, mut fds) = ([0u8; 32], Vec::new());
+        let got = channel
+            .async_io(Interest::READABLE, || {
+                sandbox_fdpass::recv(socket, &mut name, &mut fds)
+            })
+            .await;
+        let n = match got {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(e) => {
+                tracing::debug!("egress forwarder channel: {e}");
+                return;
+            }
+        };
+        let (Some(proto), 1) = (Proto::named(&name[..n]), fds.len()) else {
+            tracing::debug!("egress forwarder channel: a message that names no listener");
+            continue;
+        };
+        let connection = std::os::unix::net::UnixStream::from(fds.remove(0));
+        let connection = connection
+            .set_nonblocking(true)
+            .and_then(|()| UnixStream::from_std(connection));
+        match connection {
+            Ok(stream) => {
+                wait_for_room(&ctx).await;
+                serve(&ctx, stream, proto, Handoff::Offer);
+            }
+            Err(e) => tracing::debug!("egress forwarder channel: {e}"),
+        }
+    }
 }
 
 /// Holds the accept loop while the session is at its task limit; pending
@@ -276,6 +377,10 @@ mod proxy_tests;
 #[cfg(test)]
 #[path = "proxy_fuzz.rs"]
 mod proxy_fuzz;
+
+#[cfg(test)]
+#[path = "handoff_tests.rs"]
+mod handoff_tests;
 
 #[cfg(test)]
 mod tests {

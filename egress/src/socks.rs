@@ -19,7 +19,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::Ingress;
-use crate::conn::{Admission, Ctx, dial, tunnel};
+use crate::conn::{Admission, Ctx, dial};
+use crate::handoff::{Handoff, carry};
 
 /// A silent or slow client loses its connection after this long.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -414,8 +415,9 @@ struct Request {
 }
 
 /// Serves one SOCKS client connection to its end.
-/// `admission`: whether it came in under the session's connection cap.
-pub(crate) async fn serve<S>(ctx: Arc<Ctx>, mut client: S, admission: Admission)
+/// `admission`: whether it came in under the session's connection cap;
+/// `handoff`: whether its tunnel goes to the forwarder.
+pub(crate) async fn serve<S>(ctx: Arc<Ctx>, mut client: S, admission: Admission, handoff: Handoff)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -471,7 +473,7 @@ where
     if !req.early.is_empty() && upstream.write_all(&req.early).await.is_err() {
         return;
     }
-    tunnel(&mut client, &mut upstream).await;
+    carry(&mut client, upstream, handoff).await;
 }
 
 async fn write_reply<S: AsyncWrite + Unpin>(client: &mut S, bytes: &[u8]) -> io::Result<()> {

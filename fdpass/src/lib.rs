@@ -144,6 +144,32 @@ pub fn recv(socket: RawFd, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::Result
     Ok(n)
 }
 
+/// The bytes of the egress hand-off (issue 18 item 3), between the bwrap
+/// forwarder (`sandbox-init`) and the session's proxy (`sandbox-egress`),
+/// here because both sides use them and neither depends on the other.
+///
+/// The forwarder holds a *channel* to the proxy that no command can reach
+/// (a connected socket the backend passed down, never a path in the
+/// sandbox). For each connection it makes a socket pair and sends one end
+/// over the channel as a message whose bytes are the name of the proxy's
+/// socket it means (`http.sock`, `socks.sock`): such a connection may be
+/// handed its upstream. After a CONNECT or SOCKS request is decided,
+/// dialled and answered, the proxy sends [`HANDED`] with the upstream
+/// socket attached; the forwarder writes what came before it to the
+/// command, stops reading the command, flushes what it has, and shuts its
+/// write side; the proxy passes what it read from then on to the upstream
+/// and answers [`DRAINED`]; the forwarder then splices between the
+/// command and the upstream. The proxy keeps a duplicate of the upstream
+/// until the forwarder closes its end of the pair, so ending the session
+/// still ends the connection.
+pub mod handoff {
+    /// Sent by the proxy with the upstream socket attached.
+    pub const HANDED: u8 = b'H';
+    /// Sent by the proxy when it has passed on every byte the command sent
+    /// before the hand-off.
+    pub const DRAINED: u8 = b'D';
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

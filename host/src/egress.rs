@@ -155,17 +155,19 @@ impl SessionEgress {
         let listen = Listen::Unix {
             dir: dir.path().to_path_buf(),
         };
-        let proxies =
+        let mut proxies =
             SessionProxies::start(Arc::new(policy), listen, on_violation, max_connections)
                 .await
                 .map_err(EgressError::Start)?;
         let Endpoints::Unix { http, socks } = proxies.endpoints().clone() else {
             return Err(EgressError::Listen("unix sockets"));
         };
+        let forwarder = proxies.accept_forwarders().map_err(EgressError::Start)?;
         let endpoints = EgressEndpoints {
             http_socket: http,
             socks_socket: socks,
             ssh_known_hosts: write_known_hosts(dir.path(), known_hosts)?,
+            forwarder_socket: Some(forwarder),
         };
         let egress = Self {
             proxies: Some(proxies),

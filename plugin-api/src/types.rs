@@ -101,6 +101,13 @@ pub struct EgressEndpoints {
     /// A `known_hosts` file ssh inside the sandbox trusts (git over ssh goes
     /// through the SOCKS proxy; `~/.ssh` is masked).
     pub ssh_known_hosts: Option<PathBuf>,
+    /// A unix socket for the backend's own in-sandbox forwarder: the backend
+    /// connects to it on the host and passes the connection down as the
+    /// forwarder's channel, whose connections the proxy hands their
+    /// upstream socket once decided (SCM_RIGHTS) instead of relaying them.
+    /// Never bind it into a sandbox: whoever holds a channel can be handed
+    /// host sockets.
+    pub forwarder_socket: Option<PathBuf>,
 }
 
 fn default_true() -> bool {

@@ -6,6 +6,7 @@
 
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -491,4 +492,131 @@ fn past_the_session_connection_cap_a_connection_is_refused_naming_the_key() {
         both(&out)
     );
     assert_eq!(bulk.requests(), 1, "the refused request reached the server");
+}
+
+/// The processes (pid and command line) holding the host's TCP socket
+/// from 127.0.0.1:`local` to 127.0.0.1:`remote`, found by its inode in
+/// `/proc/net/tcp` and every process's descriptors.
+fn holders_of_connection(local: u16, remote: u16) -> Vec<String> {
+    let want = (
+        format!("0100007F:{local:04X}"),
+        format!("0100007F:{remote:04X}"),
+    );
+    let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let Some(inode) = tcp.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.len() > 9 && f[1] == want.0 && f[2] == want.1).then(|| f[9].to_owned())
+    }) else {
+        return Vec::new();
+    };
+    let link = format!("socket:[{inode}]");
+    let mut holders = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == link.as_str()));
+        if holds {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            holders.push(format!(
+                "{pid} {}",
+                String::from_utf8_lossy(&cmdline).replace('\0', " ")
+            ));
+        }
+    }
+    holders
+}
+
+/// Issue 18 item 3: a CONNECT tunnel from a bwrap sandbox is handed to the
+/// sandbox's forwarder — the upstream socket is held by the forwarder and,
+/// as its kept handle, by the server, and by nothing else — and destroying
+/// the session still ends it: the host's server sees the connection close.
+#[test]
+fn destroying_a_session_ends_its_handed_off_tunnels() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (seen, events) = std::sync::mpsc::channel::<(&str, u16)>();
+    std::thread::spawn(move || {
+        use std::io::{BufRead, Read};
+        let Ok((stream, peer)) = listener.accept() else {
+            return;
+        };
+        let mut reader = std::io::BufReader::new(stream);
+        let mut line = String::new();
+        if reader.read_line(&mut line).is_ok() && line == "hello\n" {
+            let _ = seen.send(("hello", peer.port()));
+            let mut rest = Vec::new();
+            let _ = reader.read_to_end(&mut rest);
+            let _ = seen.send(("closed", peer.port()));
+        }
+    });
+    let config = "[egress]\nallow = [\"hold.test\"]\nallow_private = [\"hold.test\"]\n\
+                  resolve = [\"hold.test:127.0.0.1\"]\n";
+    let server = Server::start_with(CcServer::new(&plugins).config(config));
+    let work = tempfile::tempdir().unwrap();
+    let body = json!({
+        "sessionId": "held",
+        "bindMounts": [{"hostPath": work.path()}],
+        "guestWorkdir": work.path(),
+    });
+    let created = server.call(
+        "POST",
+        "/v1/sandboxes?backend=bwrap",
+        Some(&body.to_string()),
+    );
+    assert_eq!(
+        created.status,
+        201,
+        "{}\n{}",
+        text(&created.body),
+        server.log()
+    );
+    let script = format!(
+        "exec 3<>/dev/tcp/127.0.0.1/3128\n\
+         printf 'CONNECT hold.test:{port} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' >&3\n\
+         read -r status <&3; echo \"$status\"\n\
+         while read -r line <&3 && [ \"${{line%$'\\r'}}\" ]; do :; done\n\
+         printf 'hello\\n' >&3\n\
+         cat <&3; echo ended\n"
+    );
+    std::thread::scope(|scope| {
+        let exec = scope.spawn(|| {
+            let argv = json!({ "argv": ["bash", "-c", script] }).to_string();
+            server.call("POST", "/v1/sandboxes/held/exec", Some(&argv))
+        });
+        let (what, upstream_port) = events
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the tunnel never reached the server");
+        assert_eq!(what, "hello");
+        let holders = holders_of_connection(upstream_port, port);
+        assert_eq!(holders.len(), 2, "{holders:?}");
+        assert!(
+            holders.iter().any(|h| h.contains("--forwarder")),
+            "the tunnel was not handed to the forwarder: {holders:?}"
+        );
+        assert!(
+            holders.iter().any(|h| h.contains("cc_server")),
+            "the server kept no handle on the tunnel: {holders:?}"
+        );
+        let started = std::time::Instant::now();
+        let destroyed = server.call("DELETE", "/v1/sandboxes/held", None);
+        assert_eq!(destroyed.status, 200, "{}", text(&destroyed.body));
+        let (what, _) = events
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the handed-off tunnel outlived its session");
+        assert_eq!(what, "closed");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        let _ = exec.join();
+    });
 }

@@ -1065,6 +1065,143 @@ int main(void) {
     assert!(w.join("after.txt").exists(), "{}", both(&out));
 }
 
+/// Issue 18 item 3 (threat model T4, T8): the forwarder holds its channel
+/// to the proxy and every handed-off upstream socket — host sockets, which
+/// could be disconnected and connected anywhere. A command holding a live
+/// handed-off tunnel finds the forwarder by its `/proc` entry (the sandbox's
+/// procfs is PID 1's namespace's) and cannot reach one of its descriptors
+/// (it can list their numbers: the directory is its uid's; following one
+/// takes ptrace access): not by reading `/proc/<pid>/fd/N`, opening its entries, a
+/// `/proc/<pid>` descriptor given to `pidfd_getfd`, `/proc/<pid>/mem` or
+/// `environ`; the proxy's forwarder socket is not in the sandbox; its own
+/// descriptors show through the same route, and the tunnel keeps working.
+/// With the guard and without (the kernel alone answers).
+#[test]
+fn commands_cannot_reach_the_forwarders_descriptors() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let bulk = crate::net::BulkServer::start(10);
+    let prog = c_program(
+        "forwarder",
+        r#"
+#include <dirent.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+
+static int forwarder_pid(void) {
+    DIR *proc = opendir("/proc");
+    struct dirent *e;
+    while (proc && (e = readdir(proc))) {
+        int pid = atoi(e->d_name);
+        char path[64], buf[4096];
+        snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+        int fd = pid > 0 ? open(path, O_RDONLY) : -1;
+        ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf);
+        if (fd >= 0) close(fd);
+        if (n > 0 && memmem(buf, (size_t)n, "--forwarder", 11)) return pid;
+    }
+    return -1;
+}
+
+/* Reads up to the end of a response head (or the end). */
+static int head(int s, char *buf, size_t size) {
+    size_t got = 0;
+    while (got < size - 1) {
+        ssize_t n = read(s, buf + got, size - 1 - got);
+        if (n <= 0) break;
+        got += (size_t)n;
+        buf[got] = 0;
+        if (strstr(buf, "\r\n\r\n")) return 0;
+    }
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    only_in_a_sandbox();
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in proxy = { .sin_family = AF_INET, .sin_port = htons(3128) };
+    proxy.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(s, (struct sockaddr *)&proxy, sizeof proxy) != 0) return 3;
+    char buf[4096], path[64], link[256];
+    int n = snprintf(buf, sizeof buf, "CONNECT bulk.test:%s HTTP/1.1\r\nHost: x\r\n\r\n", argv[1]);
+    if (write(s, buf, n) != n || head(s, buf, sizeof buf)) return 4;
+    printf("tunnel=%d\n", strncmp(buf, "HTTP/1.1 200", 12) == 0 ? 0 : 1);
+    int pid = forwarder_pid();
+    printf("found=%d\n", pid > 0 ? 0 : 1);
+    int links = 0, opens = 0;
+    for (int fd = 0; fd < 64; fd++) {
+        snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
+        if (readlink(path, link, sizeof link) >= 0) links++;
+        int o = open(path, O_RDWR);
+        if (o >= 0) { opens++; close(o); }
+        o = open(path, O_PATH);
+        if (o >= 0) { opens++; close(o); }
+    }
+    printf("fdlinks=%d\nfdopens=%d\n", links, opens);
+    snprintf(path, sizeof path, "/proc/%d", pid);
+    int dir = open(path, O_DIRECTORY | O_RDONLY);
+    int taken = 0;
+    for (int fd = 0; dir >= 0 && fd < 64; fd++)
+        if (syscall(SYS_pidfd_getfd, dir, fd, 0) >= 0) taken++;
+    printf("getfd=%d\n", taken);
+    snprintf(path, sizeof path, "/proc/%d/mem", pid);
+    int mem = open(path, O_RDONLY);
+    printf("mem=%d\n", mem < 0 ? errno : 0);
+    snprintf(path, sizeof path, "/proc/%d/environ", pid);
+    int env = open(path, O_RDONLY);
+    printf("environ=%d\n", env < 0 ? errno : 0);
+    printf("channel=%d\n", access("/.sandbox-egress/forwarder.sock", F_OK) == 0 ? 0 : errno);
+    snprintf(path, sizeof path, "/proc/self/fd/%d", s);
+    printf("own=%d\n", readlink(path, link, sizeof link) >= 0 ? 0 : errno);
+    const char *get = "GET / HTTP/1.1\r\nHost: bulk.test\r\n\r\n";
+    if (write(s, get, strlen(get)) != (ssize_t)strlen(get) || head(s, buf, sizeof buf)) return 5;
+    printf("after=%d\n", strncmp(buf, "HTTP/1.1 200", 12) == 0 ? 0 : 1);
+    return 0;
+}
+"#,
+    );
+    let port = bulk.port().to_string();
+    let flags = [
+        "--allow-domain",
+        "bulk.test",
+        "--allow-private",
+        "bulk.test",
+        "--resolve",
+        "bulk.test:127.0.0.1",
+    ];
+    let script = format!("{} {port}", prog.path());
+    let guarded = prog.sh(&plugins, w, &flags, &script);
+    let unguarded = prog.sh_with(
+        &plugins,
+        "guard = false\n[dispatch_policy]\nwrite_deny_globs = []\n",
+        w,
+        &flags,
+        &script,
+    );
+    for out in [&guarded, &unguarded] {
+        assert_eq!(code(out), 0, "{}", both(out));
+        for (name, want_zero) in [
+            ("tunnel", true),
+            ("found", true),
+            ("fdlinks", true),
+            ("fdopens", true),
+            ("getfd", true),
+            ("own", true),
+            ("after", true),
+            ("mem", false),
+            ("environ", false),
+            ("channel", false),
+        ] {
+            let value = reading(out, name);
+            assert_eq!(value == 0, want_zero, "{name}={value}\n{}", both(out));
+        }
+    }
+}
+
 /// G1 (process layout, docs/research/linux-create-deny.md §2.2 "D1", and
 /// §2.5 item 9, confused deputy):
 /// the supervisor creates files for the commands inside PID 1's Landlock

@@ -99,6 +99,10 @@ pub struct PlanInput<'a> {
 /// (`--file`), right above the control socket.
 pub const GITCONFIG_FD: i32 = 4;
 
+/// The descriptor the forwarder's channel to the session's proxy has in
+/// bwrap and PID 1 (`--egress-channel`), right above the `.gitconfig`.
+pub const CHANNEL_FD: i32 = 5;
+
 /// The size of a tmpfs nothing may write to (masks, the empty git
 /// template dir): room for directory entries only.
 pub const READ_ONLY_TMPFS_BYTES: u64 = 64 << 10;
@@ -121,6 +125,9 @@ pub struct Plan {
     pub egress: bool,
     /// Whether ssh gets the session's `known_hosts` file.
     pub ssh_known_hosts: bool,
+    /// The proxy's forwarder socket on the host: the launch connects to it
+    /// and passes the connection as [`CHANNEL_FD`] (never bound inside).
+    pub egress_channel: Option<PathBuf>,
     /// Writable directories commands may exec from (SPEC F5).
     pub exec_grants: Vec<PathBuf>,
     /// What bwrap reads from [`GITCONFIG_FD`] into the private home.
@@ -560,6 +567,12 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
             args.one("--forward", format!("{port}={EGRESS_IN_SANDBOX}/{socket}"));
         }
     }
+    // The forwarder's channel: a descriptor, not a path, so that no command
+    // can reach it (the proxy hands its connections host sockets).
+    let egress_channel = egress.and_then(|e| e.forwarder_socket.clone());
+    if egress_channel.is_some() {
+        args.one("--egress-channel", CHANNEL_FD.to_string());
+    }
     Ok(Plan {
         args: args.0,
         workdir,
@@ -568,6 +581,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         guard,
         egress: egress.is_some(),
         ssh_known_hosts: egress.is_some_and(|e| e.ssh_known_hosts.is_some()),
+        egress_channel,
         exec_grants: grants,
         gitconfig,
         toolchains: shown.views.iter().map(|v| v.guest.clone()).collect(),

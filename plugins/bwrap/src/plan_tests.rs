@@ -714,6 +714,7 @@ fn egress_sockets_are_bound_and_forwarded() {
         http_socket: "/tmp/e/http.sock".into(),
         socks_socket: "/tmp/e/socks.sock".into(),
         ssh_known_hosts: Some("/tmp/e/known_hosts".into()),
+        forwarder_socket: None,
     });
     for network in [true, false] {
         spec.network_enabled = network;
@@ -767,6 +768,36 @@ fn egress_sockets_are_bound_and_forwarded() {
         ssh.contains("UserKnownHostsFile=/.sandbox-egress/known_hosts"),
         "{ssh}"
     );
+}
+
+/// Issue 18 item 3: the proxy's forwarder socket reaches PID 1 only as a
+/// descriptor (`--egress-channel`), never as a path in the sandbox: whoever
+/// holds a channel is handed host sockets.
+#[test]
+fn the_forwarder_channel_is_a_descriptor_never_a_bind() {
+    let host = FakeHost::standard();
+    let mut spec = spec_with(vec![bind("/work/proj", false)]);
+    spec.egress = Some(sandbox_plugin_api::EgressEndpoints {
+        http_socket: "/tmp/e/http.sock".into(),
+        socks_socket: "/tmp/e/socks.sock".into(),
+        ssh_known_hosts: None,
+        forwarder_socket: Some("/tmp/e/forwarder.sock".into()),
+    });
+    let plan = run(&spec, &host).unwrap();
+    let args = strings(&plan);
+    assert!(has(&args, &["--egress-channel", "5"]), "{args:?}");
+    assert!(
+        !args.iter().any(|a| a.contains("forwarder.sock")),
+        "{args:?}"
+    );
+    assert_eq!(
+        plan.egress_channel.as_deref(),
+        Some(Path::new("/tmp/e/forwarder.sock"))
+    );
+    spec.egress.as_mut().unwrap().forwarder_socket = None;
+    let plan = run(&spec, &host).unwrap();
+    assert!(!strings(&plan).iter().any(|a| a == "--egress-channel"));
+    assert_eq!(plan.egress_channel, None);
 }
 
 /// C1 (exec only from the system view): configured system paths are bound

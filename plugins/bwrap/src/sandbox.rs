@@ -22,7 +22,7 @@ use sandbox_plugin_api::{
 
 use crate::cgroup::{CgroupPlan, Groups, OomCounter};
 use crate::control::{Control, ControlEvents, Exit};
-use crate::plan::{GITCONFIG_FD, Plan};
+use crate::plan::{CHANNEL_FD, GITCONFIG_FD, Plan};
 use crate::probe::Tools;
 use crate::spawner;
 use crate::violations::StderrWatch;
@@ -459,6 +459,12 @@ pub(crate) fn start(
         None => None,
     };
     let gitconfig_raw = gitconfig.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+    let channel = plan
+        .egress_channel
+        .as_deref()
+        .map(egress_channel)
+        .transpose()?;
+    let channel_raw = channel.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
     let joins: Vec<i32> = joins.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
     // SAFETY: runs in the forked child before exec; write, dup2, fcntl and
     // close_range are async-signal-safe and only touch the child's
@@ -483,10 +489,23 @@ pub(crate) fn start(
             {
                 return Err(std::io::Error::last_os_error());
             }
-            // bwrap gets stdin, stdout, stderr, the control socket and the
-            // .gitconfig data, and nothing else the host process had open
-            // (threat model T3): everything above is closed at exec.
-            let above = (GITCONFIG_FD + 1) as u32;
+            // Above CHANNEL_FD (`egress_channel`), so the two dup2 above
+            // cannot have replaced it.
+            if let Some(channel) = channel_raw
+                && libc::dup2(channel, CHANNEL_FD) < 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // bwrap gets stdin, stdout, stderr, the control socket, the
+            // .gitconfig data and the egress channel, and nothing else the
+            // host process had open (threat model T3): everything above is
+            // closed at exec.
+            let last = if channel_raw.is_some() {
+                CHANNEL_FD
+            } else {
+                GITCONFIG_FD
+            };
+            let above = (last + 1) as u32;
             let cloexec = libc::CLOSE_RANGE_CLOEXEC;
             if libc::syscall(libc::SYS_close_range, above, u32::MAX, cloexec) != 0 {
                 return Err(std::io::Error::last_os_error());
@@ -497,6 +516,7 @@ pub(crate) fn start(
     let mut child = spawner::spawn(command)
         .map_err(|e| PluginError::other(format!("starting {}: {e}", tools.bwrap.display())))?;
     drop(gitconfig);
+    drop(channel);
     drop(their_fd);
     drop(theirs);
     let stderr_tail = Arc::new(Mutex::new(Vec::new()));
@@ -524,6 +544,34 @@ pub(crate) fn start(
             )))
         }
     }
+}
+
+/// A connection to the session's forwarder socket, for PID 1 to pass to
+/// the forwarder as its channel, at a descriptor above [`CHANNEL_FD`].
+fn egress_channel(path: &std::path::Path) -> Result<std::os::fd::OwnedFd, PluginError> {
+    let connect = || -> std::io::Result<std::os::fd::OwnedFd> {
+        let stream = UnixStream::connect(path)?;
+        // SAFETY: plain fcntl; the duplicate is a fresh descriptor we own.
+        let high = unsafe {
+            libc::fcntl(
+                std::os::fd::AsRawFd::as_raw_fd(&stream),
+                libc::F_DUPFD_CLOEXEC,
+                CHANNEL_FD + 1,
+            )
+        };
+        if high < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: F_DUPFD_CLOEXEC returned a fresh descriptor nothing else owns.
+        Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(high) })
+    };
+    connect().map_err(|e| {
+        PluginError::other(format!(
+            "connecting to the session's egress forwarder socket {}: {e}; the session's \
+             proxies must be running while the sandbox starts",
+            path.display()
+        ))
+    })
 }
 
 /// An unnamed file holding `data`, positioned at its start (bwrap's

@@ -16,14 +16,18 @@ pub struct Forward {
 }
 
 /// What PID 1 was started with: the control socket, the guard, the egress
-/// forwards, where commands may exec from, the writable exec grants, and
-/// the cache overlays.
+/// forwards and the proxy's channel, where commands may exec from, the
+/// writable exec grants, and the cache overlays.
 #[derive(Debug)]
 pub struct Args {
     /// Not yet checked or owned: [`adopt_control`] does that.
     pub control: RawFd,
     pub guard: Option<GuardConfig>,
     pub forwards: Vec<Forward>,
+    /// `--egress-channel FD`: a connection to the session's proxy for the
+    /// forwarder (`sandbox_init::forward`). Not yet checked or owned:
+    /// [`adopt_control`] does that too.
+    pub channel: Option<RawFd>,
     pub exec_from: Vec<PathBuf>,
     pub exec_grants: Vec<String>,
     pub caches: CacheOverlays,
@@ -34,6 +38,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
     let mut control = None;
     let mut guard_config = None;
     let mut forwards = Vec::new();
+    let mut channel = None;
     let mut exec_from = Vec::new();
     let mut exec_grants = Vec::new();
     let mut caches = CacheOverlays::default();
@@ -64,6 +69,13 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
                     socket: socket.to_owned(),
                 });
             }
+            "--egress-channel" => {
+                channel = Some(
+                    value
+                        .parse::<RawFd>()
+                        .map_err(|_| format!("bad descriptor `{value}`"))?,
+                )
+            }
             "--exec-from" => exec_from.push(PathBuf::from(value)),
             "--exec-grant" => exec_grants.push(value.clone()),
             "--caches" => {
@@ -74,19 +86,26 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         }
     }
     let control = control
-        .ok_or("usage: sandbox-init --control-fd N [--guard JSON] [--forward PORT=SOCKET]... [--exec-from PATH]... [--exec-grant DIR]... [--caches JSON]")?;
+        .ok_or("usage: sandbox-init --control-fd N [--guard JSON] [--forward PORT=SOCKET]... [--egress-channel N] [--exec-from PATH]... [--exec-grant DIR]... [--caches JSON]")?;
+    if channel == Some(control) {
+        return Err(format!(
+            "--egress-channel {control} is the control descriptor; pass another"
+        ));
+    }
     Ok(Args {
         control,
         guard: guard_config,
         forwards,
+        channel,
         exec_from,
         exec_grants,
         caches,
     })
 }
 
-/// Takes ownership of the control descriptor our parent handed us, after
-/// checking it is open, and makes it close-on-exec.
+/// Takes ownership of a descriptor our parent handed us (the control
+/// socket, the egress channel), after checking it is open, and makes it
+/// close-on-exec.
 pub fn adopt_control(fd: RawFd) -> Result<OwnedFd, String> {
     // SAFETY: F_GETFD only inspects the descriptor table.
     if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
@@ -178,6 +197,21 @@ mod tests {
         assert!(e.starts_with("--guard: "), "{e}");
         let e = parse(&strings(&["--control-fd", "3", "--caches", "not json"])).unwrap_err();
         assert!(e.starts_with("--caches: "), "{e}");
+    }
+
+    /// Issue 18 item 3: the forwarder's channel is a descriptor of its own.
+    #[test]
+    fn the_egress_channel_is_a_descriptor_other_than_the_control() {
+        let parsed = parse(&strings(&["--control-fd", "3", "--egress-channel", "5"])).unwrap();
+        assert_eq!(parsed.channel, Some(5));
+        assert_eq!(
+            parse(&strings(&["--control-fd", "3"])).unwrap().channel,
+            None
+        );
+        let e = parse(&strings(&["--control-fd", "3", "--egress-channel", "x"])).unwrap_err();
+        assert_eq!(e, "bad descriptor `x`");
+        let e = parse(&strings(&["--control-fd", "3", "--egress-channel", "3"])).unwrap_err();
+        assert!(e.contains("is the control descriptor"), "{e}");
     }
 
     #[test]

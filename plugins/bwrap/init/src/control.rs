@@ -26,11 +26,12 @@ pub fn serve(
     control: BorrowedFd<'_>,
     rules: Option<Arc<PendingRules>>,
     forwards: &[Forward],
+    channel: Option<OwnedFd>,
     forker: Arc<Forker>,
 ) -> io::Result<()> {
     let children = ChildSignals::new()?;
     // Before `ready`: a command must find its proxies listening.
-    let forwarder = start_forwards(forwards)?;
+    let forwarder = start_forwards(forwards, channel)?;
     let outbox = Outbox {
         fd: control.as_raw_fd(),
         lock: Arc::default(),
@@ -101,12 +102,12 @@ pub fn serve(
 }
 
 /// Binds and listens on each forward's port, then starts the forwarder
-/// (hardening filter, no guard: it creates no files) with the listeners,
-/// which it alone holds from then on: if it dies, connections are refused.
-/// Returns its pid. A port that cannot be bound, or a forwarder that cannot
-/// be started, fails the launch: a sandbox that asked for network gets it,
-/// or does not start.
-fn start_forwards(forwards: &[Forward]) -> io::Result<Option<i32>> {
+/// (hardening filter, no guard: it creates no files) with the listeners and
+/// the proxy's `channel`, which it alone holds from then on: if it dies,
+/// connections are refused. Returns its pid. A port that cannot be bound,
+/// or a forwarder that cannot be started, fails the launch: a sandbox that
+/// asked for network gets it, or does not start.
+fn start_forwards(forwards: &[Forward], channel: Option<OwnedFd>) -> io::Result<Option<i32>> {
     if forwards.is_empty() {
         return Ok(None);
     }
@@ -132,7 +133,14 @@ fn start_forwards(forwards: &[Forward]) -> io::Result<Option<i32>> {
         .open("/dev/null")?
         .into();
     let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
-    let inherit: Vec<RawFd> = listeners.iter().map(|l| l.as_raw_fd()).collect();
+    if let Some(channel) = &channel {
+        argv.push(forward::channel_arg(channel.as_raw_fd()));
+    }
+    let inherit: Vec<RawFd> = listeners
+        .iter()
+        .map(|l| l.as_raw_fd())
+        .chain(channel.as_ref().map(|c| c.as_raw_fd()))
+        .collect();
     // Forked here, not by the forker: outside the commands' namespace, no
     // command can name the forwarder either.
     let (pid, _) = spawn(
@@ -146,7 +154,8 @@ fn start_forwards(forwards: &[Forward]) -> io::Result<Option<i32>> {
         None,
     )
     .map_err(|f| io::Error::other(format!("the egress forwarder: {}", f.message)))?;
-    // `listeners` close here: the forwarder's copies are the only ones.
+    // `listeners` and `channel` close here: the forwarder's copies are the
+    // only ones.
     Ok(Some(pid))
 }
 

@@ -12,6 +12,16 @@
 //! when one side reaches end of file). If it dies, the listeners close with
 //! it and connections are refused: fail closed.
 //!
+//! With a channel to the proxy (`channel=FD`, a connected socket the
+//! backend passed down; no command can reach it), a connection goes to the
+//! proxy over it instead ([`offer`]), and once the proxy has decided,
+//! dialled and answered a CONNECT or SOCKS request it hands over the
+//! upstream socket: the relay switches to command ↔ upstream, one relay
+//! instead of three ([`relay_offered`]; the wire is
+//! `sandbox_fdpass::handoff`). What the proxy relays itself (plain HTTP,
+//! refusals) is read with `recvmsg`, so the hand-off is never spliced away.
+//! Without a channel, or if it fails, connections go by the socket's path.
+//!
 //! One thread per connection, at most [`MAX_CONNECTIONS`] of them (more are
 //! closed at once). Each thread moves bytes with `splice(2)` through one
 //! pipe per direction, never through user space, and waits in `poll(2)`;
@@ -21,11 +31,14 @@
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sandbox_fdpass::handoff::{DRAINED, HANDED};
 
 /// The listen backlog PID 1 asks for (the kernel caps it at
 /// `net.core.somaxconn`, 4096 by default since Linux 5.4).
@@ -52,8 +65,12 @@ const IDLE_WAKES: u32 = 1000;
 /// Stack of each connection's thread: it holds no buffers.
 const THREAD_STACK: usize = 128 << 10;
 
-/// Descriptors a connection holds: its two sockets and two pipes.
-const FDS_PER_CONNECTION: usize = 6;
+/// Descriptors a connection holds: its two sockets and two pipes, and a
+/// handed-off upstream.
+const FDS_PER_CONNECTION: usize = 7;
+
+/// How long a handed-off connection waits for the proxy's [`DRAINED`].
+const DRAIN_PATIENCE: Duration = Duration::from_secs(10);
 
 /// A socket listening on `127.0.0.1:port` (0: any free port) with a backlog
 /// of [`BACKLOG`], close-on-exec, at a descriptor number above 2 (so a
@@ -112,6 +129,8 @@ pub enum AdoptError {
     Twice { arg: String, fd: RawFd },
     #[error("`{arg}`: descriptor {fd} is not a listening socket")]
     NotListening { arg: String, fd: RawFd },
+    #[error("`{arg}`: descriptor {fd} is not a connected stream socket")]
+    NotChannel { arg: String, fd: RawFd },
 }
 
 /// One forward: a listening socket and the unix socket its connections go to.
@@ -125,6 +144,55 @@ pub struct Route {
 /// The forwarder's argument for one route: `PORT=FD:SOCKET`.
 pub fn route_arg(port: u16, fd: RawFd, target: &str) -> String {
     format!("{port}={fd}:{target}")
+}
+
+/// The forwarder's argument for its channel to the proxy: `channel=FD`.
+pub fn channel_arg(fd: RawFd) -> String {
+    format!("{CHANNEL_PREFIX}{fd}")
+}
+
+const CHANNEL_PREFIX: &str = "channel=";
+
+/// Parses a `channel=FD` argument (`None`: it is not one) and takes
+/// ownership of `FD`, which must be a connected stream socket not claimed
+/// by a route in `taken`.
+pub fn adopt_channel(arg: &str, taken: &[RawFd]) -> Option<Result<OwnedFd, AdoptError>> {
+    let fd = arg.strip_prefix(CHANNEL_PREFIX)?;
+    let Ok(fd) = fd.parse::<RawFd>() else {
+        return Some(Err(AdoptError::Usage {
+            arg: arg.to_owned(),
+        }));
+    };
+    if taken.contains(&fd) {
+        return Some(Err(AdoptError::Twice {
+            arg: arg.to_owned(),
+            fd,
+        }));
+    }
+    let stream = int_option(fd, libc::SOL_SOCKET, libc::SO_TYPE) == Some(libc::SOCK_STREAM);
+    let listening = int_option(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN) != Some(0);
+    if !stream || listening {
+        return Some(Err(AdoptError::NotChannel {
+            arg: arg.to_owned(),
+            fd,
+        }));
+    }
+    // SAFETY: the descriptor is an open socket (checked above), handed to
+    // this process as its channel alone.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: plain fcntl on a descriptor we own.
+    unsafe { libc::fcntl(owned.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+    Some(Ok(owned))
+}
+
+/// `getsockopt` of one int; `None` if `fd` is not an open socket.
+fn int_option(fd: RawFd, level: libc::c_int, name: libc::c_int) -> Option<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `value`; on a
+    // descriptor that is not an open socket it only fails.
+    let ok = unsafe { libc::getsockopt(fd, level, name, (&raw mut value).cast(), &mut len) } == 0;
+    ok.then_some(value)
 }
 
 impl Route {
@@ -148,20 +216,7 @@ impl Route {
                 fd,
             });
         }
-        let mut listening: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: getsockopt writes at most `len` bytes into `listening`;
-        // on a descriptor that is not an open socket it only fails.
-        let ok = unsafe {
-            libc::getsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_ACCEPTCONN,
-                (&raw mut listening).cast(),
-                &mut len,
-            )
-        } == 0;
-        if !ok || listening != 1 {
+        if int_option(fd, libc::SOL_SOCKET, libc::SO_ACCEPTCONN) != Some(1) {
             return Err(AdoptError::NotListening {
                 arg: arg.to_owned(),
                 fd,
@@ -209,19 +264,22 @@ pub fn connection_limit() -> usize {
 
 /// Serves every route until one of them fails for good; returns that error.
 /// At most `limit` connections are relayed at once, across all routes.
-pub fn serve(routes: Vec<Route>, limit: usize) -> io::Error {
+/// `channel`: the proxy's channel, if the backend passed one.
+pub fn serve(routes: Vec<Route>, limit: usize, channel: Option<OwnedFd>) -> io::Error {
     if routes.is_empty() {
         return io::Error::other("no routes to serve");
     }
     let active = Arc::new(AtomicUsize::new(0));
+    let channel = channel.map(Arc::new);
     let (failed, failure) = std::sync::mpsc::channel::<io::Error>();
     for route in routes {
         let active = Arc::clone(&active);
         let failed = failed.clone();
+        let channel = channel.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("accept-{}", route.port))
             .spawn(move || {
-                let error = accept_loop(&route, &active, limit);
+                let error = accept_loop(&route, channel.as_ref(), &active, limit);
                 let _ = failed.send(io::Error::new(
                     error.kind(),
                     format!("127.0.0.1:{}: {error}", route.port),
@@ -246,7 +304,12 @@ impl Drop for Slot {
     }
 }
 
-fn accept_loop(route: &Route, active: &Arc<AtomicUsize>, limit: usize) -> io::Error {
+fn accept_loop(
+    route: &Route,
+    channel: Option<&Arc<OwnedFd>>,
+    active: &Arc<AtomicUsize>,
+    limit: usize,
+) -> io::Error {
     loop {
         let stream = match route.listener.accept() {
             Ok((stream, _)) => stream,
@@ -274,11 +337,12 @@ fn accept_loop(route: &Route, active: &Arc<AtomicUsize>, limit: usize) -> io::Er
         }
         let slot = Slot(Arc::clone(active));
         let target = route.target.clone();
+        let channel = channel.cloned();
         let spawned = std::thread::Builder::new()
             .stack_size(THREAD_STACK)
             .spawn(move || {
                 let _slot = slot;
-                connect_and_relay(stream, &target);
+                connect_and_relay(stream, &target, channel.as_deref());
             });
         if let Err(e) = spawned {
             // The closure, stream and slot included, is dropped: closed.
@@ -287,7 +351,21 @@ fn accept_loop(route: &Route, active: &Arc<AtomicUsize>, limit: usize) -> io::Er
     }
 }
 
-fn connect_and_relay(stream: TcpStream, target: &Path) {
+fn connect_and_relay(stream: TcpStream, target: &Path, channel: Option<&OwnedFd>) {
+    let _ = tune_tcp(&stream);
+    let name = target.file_name().map_or(&[][..], |n| n.as_bytes());
+    // Ends of connections (resets, broken pipes) are not worth a log line.
+    match channel.map(|channel| offer(channel, name)) {
+        Some(Ok(proxy)) => {
+            let _ = relay_offered(stream.into(), proxy.into());
+            return;
+        }
+        Some(Err(e)) => warn(&format!(
+            "the proxy's channel: {e}; connecting to {} instead",
+            target.display()
+        )),
+        None => {}
+    }
     let proxy = match UnixStream::connect(target) {
         Ok(proxy) => proxy,
         Err(e) => {
@@ -295,9 +373,87 @@ fn connect_and_relay(stream: TcpStream, target: &Path) {
             return;
         }
     };
-    let _ = tune_tcp(&stream);
-    // Ends of connections (resets, broken pipes) are not worth a log line.
     let _ = relay(stream.into(), proxy.into(), true);
+}
+
+/// A connection to the proxy that may be handed its upstream: one end of a
+/// new socket pair, the other sent over the channel under `name`, the file
+/// name of the proxy socket it stands for.
+fn offer(channel: &OwnedFd, name: &[u8]) -> io::Result<UnixStream> {
+    let (ours, theirs) = UnixStream::pair()?;
+    // One small message with its descriptor: one skb, never interleaved
+    // with another thread's.
+    let sent = sandbox_fdpass::send(channel.as_raw_fd(), name, &[theirs.as_raw_fd()])?;
+    if sent != name.len() {
+        return Err(io::Error::other("the channel took part of a message"));
+    }
+    Ok(ours)
+}
+
+/// Relays a connection [`offer`]ed to the proxy: as [`relay`] until the
+/// proxy hands over the upstream, then, once the proxy has passed on what
+/// the command sent before ([`DRAINED`]), between the command and the
+/// upstream. `proxy` stays open until the end: while it is, the proxy
+/// keeps its own handle on the upstream, and closing it lets that go.
+fn relay_offered(command: OwnedFd, proxy: OwnedFd) -> io::Result<()> {
+    let Some(upstream) = relay_until_handed(&command, &proxy, true, true)? else {
+        return Ok(());
+    };
+    wait_drained(&proxy)?;
+    relay_until_handed(&command, &upstream, true, false).map(drop)
+}
+
+/// Waits for the proxy's one byte saying it passed on every early byte.
+fn wait_drained(proxy: &OwnedFd) -> io::Result<()> {
+    let mut polled = libc::pollfd {
+        fd: proxy.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let patience = DRAIN_PATIENCE.as_millis() as libc::c_int;
+    loop {
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut polled, 1, patience) };
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the proxy never finished the hand-off",
+            ));
+        }
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let mut byte = 0u8;
+        // SAFETY: reads at most one byte into `byte`.
+        let got = unsafe { libc::read(proxy.as_raw_fd(), (&raw mut byte).cast(), 1) };
+        match got {
+            1 if byte == DRAINED => return Ok(()),
+            1 => return Err(io::Error::other("the proxy sent bytes after the hand-off")),
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            _ => {
+                let e = io::Error::last_os_error();
+                if !matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN)) {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// The upstream in a message that carried descriptors: exactly one, after
+/// [`HANDED`], the message's last byte (a read stops after the bytes that
+/// carried descriptors). Anything else is the end of the connection.
+fn handed_upstream(data: &[u8], mut fds: Vec<OwnedFd>) -> io::Result<OwnedFd> {
+    if data.last() != Some(&HANDED) || fds.len() != 1 {
+        return Err(io::Error::other(
+            "the proxy sent descriptors that are no hand-off",
+        ));
+    }
+    Ok(fds.remove(0))
 }
 
 /// No coalescing delay of our own (the bytes are already late), and
@@ -355,18 +511,44 @@ fn warn(message: &str) {
 /// Returns at the first error (a reset, a broken pipe), closing both.
 /// `splice`: move bytes through pipes (else through buffers).
 fn relay(a: OwnedFd, b: OwnedFd, splice: bool) -> io::Result<()> {
+    relay_until_handed(&a, &b, splice, false).map(drop)
+}
+
+/// [`relay`], and with `watch` `b` is the proxy end of an [`offer`]ed
+/// connection: what comes from it is read with `recvmsg`, and on a hand-off
+/// the relay stops reading `a`, writes to `a` what came before it, flushes
+/// to `b` what `a` sent and shuts `b`'s write side, then returns the
+/// upstream.
+fn relay_until_handed(
+    a: &OwnedFd,
+    b: &OwnedFd,
+    splice: bool,
+    watch: bool,
+) -> io::Result<Option<OwnedFd>> {
     set_nonblocking(a.as_raw_fd())?;
     set_nonblocking(b.as_raw_fd())?;
     let mut ab = Pump::new(a.as_raw_fd(), b.as_raw_fd(), splice);
-    let mut ba = Pump::new(b.as_raw_fd(), a.as_raw_fd(), splice);
+    let mut ba = Pump::new(b.as_raw_fd(), a.as_raw_fd(), splice && !watch);
+    ba.watch = watch;
     // A socket whose hang-up was seen while nothing was asked of it.
     let mut hung_up = [false, false];
     let mut idle = 0u32;
     loop {
         let one = ab.step()?;
         let two = ba.step()?;
+        if ba.handed.is_some() {
+            if !ab.eof {
+                // What `a` sends from now on is the upstream's: stop reading
+                // it, and shut `b` once what was read is flushed.
+                ab.eof = true;
+                continue;
+            }
+            if ba.pending == 0 && ab.shut {
+                return Ok(ba.handed.take());
+            }
+        }
         if ab.done() && ba.done() {
-            return Ok(());
+            return Ok(None);
         }
         if one.turn_over || two.turn_over {
             continue;
@@ -486,6 +668,10 @@ struct Pump {
     eof: bool,
     /// `dst`'s write side is shut (after `eof` and the last byte).
     shut: bool,
+    /// Read `src` with `recvmsg` (a buffer carrier), for a hand-off.
+    watch: bool,
+    /// The upstream `src` handed over; nothing more is read from it.
+    handed: Option<OwnedFd>,
 }
 
 /// What a [`Pump::step`] did.
@@ -505,6 +691,8 @@ impl Pump {
             pending: 0,
             eof: false,
             shut: false,
+            watch: false,
+            handed: None,
         }
     }
 
@@ -514,7 +702,7 @@ impl Pump {
 
     /// The events it waits for on `src`.
     fn reading(&self) -> libc::c_short {
-        if !self.eof && self.pending == 0 {
+        if !self.eof && self.pending == 0 && self.handed.is_none() {
             libc::POLLIN
         } else {
             0
@@ -561,9 +749,12 @@ impl Pump {
                     step.moved = true;
                 }
                 return Ok(step);
+            } else if self.handed.is_some() {
+                return Ok(step);
             } else {
                 match self.read()? {
-                    Some(0) => self.eof = true,
+                    // A hand-off with nothing before it is not an end of file.
+                    Some(0) if self.handed.is_none() => self.eof = true,
                     Some(n) => self.pending = n,
                     None => return Ok(step),
                 }
@@ -594,6 +785,19 @@ impl Pump {
                             *capacity,
                             libc::SPLICE_F_NONBLOCK | libc::SPLICE_F_MOVE,
                         )
+                    }
+                }
+                Carrier::Buffer { data, start } if self.watch => {
+                    *start = 0;
+                    let mut fds = Vec::new();
+                    match sandbox_fdpass::recv(self.src, data, &mut fds) {
+                        Ok(n) if fds.is_empty() => return Ok(Some(n)),
+                        Ok(n) => {
+                            self.handed = Some(handed_upstream(&data[..n], fds)?);
+                            return Ok(Some(n - 1));
+                        }
+                        Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Ok(None),
+                        Err(e) => return Err(e),
                     }
                 }
                 Carrier::Buffer { data, start } => {
@@ -887,6 +1091,10 @@ mod tests {
     }
 
     fn start(limit: usize, target: &Path) -> u16 {
+        start_with(limit, target, None)
+    }
+
+    fn start_with(limit: usize, target: &Path, channel: Option<OwnedFd>) -> u16 {
         let listener = listen_loopback(0).unwrap();
         let port = local_port(&listener).unwrap();
         let route = Route {
@@ -894,8 +1102,87 @@ mod tests {
             listener,
             target: target.to_owned(),
         };
-        thread::spawn(move || serve(vec![route], limit));
+        thread::spawn(move || serve(vec![route], limit, channel));
         port
+    }
+
+    /// An echo server on loopback TCP (passes the half-close on): what an
+    /// upstream would be.
+    fn tcp_echo() -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                thread::spawn(move || {
+                    let mut writer = stream.try_clone().unwrap();
+                    let _ = io::copy(&mut stream, &mut writer);
+                    let _ = writer.shutdown(Shutdown::Write);
+                });
+            }
+        });
+        port
+    }
+
+    /// The proxy's side of the channel, by hand (the real one is
+    /// `sandbox-egress`'s, tested there against this wire): each connection
+    /// names `http.sock`, sends one line, gets `OK\n`, and then, with
+    /// `hand`, a fresh connection to `upstream` handed over; the proxy
+    /// passes on what it reads until end of file, answers DRAINED, keeps
+    /// its duplicate in `kept`, and shuts it down when the forwarder closes
+    /// its end. Without `hand` the proxy echoes the connection itself.
+    fn fake_proxy(
+        hand: bool,
+        upstream: u16,
+        kept: Arc<std::sync::Mutex<Vec<TcpStream>>>,
+    ) -> OwnedFd {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        thread::spawn(move || {
+            loop {
+                let (mut name, mut fds) = ([0u8; 32], Vec::new());
+                match sandbox_fdpass::recv(theirs.as_raw_fd(), &mut name, &mut fds) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => assert_eq!(&name[..n], b"http.sock"),
+                }
+                let mut conn = UnixStream::from(fds.pop().unwrap());
+                let kept = Arc::clone(&kept);
+                thread::spawn(move || {
+                    let mut line = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while conn.read_exact(&mut byte).is_ok() && byte[0] != b'\n' {
+                        line.push(byte[0]);
+                    }
+                    if !hand {
+                        conn.write_all(b"OK\n").unwrap();
+                        let mut writer = conn.try_clone().unwrap();
+                        let _ = io::copy(&mut conn, &mut writer);
+                        let _ = writer.shutdown(Shutdown::Write);
+                        return;
+                    }
+                    let up = TcpStream::connect(("127.0.0.1", upstream)).unwrap();
+                    let mut dup = up.try_clone().unwrap();
+                    conn.write_all(b"OK\n").unwrap();
+                    sandbox_fdpass::send(conn.as_raw_fd(), &[HANDED], &[up.as_raw_fd()]).unwrap();
+                    drop(up);
+                    kept.lock().unwrap().push(dup.try_clone().unwrap());
+                    let mut early = Vec::new();
+                    conn.read_to_end(&mut early).unwrap();
+                    dup.write_all(&early).unwrap();
+                    conn.write_all(&[DRAINED]).unwrap();
+                    let mut hup = libc::pollfd {
+                        fd: conn.as_raw_fd(),
+                        events: 0,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd.
+                    while unsafe { libc::poll(&mut hup, 1, -1) } == 0
+                        || hup.revents & libc::POLLHUP == 0
+                    {}
+                    let _ = dup.shutdown(Shutdown::Both);
+                });
+            }
+        });
+        ours.into()
     }
 
     /// Sends `bytes`, half-closes, reads the echo to its end.
@@ -1032,5 +1319,144 @@ mod tests {
         assert_eq!(route.port, 3128);
         assert_eq!(route.target, Path::new("/a:b/http.sock"));
         assert_eq!(route.listener.as_raw_fd(), fd);
+    }
+
+    /// Through a channel, a connection the proxy hands off goes straight to
+    /// the upstream: the proxy relays nothing after DRAINED, so every echoed
+    /// byte crossed the forwarder's own relay; bytes sent before the hand-off
+    /// came through the proxy's drain first, in order; half-closes pass.
+    #[test]
+    fn a_handed_off_connection_carries_both_ways_with_half_close() {
+        let kept = Arc::default();
+        let channel = fake_proxy(true, tcp_echo(), Arc::clone(&kept));
+        let dir = TempDir::new();
+        let port = start_with(4, &dir.0.join("http.sock"), Some(channel));
+        for (early, late) in [(0, 3 << 20), (100_000, 1), (5, 0)] {
+            let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let mut up = b"GO\n".to_vec();
+            let (early, late) = (pattern(early, 3), pattern(late, 4));
+            up.extend_from_slice(&early);
+            stream.write_all(&up).unwrap();
+            let mut ok = [0u8; 3];
+            stream.read_exact(&mut ok).unwrap();
+            assert_eq!(&ok, b"OK\n");
+            let mut writer = stream.try_clone().unwrap();
+            let sent = late.clone();
+            let sender = thread::spawn(move || {
+                writer.write_all(&sent).unwrap();
+                writer.shutdown(Shutdown::Write).unwrap();
+            });
+            let mut back = Vec::new();
+            stream.read_to_end(&mut back).unwrap();
+            sender.join().unwrap();
+            let mut want = early;
+            want.extend_from_slice(&late);
+            assert!(
+                back == want,
+                "{} bytes back, {} sent",
+                back.len(),
+                want.len()
+            );
+        }
+        // Each connection's end (the forwarder closing its end of the pair)
+        // let the proxy shut its duplicate down.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let kept = kept.lock().unwrap();
+            if kept.len() == 3 && kept.iter().all(hung_up) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a kept upstream is still open"
+            );
+            drop(kept);
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Whether a socket reports hang-up (both directions shut).
+    fn hung_up(s: &TcpStream) -> bool {
+        let mut p = libc::pollfd {
+            fd: s.as_raw_fd(),
+            events: 0,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut p, 1, 0) };
+        p.revents & libc::POLLHUP != 0
+    }
+
+    /// The proxy shuts its kept handle down (the session ended): the
+    /// handed-off connection ends for the command too.
+    #[test]
+    fn the_proxy_shutting_its_handle_ends_a_handed_off_connection() {
+        let kept: Arc<std::sync::Mutex<Vec<TcpStream>>> = Arc::default();
+        let channel = fake_proxy(true, tcp_echo(), Arc::clone(&kept));
+        let dir = TempDir::new();
+        let port = start_with(4, &dir.0.join("http.sock"), Some(channel));
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.write_all(b"GO\nping").unwrap();
+        let mut got = [0u8; 7];
+        stream.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"OK\nping");
+        for s in kept.lock().unwrap().iter() {
+            s.shutdown(Shutdown::Both).unwrap();
+        }
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut buf = [0u8; 16];
+        // End of file or a reset, not the read timeout.
+        let r = stream.read(&mut buf);
+        let timed_out = r
+            .as_ref()
+            .is_err_and(|e| e.kind() == io::ErrorKind::WouldBlock);
+        assert!(matches!(r, Ok(0) | Err(_)) && !timed_out, "{r:?}");
+    }
+
+    /// An offered connection the proxy relays itself (plain HTTP, a
+    /// refusal) is relayed as before, read with `recvmsg`; a channel that
+    /// is gone falls back to the socket's path.
+    #[test]
+    fn offered_connections_the_proxy_relays_and_a_dead_channel_still_work() {
+        let channel = fake_proxy(false, 0, Arc::default());
+        let dir = TempDir::new();
+        let port = start_with(4, &dir.0.join("http.sock"), Some(channel));
+        let mut want = b"OK\n".to_vec();
+        let bytes = pattern(4 << 20, 9);
+        want.extend_from_slice(&bytes);
+        let mut up = b"GO\n".to_vec();
+        up.extend_from_slice(&bytes);
+        assert!(echo_round(port, &up) == want);
+
+        let (dead, peer) = UnixStream::pair().unwrap();
+        drop(peer);
+        let socket = dir.0.join("echo.sock");
+        echo_server(&socket);
+        let port = start_with(4, &socket, Some(dead.into()));
+        assert_eq!(echo_round(port, b"by path"), b"by path");
+    }
+
+    #[test]
+    fn the_channel_argument_is_parsed_and_checked() {
+        assert_eq!(channel_arg(9), "channel=9");
+        assert!(adopt_channel("3128=7:/s", &[]).is_none());
+        let (a, _b) = UnixStream::pair().unwrap();
+        let fd = a.as_raw_fd();
+        let e = adopt_channel(&channel_arg(fd), &[fd]).unwrap().unwrap_err();
+        assert!(e.to_string().contains("twice"), "{e}");
+        let listener = listen_loopback(0).unwrap();
+        let e = adopt_channel(&channel_arg(listener.as_raw_fd()), &[])
+            .unwrap()
+            .unwrap_err();
+        assert!(e.to_string().contains("not a connected stream"), "{e}");
+        assert!(adopt_channel("channel=x", &[]).unwrap().is_err());
+        let fd = {
+            use std::os::fd::IntoRawFd;
+            a.into_raw_fd()
+        };
+        let owned = adopt_channel(&channel_arg(fd), &[]).unwrap().unwrap();
+        assert_eq!(owned.as_raw_fd(), fd);
     }
 }

@@ -15,8 +15,9 @@
 //!
 //! With `--forward PORT=SOCKET`, it binds and listens on `127.0.0.1:PORT`
 //! before `ready` and hands the listeners to the egress forwarder, this same
-//! binary started as `sandbox-init --forwarder PORT=FD:SOCKET …` in a
-//! process of its own (see `sandbox_init::forward`).
+//! binary started as `sandbox-init --forwarder PORT=FD:SOCKET … [channel=FD]`
+//! in a process of its own (see `sandbox_init::forward`), with the proxy's
+//! channel if the backend passed one (`--egress-channel FD`).
 //!
 //! Commands are forked by the fork thread, in a pid namespace below ours
 //! (`sandbox_init::forker`), so none can name PID 1; the forwarder is forked
@@ -46,9 +47,10 @@ pub fn main() -> ExitCode {
     let cli: Vec<String> = std::env::args().skip(1).collect();
     let parsed = args::parse(&cli).and_then(|parsed| {
         let control = args::adopt_control(parsed.control)?;
-        Ok((control, parsed))
+        let channel = parsed.channel.map(args::adopt_control).transpose()?;
+        Ok((control, channel, parsed))
     });
-    let (control, parsed) = match parsed {
+    let (control, channel, parsed) = match parsed {
         Ok(parsed) => parsed,
         Err(message) => {
             eprintln!("sandbox-init: {message}");
@@ -105,7 +107,7 @@ pub fn main() -> ExitCode {
     // The rules are made while we announce `ready` and the first command
     // starts; its guarded calls wait for them (see `guard::pending`).
     let rules = guard_config.map(|config| PendingRules::start(config, guard::pending::make));
-    match serve(control.as_fd(), rules, &forwards, Arc::new(forker)) {
+    match serve(control.as_fd(), rules, &forwards, channel, Arc::new(forker)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sandbox-init: {e}");
@@ -143,9 +145,10 @@ fn enter_domain(
     Ok(())
 }
 
-/// `sandbox-init --forwarder PORT=FD:SOCKET …`: relays the connections of
-/// the listeners PID 1 made and passed down to the unix sockets. Runs under
-/// the hardening filter PID 1's child installed before exec.
+/// `sandbox-init --forwarder PORT=FD:SOCKET … [channel=FD]`: relays the
+/// connections of the listeners PID 1 made and passed down to the proxy, by
+/// the channel or the unix sockets. Runs under the hardening filter PID 1's
+/// child installed before exec.
 fn forwarder() -> ExitCode {
     // SAFETY: plain prctl call. Not dumpable: commands can neither read its
     // memory nor reach its descriptors through /proc.
@@ -153,17 +156,24 @@ fn forwarder() -> ExitCode {
         libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
     }
     let mut routes: Vec<Route> = Vec::new();
+    let mut channel = None;
     for arg in std::env::args().skip(2) {
-        let taken: Vec<RawFd> = routes.iter().map(|r| r.listener.as_raw_fd()).collect();
-        match Route::adopt(&arg, &taken) {
-            Ok(route) => routes.push(route),
-            Err(e) => {
-                eprintln!("sandbox-init forwarder: {}", error_chain(&e));
-                return ExitCode::from(125);
-            }
+        let mut taken: Vec<RawFd> = routes.iter().map(|r| r.listener.as_raw_fd()).collect();
+        taken.extend(
+            channel
+                .as_ref()
+                .map(|c: &std::os::fd::OwnedFd| c.as_raw_fd()),
+        );
+        let adopted = match forward::adopt_channel(&arg, &taken) {
+            Some(adopted) => adopted.map(|fd| channel = Some(fd)),
+            None => Route::adopt(&arg, &taken).map(|route| routes.push(route)),
+        };
+        if let Err(e) = adopted {
+            eprintln!("sandbox-init forwarder: {}", error_chain(&e));
+            return ExitCode::from(125);
         }
     }
-    let error = forward::serve(routes, forward::connection_limit());
+    let error = forward::serve(routes, forward::connection_limit(), channel);
     eprintln!("sandbox-init forwarder: {error}");
     ExitCode::from(1)
 }
