@@ -16,6 +16,7 @@
 //! launches whose policy needs it (SPEC C3).
 
 pub mod cgroup;
+mod child_exit;
 mod control;
 pub mod host_facts;
 pub mod identity;

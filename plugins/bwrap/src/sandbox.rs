@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sandbox_exec_group::Group;
 use sandbox_exec_relay::{Relay, StderrWatcher, pipe};
@@ -935,25 +935,11 @@ impl SandboxImpl for BwrapSandbox {
         let mut result = Ok(());
         if let Ok(mut bwrap) = self.bwrap.lock()
             && let Some(mut child) = bwrap.take()
+            && !crate::child_exit::wait_or_kill(&mut child, EXIT_PATIENCE)
         {
-            let deadline = Instant::now() + EXIT_PATIENCE;
-            let exited = pid_fd(&child);
-            loop {
-                match child.try_wait() {
-                    Ok(Some(_)) => break,
-                    Ok(None) if Instant::now() < deadline => {
-                        wait_readable(exited.as_ref(), deadline)
-                    }
-                    _ => {
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        result = Err(PluginError::other(
-                            "bwrap did not exit after its sandbox ended; killed it",
-                        ));
-                        break;
-                    }
-                }
-            }
+            result = Err(PluginError::other(
+                "bwrap did not exit after its sandbox ended; killed it",
+            ));
         }
         // The execs' groups first: the v2 limit group, when there is one,
         // is their parent.
@@ -973,33 +959,4 @@ impl SandboxImpl for BwrapSandbox {
         }
         result
     }
-}
-
-/// A pidfd of `child` (Linux 5.3): readable once it has exited, so its end
-/// is waited for, not polled. `None` where the kernel has none.
-fn pid_fd(child: &Child) -> Option<OwnedFd> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: pidfd_open of our own unreaped child (its pid cannot be reused).
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id(), 0) };
-    // SAFETY: a fresh descriptor that nobody else owns.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
-
-/// Blocks until `fd` is readable or `deadline` passes; without a pidfd,
-/// one millisecond (the caller checks again).
-fn wait_readable(fd: Option<&OwnedFd>, deadline: Instant) {
-    use std::os::fd::AsRawFd;
-    let Some(fd) = fd else {
-        std::thread::sleep(Duration::from_millis(1));
-        return;
-    };
-    let left = deadline.saturating_duration_since(Instant::now());
-    let mut poll = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let millis = left.as_millis().clamp(1, i32::MAX as u128) as i32;
-    // SAFETY: poll on one pollfd we own, for at most `millis`.
-    unsafe { libc::poll(&mut poll, 1, millis) };
 }
