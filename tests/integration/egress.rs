@@ -561,23 +561,7 @@ fn destroying_a_session_ends_its_handed_off_tunnels() {
                   resolve = [\"hold.test:127.0.0.1\"]\n";
     let server = Server::start_with(CcServer::new(&plugins).config(config));
     let work = tempfile::tempdir().unwrap();
-    let body = json!({
-        "sessionId": "held",
-        "bindMounts": [{"hostPath": work.path()}],
-        "guestWorkdir": work.path(),
-    });
-    let created = server.call(
-        "POST",
-        "/v1/sandboxes?backend=bwrap",
-        Some(&body.to_string()),
-    );
-    assert_eq!(
-        created.status,
-        201,
-        "{}\n{}",
-        text(&created.body),
-        server.log()
-    );
+    server.create_bwrap_over("held", work.path());
     let script = format!(
         "exec 3<>/dev/tcp/127.0.0.1/3128\n\
          printf 'CONNECT hold.test:{port} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' >&3\n\

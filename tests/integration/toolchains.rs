@@ -384,23 +384,7 @@ fn the_handle_lists_toolchains_and_an_api_exec_finds_cargo() {
             .env("CARGO_HOME", cargo_home.path())
             .env("PATH", &path),
     );
-    let body = json!({
-        "sessionId": "tc",
-        "bindMounts": [{"hostPath": work.path()}],
-        "guestWorkdir": work.path(),
-    });
-    let created = server.call(
-        "POST",
-        "/v1/sandboxes?backend=bwrap",
-        Some(&body.to_string()),
-    );
-    assert_eq!(
-        created.status,
-        201,
-        "{}\n{}",
-        text(&created.body),
-        server.log()
-    );
+    let created = server.create_bwrap_over("tc", work.path());
     let details = &created.json()["details"];
     let strings = |v: &Value| -> Vec<String> {
         v.as_array()

@@ -741,6 +741,29 @@ impl Server {
         http(self.addr, method, path, body, Some(&self.token))
     }
 
+    /// Creates a bwrap sandbox whose workdir is `work`, bound read-write;
+    /// fails the test, with the server's log, unless it is created.
+    pub fn create_bwrap_over(&self, session_id: &str, work: &std::path::Path) -> Response {
+        let body = serde_json::json!({
+            "sessionId": session_id,
+            "bindMounts": [{"hostPath": work}],
+            "guestWorkdir": work,
+        });
+        let created = self.call(
+            "POST",
+            "/v1/sandboxes?backend=bwrap",
+            Some(&body.to_string()),
+        );
+        assert_eq!(
+            created.status,
+            201,
+            "{}\n{}",
+            String::from_utf8_lossy(&created.body),
+            self.log()
+        );
+        created
+    }
+
     /// Sends SIGTERM and waits for the exit status.
     pub fn stop(&mut self) -> std::process::ExitStatus {
         self.stop_with(libc::SIGTERM)
