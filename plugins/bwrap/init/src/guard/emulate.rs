@@ -812,23 +812,80 @@ fn link(
             // `/proc/self/fd/N` with AT_SYMLINK_FOLLOW (how an O_TMPFILE file
             // gets a name): the file is the tracee's descriptor N.
             let file = magic_file(as_command, tid, owner, &t)?;
-            return link_file(rules, file, tid, newdirfd, &new);
+            return link_file(rules, file, tid, newdirfd, &new, Known::default());
         }
         let follow = if follow_links { 0 } else { libc::O_NOFOLLOW };
-        io(tracee::openat2(
+        let source = io(tracee::openat2(
             t.parent.as_raw_fd(),
             &cname,
             libc::O_PATH | libc::O_CLOEXEC | follow,
             0,
             libc::RESOLVE_NO_MAGICLINKS,
-        ))?
+        ))?;
+        if !follow_links {
+            // The name itself was opened: its path is the one resolved.
+            let known = Known {
+                source_path: t.path(),
+                target: sibling_of(&t, &old, &new, olddirfd == newdirfd, tid).transpose()?,
+            };
+            return link_file(rules, source, tid, newdirfd, &new, known);
+        }
+        source
     };
-    link_file(rules, source, tid, newdirfd, &new)
+    link_file(rules, source, tid, newdirfd, &new, Known::default())
+}
+
+/// What a link already knows before [`link_file`]: the source's path, and
+/// the new name's target when it is the source's sibling.
+#[derive(Default)]
+struct Known {
+    source_path: PathBuf,
+    target: Option<Target>,
+}
+
+/// `second`'s target when it names an entry of the directory `first` was
+/// just resolved to — the same start, the same directory part (a link or
+/// rename within a directory, as git makes for every object and ref): that
+/// directory held again instead of walked a second time. What the checks
+/// see and the call does is still one held directory and one name; the
+/// kernel, looking both up, would see the same unless something moved
+/// between its two walks. `None` when they differ.
+fn sibling_of(
+    first_target: &Target,
+    first: &[u8],
+    second: &[u8],
+    same_start: bool,
+    tid: u32,
+) -> Option<Step<Target>> {
+    if !same_start || first.is_empty() || second.is_empty() {
+        return None;
+    }
+    let (first_dir, _) = tracee::split(&tracee::rewrite_self(first, tid));
+    let (second_dir, name) = tracee::split(&tracee::rewrite_self(second, tid));
+    if first_dir != second_dir || (first[0] == b'/') != (second[0] == b'/') {
+        return None;
+    }
+    Some(dup(&first_target.parent).map(|parent| Target {
+        parent,
+        parent_path: first_target.parent_path.clone(),
+        name,
+    }))
 }
 
 /// Links the file we hold under the tracee's new name, after checking both.
-fn link_file(rules: &Rules, source: OwnedFd, tid: u32, newdirfd: i32, new: &[u8]) -> Step<Outcome> {
-    let source_path = io(tracee::fd_path(source.as_raw_fd()))?;
+fn link_file(
+    rules: &Rules,
+    source: OwnedFd,
+    tid: u32,
+    newdirfd: i32,
+    new: &[u8],
+    known: Known,
+) -> Step<Outcome> {
+    let source_path = if known.source_path.as_os_str().is_empty() {
+        io(tracee::fd_path(source.as_raw_fd()))?
+    } else {
+        known.source_path
+    };
     // A hard link to a protected file is a writable alias of it.
     if let Some(refusal) = rules.check_name(&source_path) {
         return Err(deny("file-write-data", &source_path, refusal, "link"));
@@ -842,7 +899,10 @@ fn link_file(rules: &Rules, source: OwnedFd, tid: u32, newdirfd: i32, new: &[u8]
         };
         return Err(deny("file-write-data", &source_path, refusal, "link"));
     }
-    let t = resolve(tid, Start::Tracee(newdirfd), new)?;
+    let t = match known.target {
+        Some(t) => t,
+        None => resolve(tid, Start::Tracee(newdirfd), new)?,
+    };
     let target = t.path();
     if let Some(refusal) = rules.check_create(&target) {
         return Err(deny("file-write-create", &target, refusal, "link"));
@@ -874,7 +934,10 @@ fn rename(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -> Step<Outc
     let new = string(tid, new_at)?;
     valid()?;
     let from = resolve(tid, Start::Tracee(olddirfd), &old)?;
-    let to = resolve(tid, Start::Tracee(newdirfd), &new)?;
+    let to = match sibling_of(&from, &old, &new, olddirfd == newdirfd, tid) {
+        Some(to) => to?,
+        None => resolve(tid, Start::Tracee(newdirfd), &new)?,
+    };
     let (from_path, to_path) = (from.path(), to.path());
     // Moving a protected name (or a directory protected names live in)
     // away is a write to it; moving anything into such a place creates one.
@@ -995,5 +1058,50 @@ mod tests {
         assert!(wants_write(libc::O_RDWR));
         assert!(wants_write(libc::O_RDONLY | libc::O_CREAT));
         assert!(wants_write(libc::O_RDONLY | libc::O_TRUNC));
+    }
+
+    /// A second name is resolved from the first one's directory only when
+    /// it names an entry of that same directory from the same start.
+    #[test]
+    fn only_a_sibling_shares_the_first_names_directory() {
+        let dir = tempfile_dir();
+        let first = Target {
+            parent: OwnedFd::from(std::fs::File::open(&dir).unwrap()),
+            parent_path: dir.clone(),
+            name: b"tmp_obj".to_vec(),
+        };
+        let tid = std::process::id();
+        let shared = |a: &[u8], b: &[u8], same_start| {
+            sibling_of(&first, a, b, same_start, tid).map(|t| {
+                let t = t.unwrap_or_else(|_| panic!("dup"));
+                (t.parent_path, t.name)
+            })
+        };
+        assert_eq!(
+            shared(b"objects/ab/tmp_obj", b"objects/ab/cdef", true),
+            Some((dir.clone(), b"cdef".to_vec()))
+        );
+        assert_eq!(
+            shared(b"index.lock", b"index", true),
+            Some((dir.clone(), b"index".to_vec()))
+        );
+        assert_eq!(
+            shared(b"/a/x", b"/a/y", true),
+            Some((dir.clone(), b"y".to_vec()))
+        );
+        // Another directory, another start, absolute against relative, empty.
+        assert_eq!(shared(b"objects/ab/tmp", b"objects/cd/tmp", true), None);
+        assert_eq!(shared(b"a/x", b"a/x/y", true), None);
+        assert_eq!(shared(b"index.lock", b"index", false), None);
+        assert_eq!(shared(b"/x", b"x", true), None);
+        assert_eq!(shared(b"a/x", b"/a/y", true), None);
+        assert_eq!(shared(b"x", b"", true), None);
+        std::fs::remove_dir(&dir).unwrap();
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("sibling-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
 }

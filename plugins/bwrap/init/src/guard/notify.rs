@@ -243,10 +243,8 @@ mod tests {
             // SAFETY: plain call.
             let cpu = unsafe { libc::sched_getcpu() };
             // SAFETY: `cpu` is the kernel's own CPU number.
-            assert!(
-                unsafe { libc::CPU_ISSET(cpu as usize, &held) },
-                "the CPU it is on"
-            );
+            let on_it = unsafe { libc::CPU_ISSET(cpu as usize, &held) };
+            assert!(on_it, "held on the CPU it is on");
             assert!(set_own_cpus(&before), "giving the mask back");
             let after = own_cpus().expect("the mask after");
             assert_eq!(cpus_in(&after), cpus_in(&before));
