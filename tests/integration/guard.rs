@@ -2765,10 +2765,15 @@ fn a_bound_home_keeps_every_family_that_runs_code_later() {
 /// processes: `find_sandbox_processes()` fills `targets` (PID 1, the
 /// supervisor; the egress forwarder; the commands' namespace reaper) with
 /// their pids as the sandbox's `/proc` numbers them, found by their command
-/// lines, so nothing outside the sandbox can be picked.
+/// lines, so nothing outside the sandbox can be picked. The forwarder
+/// starts at the first connection to a proxy port: one is made first (and
+/// kept open), and the forwarder looked for until it is there (2 s).
 const SANDBOX_PROCESSES: &str = r#"
 #include <dirent.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
@@ -2794,8 +2799,19 @@ static int find(const char *file, const char *needle) {
     return found;
 }
 
+static int wake_forwarder(void) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in proxy = { .sin_family = AF_INET, .sin_port = htons(3128) };
+    proxy.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return connect(s, (struct sockaddr *)&proxy, sizeof proxy) == 0 ? s : -1;
+}
+
 static void find_sandbox_processes(void) {
-    targets[1] = find("cmdline", "--forwarder");
+    printf("woken=%d\n", wake_forwarder() >= 0);
+    for (int i = 0; i < 200 && targets[1] < 0; i++) {
+        targets[1] = find("cmdline", "--forwarder");
+        if (targets[1] < 0) usleep(10000);
+    }
     targets[2] = find("comm", "pidns-reaper");
     for (int i = 0; i < 3; i++) printf("%s=%d\n", names[i], targets[i]);
 }
@@ -3048,6 +3064,40 @@ echo "proxy-reply=$reply"
         "the forwarder did not relay\n{}",
         both(&out)
     );
+}
+
+/// Issue 18 item 1: the egress forwarder starts at the first connection to
+/// a proxy port, not with every sandbox — before one no `--forwarder`
+/// process runs; that first connection is relayed all the same (the
+/// session's proxy answers a CONNECT to a loopback port with its refusal,
+/// which only a live forwarder passes on), and the forwarder runs after it
+/// (a process whose first argument is `--forwarder`).
+#[test]
+fn the_forwarder_starts_at_the_first_connection() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let script = r#"forwarders() {
+  n=0
+  for f in /proc/[0-9]*/cmdline; do
+    [ "$(tr '\0' '\n' < "$f" 2>/dev/null | sed -n 2p)" = --forwarder ] && n=$((n + 1))
+  done
+  echo "$n"
+}
+echo "before=$(forwarders)"
+reply=$(bash -c 'exec 3<>/dev/tcp/127.0.0.1/3128 && printf "CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n" >&3 && timeout 20 head -c 12 <&3' 2>/dev/null)
+echo "reply=$reply"
+echo "after=$(forwarders)"
+"#;
+    let out = guard_sh(&plugins, work.path(), &[], script);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_line(&out, "before=0");
+    assert!(
+        lines(&out).iter().any(|l| l.starts_with("reply=HTTP/1.")),
+        "the first connection was not relayed\n{}",
+        both(&out)
+    );
+    assert_line(&out, "after=1");
 }
 
 /// C1, G1 (issue 14 item 8): a program written into a memfd does not run,

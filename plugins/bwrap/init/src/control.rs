@@ -30,8 +30,9 @@ pub fn serve(
     forker: Arc<Forker>,
 ) -> io::Result<()> {
     let children = ChildSignals::new()?;
-    // Before `ready`: a command must find its proxies listening.
-    let forwarder = start_forwards(forwards, channel)?;
+    // Before `ready`: a command must find its proxies listening. The
+    // forwarder itself starts at the first connection.
+    let mut forwarder = Forwarder::prepare(forwards, channel)?;
     let outbox = Outbox {
         fd: control.as_raw_fd(),
         lock: Arc::default(),
@@ -51,21 +52,19 @@ pub fn serve(
         umask: commands_umask(rules.is_some()),
     };
     let mut running = Running::default();
+    let mut polled = Vec::new();
     loop {
-        let mut polled = [
-            libc::pollfd {
-                fd: control.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: children.fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: polled is a valid array of two pollfd.
-        let n = unsafe { libc::poll(polled.as_mut_ptr(), 2, -1) };
+        let watched = |fd: RawFd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        polled.clear();
+        polled.push(watched(control.as_raw_fd()));
+        polled.push(watched(children.fd.as_raw_fd()));
+        polled.extend(forwarder.waiting_on().map(watched));
+        // SAFETY: `polled` is a valid array of that many pollfd.
+        let n = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, -1) };
         if n < 0 {
             let err = io::Error::last_os_error();
             if err.kind() == io::ErrorKind::Interrupted {
@@ -75,7 +74,10 @@ pub fn serve(
         }
         if polled[1].revents != 0 {
             children.drain();
-            reap(&outbox, &mut running, forwarder, forker.reaper())?;
+            reap(&outbox, &mut running, forwarder.pid(), forker.reaper())?;
+        }
+        if polled[2..].iter().any(|p| p.revents != 0) {
+            forwarder.start();
         }
         if polled[0].revents != 0 {
             match proto::recv::<Request>(control)? {
@@ -101,62 +103,128 @@ pub fn serve(
     }
 }
 
-/// Binds and listens on each forward's port, then starts the forwarder
-/// (hardening filter, no guard: it creates no files) with the listeners and
-/// the proxy's `channel`, which it alone holds from then on: if it dies,
-/// connections are refused. Returns its pid. A port that cannot be bound,
-/// or a forwarder that cannot be started, fails the launch: a sandbox that
-/// asked for network gets it, or does not start.
-fn start_forwards(forwards: &[Forward], channel: Option<OwnedFd>) -> io::Result<Option<i32>> {
-    if forwards.is_empty() {
-        return Ok(None);
+/// The egress forwarder (hardening filter, no guard: it creates no files),
+/// started at the first connection to one of its ports rather than at
+/// every start (issue 18 item 1): most commands never connect, and one
+/// process fewer to exec is start-up time on a 2-core host.
+enum Forwarder {
+    /// No forwards asked for.
+    Absent,
+    /// Listening; the forwarder is started when a connection waits.
+    Waiting(Prepared),
+    /// Started (its pid), or could not be: then its listeners are closed
+    /// and connections refused.
+    Started(Option<i32>),
+}
+
+/// What the forwarder is started with: its arguments, the listeners and
+/// the proxy's channel, which it alone holds from then on.
+struct Prepared {
+    argv: Vec<String>,
+    listeners: Vec<std::net::TcpListener>,
+    channel: Option<OwnedFd>,
+}
+
+impl Forwarder {
+    /// Binds and listens on each forward's port. A port that cannot be
+    /// bound fails the launch: a sandbox that asked for network gets it, or
+    /// does not start.
+    fn prepare(forwards: &[Forward], channel: Option<OwnedFd>) -> io::Result<Self> {
+        if forwards.is_empty() {
+            return Ok(Self::Absent);
+        }
+        let mut listeners = Vec::with_capacity(forwards.len());
+        let mut argv = vec![own_path(), FORWARDER.to_owned()];
+        for forward in forwards {
+            let listener = forward::listen_loopback(forward.port).map_err(|e| {
+                io::Error::new(e.kind(), format!("127.0.0.1:{}: {e}", forward.port))
+            })?;
+            argv.push(forward::route_arg(
+                forward.port,
+                listener.as_raw_fd(),
+                &forward.socket,
+            ));
+            listeners.push(listener);
+        }
+        if let Some(channel) = &channel {
+            argv.push(forward::channel_arg(channel.as_raw_fd()));
+        }
+        Ok(Self::Waiting(Prepared {
+            argv,
+            listeners,
+            channel,
+        }))
     }
-    let mut listeners = Vec::with_capacity(forwards.len());
-    let mut argv = vec![own_path(), FORWARDER.to_owned()];
-    for forward in forwards {
-        let listener = forward::listen_loopback(forward.port)
-            .map_err(|e| io::Error::new(e.kind(), format!("127.0.0.1:{}: {e}", forward.port)))?;
-        argv.push(forward::route_arg(
-            forward.port,
-            listener.as_raw_fd(),
-            &forward.socket,
-        ));
-        listeners.push(listener);
+
+    /// The listeners to watch until the forwarder starts.
+    fn waiting_on(&self) -> impl Iterator<Item = RawFd> + '_ {
+        let listeners = match self {
+            Self::Waiting(prepared) => prepared.listeners.as_slice(),
+            _ => &[],
+        };
+        listeners.iter().map(AsRawFd::as_raw_fd)
     }
-    let filters = Filters {
-        hardening: seccomp::hardening_filter(),
-        guard: None,
-        umask: 0o077,
-    };
-    let dev_null: OwnedFd = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/null")?
-        .into();
-    let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
-    if let Some(channel) = &channel {
-        argv.push(forward::channel_arg(channel.as_raw_fd()));
+
+    /// The forwarder's pid, once started.
+    fn pid(&self) -> Option<i32> {
+        match self {
+            Self::Started(pid) => *pid,
+            _ => None,
+        }
     }
-    let inherit: Vec<RawFd> = listeners
-        .iter()
-        .map(|l| l.as_raw_fd())
-        .chain(channel.as_ref().map(|c| c.as_raw_fd()))
-        .collect();
-    // Forked here, not by the forker: outside the commands' namespace, no
-    // command can name the forwarder either.
-    let (pid, _) = spawn(
-        &argv,
-        &[],
-        "/",
-        Streams::default(),
-        vec![dev_null, stderr],
-        &inherit,
-        &filters,
-        None,
-    )
-    .map_err(|f| io::Error::other(format!("the egress forwarder: {}", f.message)))?;
-    // `listeners` and `channel` close here: the forwarder's copies are the
-    // only ones.
-    Ok(Some(pid))
+
+    /// Starts the forwarder with the listeners (the waiting connection is
+    /// in their backlog) and closes our copies. If it cannot start, the
+    /// listeners close with the error logged: connections are refused, as
+    /// when a forwarder dies.
+    fn start(&mut self) {
+        let Self::Waiting(prepared) = std::mem::replace(self, Self::Started(None)) else {
+            return;
+        };
+        match prepared.spawn() {
+            Ok(pid) => *self = Self::Started(Some(pid)),
+            Err(e) => eprintln!(
+                "sandbox-init: the egress forwarder could not start ({e}); the sandbox has no network"
+            ),
+        }
+    }
+}
+
+impl Prepared {
+    fn spawn(self) -> io::Result<i32> {
+        let filters = Filters {
+            hardening: seccomp::hardening_filter(),
+            guard: None,
+            umask: 0o077,
+        };
+        let dev_null: OwnedFd = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")?
+            .into();
+        let stderr = std::io::stderr().as_fd().try_clone_to_owned()?;
+        let inherit: Vec<RawFd> = self
+            .listeners
+            .iter()
+            .map(|l| l.as_raw_fd())
+            .chain(self.channel.as_ref().map(|c| c.as_raw_fd()))
+            .collect();
+        // Forked here, not by the forker: outside the commands' namespace, no
+        // command can name the forwarder either.
+        let (pid, _) = spawn(
+            &self.argv,
+            &[],
+            "/",
+            Streams::default(),
+            vec![dev_null, stderr],
+            &inherit,
+            &filters,
+            None,
+        )
+        .map_err(|f| io::Error::other(f.message))?;
+        // `listeners` and `channel` close here: the forwarder's copies are the
+        // only ones.
+        Ok(pid)
+    }
 }
 
 /// This binary's path inside the sandbox (`/.sandbox-init`, as bwrap ran
