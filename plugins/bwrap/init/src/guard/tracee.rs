@@ -24,11 +24,16 @@ pub fn read_string(pid: u32, addr: u64) -> io::Result<CString> {
     let mut out = Vec::with_capacity(256);
     let mut at = addr;
     let mut page = [0u8; 4096];
+    // Most paths are short: a first read of this much, then the rest of
+    // the page (copying up to a page for every path cost more than the
+    // call itself).
+    let mut chunk = 256;
     while out.len() < PATH_MAX {
         // Never read across a page boundary: the next page may be unmapped
         // even when the string ends before it.
         let page_left = 4096 - (at % 4096) as usize;
-        let want = page_left.min(PATH_MAX - out.len());
+        let want = page_left.min(chunk).min(PATH_MAX - out.len());
+        chunk = 4096;
         let buf = &mut page[..want];
         let local = libc::iovec {
             iov_base: buf.as_mut_ptr().cast(),
@@ -308,6 +313,24 @@ mod tests {
         let got = read_string(pid, text.as_ptr() as u64).unwrap();
         assert_eq!(got, text);
         assert!(read_string(pid, 0).is_err());
+        // Longer than the first read, and across a page boundary.
+        let mut pages = vec![b'a'; 3 * 4096];
+        let start = pages.as_ptr() as usize;
+        let boundary = (start / 4096 + 1) * 4096 - start;
+        for (at, len) in [(0, 1000), (boundary - 100, 600), (boundary - 300, 300)] {
+            pages[at + len] = 0;
+            let got = read_string(pid, (start + at) as u64).unwrap();
+            assert_eq!(got.as_bytes(), &pages[at..at + len], "{len} bytes at {at}");
+            pages[at + len] = b'a';
+        }
+        // PATH_MAX bytes and no end: too long.
+        let long = vec![b'a'; PATH_MAX + 16];
+        assert_eq!(
+            read_string(pid, long.as_ptr() as u64)
+                .unwrap_err()
+                .raw_os_error(),
+            Some(libc::ENAMETOOLONG)
+        );
     }
 
     #[test]
