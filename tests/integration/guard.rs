@@ -3388,6 +3388,45 @@ fn a_file_written_and_run_at_once_is_never_busy() {
     }
 }
 
+/// G1: a process that never called `umask` creates with the umask its exec
+/// started with — the server's own, here 027 (the supervisor knows it
+/// without reading each new process's `/proc` status) — and once a process
+/// has called `umask`, each creates with its own: a subshell's 077, and a
+/// later child's inherited 027.
+#[test]
+fn new_processes_create_with_the_umask_their_exec_started_with() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let script = format!(
+        "{ONLY_IN_A_SANDBOX}touch a.txt; mkdir d1; (umask 077; touch b.txt; mkdir d2); sh -c 'touch c.txt'"
+    );
+    let out = CcServer::new(&plugins)
+        .with_umask(0o027)
+        .config(SANDBOX_LAYER_ONLY)
+        .current_dir(w)
+        .args(["run", "--backend", "bwrap", "--", "sh", "-c", &script])
+        .output();
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    let mode = |name: &str| {
+        std::fs::metadata(w.join(name))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    for (name, want) in [
+        ("a.txt", 0o640),
+        ("d1", 0o750),
+        ("b.txt", 0o600),
+        ("d2", 0o700),
+        ("c.txt", 0o640),
+    ] {
+        assert_eq!(mode(name), want, "{name}\n{}", both(&out));
+    }
+}
+
 /// G1: the supervisor creates with the caller's umask, also after the
 /// caller changed it (the guard learns of every `umask` call).
 #[test]

@@ -286,6 +286,19 @@ impl CcServer {
         }
     }
 
+    /// Starts the server with this umask, as a shell's `umask` before it.
+    pub fn with_umask(mut self, mask: libc::mode_t) -> Self {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: umask is async-signal-safe and cannot fail.
+        unsafe {
+            self.command.pre_exec(move || {
+                libc::umask(mask);
+                Ok(())
+            });
+        }
+        self
+    }
+
     /// Leaves `path` open in the child as descriptor 9, not close-on-exec,
     /// as a shell's `exec 9<PATH` before starting `cc_server` would.
     pub fn with_open_fd_9(mut self, path: &Path) -> Self {

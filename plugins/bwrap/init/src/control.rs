@@ -289,6 +289,7 @@ fn handle(
                     supervise(
                         id,
                         listener,
+                        filters.umask,
                         Arc::clone(rules),
                         Arc::clone(forker),
                         outbox.clone(),
@@ -322,6 +323,7 @@ fn handle(
 fn supervise(
     exec_id: u64,
     listener: OwnedFd,
+    umask: libc::mode_t,
     rules: Arc<PendingRules>,
     forker: Arc<Forker>,
     outbox: Outbox,
@@ -341,7 +343,7 @@ fn supervise(
             };
             // Nothing is answered before the rules are whole.
             let rules = rules.wait();
-            guard::serve(&listener, &rules, forker.as_ref(), &report);
+            guard::serve(&listener, &rules, umask, forker.as_ref(), &report);
         });
     if let Err(e) = spawned {
         // Without a supervisor every guarded call of this exec fails: closed.

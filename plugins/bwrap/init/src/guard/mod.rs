@@ -125,14 +125,17 @@ fn is_git_hooks_dir(dir: &std::path::Path) -> bool {
 /// Serves one listener until no process uses it. `report` gets every
 /// refusal (before the refused call returns); `as_command` opens what the
 /// supervisor must not open with its own credentials (see `emulate`).
+///
+/// `umask` is the umask the exec's command started with.
 pub fn serve(
     listener: &Listener,
     rules: &Rules,
+    umask: u32,
     as_command: &dyn AsCommand,
     report: &dyn Fn(&Denial, u32),
 ) {
     listener.sync_wake_up();
-    let mut memo = emulate::Memo::default();
+    let mut memo = emulate::Memo::new(Some(umask));
     let mut storms = Storms::default();
     loop {
         let began = timing::begin();
