@@ -72,6 +72,11 @@ fn guard_sh(plugins: &Plugins, cwd: &Path, flags: &[&str], script: &str) -> Outp
     guard_run(plugins, cwd, flags, &["sh", "-c", &guarded])
 }
 
+/// A file's permission bits (`rwx` for owner, group and others).
+fn permission_bits(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
 /// Asserts the script printed `line` on a line of its own.
 fn assert_line(out: &Output, line: &str) {
     assert!(
@@ -3409,13 +3414,7 @@ fn new_processes_create_with_the_umask_their_exec_started_with() {
         .args(["run", "--backend", "bwrap", "--", "sh", "-c", &script])
         .output();
     assert_eq!(code(&out), 0, "{}", both(&out));
-    let mode = |name: &str| {
-        std::fs::metadata(w.join(name))
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o777
-    };
+    let mode = |name: &str| permission_bits(&w.join(name));
     for (name, want) in [
         ("a.txt", 0o640),
         ("d1", 0o750),
@@ -3446,13 +3445,7 @@ open('second.txt', 'w').close()
 os.mkdir('third')\"",
     );
     assert_eq!(code(&out), 0, "{}", both(&out));
-    let mode = |name: &str| {
-        std::fs::metadata(w.join(name))
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o777
-    };
+    let mode = |name: &str| permission_bits(&w.join(name));
     assert_eq!(mode("first.txt"), 0o644, "{}", both(&out));
     assert_eq!(mode("second.txt"), 0o600, "{}", both(&out));
     assert_eq!(mode("third"), 0o700, "{}", both(&out));
