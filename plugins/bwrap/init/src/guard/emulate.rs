@@ -84,7 +84,7 @@ pub struct Call {
 }
 
 /// What one exec's supervisor remembers between calls.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Memo {
     /// The umask every process of the exec has while none has called
     /// `umask`: the exec's command starts with it (PID 1 sets it before the
@@ -99,11 +99,10 @@ pub struct Memo {
 }
 
 impl Memo {
-    /// For an exec whose command started with `umask` (`None`: unknown,
-    /// read for every process).
-    pub fn new(umask: Option<u32>) -> Self {
+    /// For an exec whose command started with `umask`.
+    pub fn new(umask: u32) -> Self {
         Self {
-            started_with: umask,
+            started_with: Some(umask),
             umasks: Default::default(),
         }
     }

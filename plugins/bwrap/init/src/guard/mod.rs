@@ -135,7 +135,7 @@ pub fn serve(
     report: &dyn Fn(&Denial, u32),
 ) {
     listener.sync_wake_up();
-    let mut memo = emulate::Memo::new(Some(umask));
+    let mut memo = emulate::Memo::new(umask);
     let mut storms = Storms::default();
     loop {
         let began = timing::begin();

@@ -52,7 +52,7 @@ pub(super) fn link(
         if !follow_links {
             // The name itself was opened: its path is the one resolved.
             let known = Known {
-                source_path: t.path(),
+                source_path: Some(t.path()),
                 target: sibling_of(&t, &old, &new, olddirfd == newdirfd, tid).transpose()?,
             };
             return link_file(rules, source, tid, newdirfd, &new, known);
@@ -66,7 +66,7 @@ pub(super) fn link(
 /// the new name's target when it is the source's sibling.
 #[derive(Default)]
 struct Known {
-    source_path: PathBuf,
+    source_path: Option<PathBuf>,
     target: Option<Target>,
 }
 
@@ -108,10 +108,9 @@ fn link_file(
     new: &[u8],
     known: Known,
 ) -> Step<Outcome> {
-    let source_path = if known.source_path.as_os_str().is_empty() {
-        io(tracee::fd_path(source.as_raw_fd()))?
-    } else {
-        known.source_path
+    let source_path = match known.source_path {
+        Some(path) => path,
+        None => io(tracee::fd_path(source.as_raw_fd()))?,
     };
     // A hard link to a protected file is a writable alias of it.
     if let Some(refusal) = rules.check_name(&source_path) {
