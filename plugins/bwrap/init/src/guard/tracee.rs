@@ -316,7 +316,9 @@ mod tests {
         // Longer than the first read, and across a page boundary.
         let mut pages = vec![b'a'; 3 * 4096];
         let start = pages.as_ptr() as usize;
-        let boundary = (start / 4096 + 1) * 4096 - start;
+        // The second page boundary inside the buffer: at least a page in,
+        // wherever the allocation starts.
+        let boundary = (start / 4096 + 2) * 4096 - start;
         for (at, len) in [(0, 1000), (boundary - 100, 600), (boundary - 300, 300)] {
             pages[at + len] = 0;
             let got = read_string(pid, (start + at) as u64).unwrap();
