@@ -175,7 +175,12 @@ pub fn serve(
             // answered took 29–53 µs against 4.1–4.4 µs in two steps
             // (a notify loop outside any sandbox, docs/measurements.md).
             Answer::Fd { fd, cloexec } => {
-                match listener.add_fd(id, std::os::fd::AsRawFd::as_raw_fd(&fd), cloexec) {
+                match listener.add_fd(
+                    id,
+                    std::os::fd::AsRawFd::as_raw_fd(&fd),
+                    cloexec,
+                    notification.call.tid,
+                ) {
                     Ok(remote) => {
                         // Our copy goes before the answer (see `Listener::add_fd`).
                         drop(fd);

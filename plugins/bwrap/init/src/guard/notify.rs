@@ -113,25 +113,23 @@ impl Listener {
         }
     }
 
-    /// Installs `fd` in the tracee; returns its number there. Without
+    /// Installs `fd` in the tracee `tid`; returns its number there. Without
     /// `ADDFD_FLAG_SEND`: the caller closes its copy before answering, so no
     /// extra writable reference outlives the tracee's (ETXTBSY on exec).
     ///
-    /// Done with this thread held on the CPU it runs on. The kernel's two
-    /// `ADDFD` completions (the tracee installs the descriptor, then wakes
-    /// us) have no same-CPU hint, and a tracee that does work between its
-    /// calls leaves the other CPU idle: the scheduler then moves the wake-up
-    /// there, and waking a halted vCPU costs 20–30 µs on this host. Held
-    /// here, the round trip stays on one CPU: a notify loop outside any
-    /// sandbox, 10 µs of work per open, answered 40 µs → 5.8 µs above the
-    /// plain open (docs/measurements.md). The mask is back before the
-    /// answer, so the next notification may wake us wherever the caller is.
-    pub fn add_fd(&self, id: u64, fd: RawFd, cloexec: bool) -> io::Result<i32> {
-        let held = self.cpus.is_some() && hold_current_cpu();
+    /// Done with this thread *and the tracee* held on the CPU we run on.
+    /// The kernel's two `ADDFD` completions (the tracee installs the
+    /// descriptor, then wakes us) have no same-CPU hint: the scheduler puts
+    /// the woken tracee on the idle CPU, and then us there or back, and
+    /// waking a halted vCPU costs 20–30 µs on hosts like this one. Held,
+    /// the exchange stays on one CPU (docs/measurements.md). Both masks are
+    /// back before the answer, so the next notification may wake us
+    /// wherever the caller is. Scheduling only: a mask that cannot be set
+    /// or given back changes no outcome.
+    pub fn add_fd(&self, id: u64, fd: RawFd, cloexec: bool, tid: u32) -> io::Result<i32> {
+        let held = self.cpus.as_ref().and_then(|own| Held::here(own, tid));
         let added = self.add_fd_here(id, fd, cloexec);
-        if held && let Some(cpus) = &self.cpus {
-            set_own_cpus(cpus);
-        }
+        drop(held);
         added
     }
 
@@ -193,32 +191,82 @@ impl Listener {
 /// This thread's CPU mask, or `None` when it cannot be read (then no
 /// injection holds the CPU).
 fn own_cpus() -> Option<libc::cpu_set_t> {
-    // SAFETY: a zeroed cpu_set_t is an empty set; the kernel fills it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: sched_getaffinity of this thread into a set of its size.
-    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
-    (rc == 0).then_some(set)
+    task_cpus(0)
 }
 
-/// Restricts this thread to the CPU it is on; `false` when it could not.
-fn hold_current_cpu() -> bool {
+/// This thread and a tracee held on the CPU this thread is on, until
+/// dropped: then each gets its own mask back.
+struct Held<'a> {
+    own: &'a libc::cpu_set_t,
+    /// The tracee and its mask before, when it could be held too.
+    tracee: Option<(u32, libc::cpu_set_t)>,
+}
+
+impl<'a> Held<'a> {
+    /// `None` when this thread could not be held (then nothing was changed).
+    fn here(own: &'a libc::cpu_set_t, tid: u32) -> Option<Self> {
+        let one = current_cpu_only()?;
+        if !set_own_cpus(&one) {
+            return None;
+        }
+        let tracee = task_cpus(tid).filter(|_| set_task_cpus(tid, &one));
+        Some(Self {
+            own,
+            tracee: tracee.map(|had| (tid, had)),
+        })
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let Some((tid, had)) = &self.tracee {
+            set_task_cpus(*tid, had);
+        }
+        set_own_cpus(self.own);
+    }
+}
+
+/// The set holding only the CPU this thread is on.
+fn current_cpu_only() -> Option<libc::cpu_set_t> {
     // SAFETY: no arguments; returns the CPU or -1.
     let cpu = unsafe { libc::sched_getcpu() };
     if cpu < 0 {
-        return false;
+        return None;
     }
     // SAFETY: a zeroed cpu_set_t is an empty set.
     let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `cpu` is below CPU_SETSIZE (the kernel's own CPU number).
     unsafe { libc::CPU_SET(cpu as usize, &mut one) };
-    set_own_cpus(&one)
+    Some(one)
+}
+
+/// Restricts this thread to the CPU it is on; `false` when it could not.
+#[cfg(test)]
+fn hold_current_cpu() -> bool {
+    current_cpu_only().is_some_and(|one| set_own_cpus(&one))
+}
+
+/// Task `tid`'s CPU mask (`0`: this thread).
+fn task_cpus(tid: u32) -> Option<libc::cpu_set_t> {
+    // SAFETY: a zeroed cpu_set_t is an empty set; the kernel fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sched_getaffinity into a set of its size.
+    let rc = unsafe {
+        libc::sched_getaffinity(tid as libc::pid_t, std::mem::size_of_val(&set), &mut set)
+    };
+    (rc == 0).then_some(set)
+}
+
+/// Sets task `tid`'s CPU mask (`0`: this thread); `false` when refused.
+fn set_task_cpus(tid: u32, cpus: &libc::cpu_set_t) -> bool {
+    // SAFETY: sched_setaffinity from a set of its size.
+    unsafe { libc::sched_setaffinity(tid as libc::pid_t, std::mem::size_of_val(cpus), cpus) == 0 }
 }
 
 /// Sets this thread's CPU mask; `false` when refused (a cpuset, a race
 /// with a CPU going offline): scheduling only, nothing to undo.
 fn set_own_cpus(cpus: &libc::cpu_set_t) -> bool {
-    // SAFETY: sched_setaffinity of this thread from a set of its size.
-    unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(cpus), cpus) == 0 }
+    set_task_cpus(0, cpus)
 }
 
 #[cfg(test)]
@@ -253,5 +301,35 @@ mod tests {
         })
         .join()
         .expect("the test thread");
+    }
+    /// The injection's hold covers the tracee too, and gives both their
+    /// masks back when it ends.
+    #[test]
+    fn a_held_tracee_gets_its_mask_back() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            // SAFETY: plain call.
+            tx.send(unsafe { libc::gettid() } as u32).unwrap();
+            done_rx.recv().unwrap();
+        });
+        let tid = rx.recv().unwrap();
+        std::thread::spawn(move || {
+            let own = own_cpus().expect("our mask");
+            let theirs = task_cpus(tid).expect("the other thread's mask");
+            let held = Held::here(&own, tid).expect("held");
+            assert!(held.tracee.is_some(), "the tracee is held too");
+            assert_eq!(cpus_in(&task_cpus(tid).unwrap()), 1);
+            assert_eq!(cpus_in(&own_cpus().unwrap()), 1);
+            drop(held);
+            // SAFETY: CPU_EQUAL reads both sets.
+            assert!(unsafe { libc::CPU_EQUAL(&task_cpus(tid).unwrap(), &theirs) });
+            // SAFETY: CPU_EQUAL reads both sets.
+            assert!(unsafe { libc::CPU_EQUAL(&own_cpus().unwrap(), &own) });
+        })
+        .join()
+        .expect("the holding thread");
+        done_tx.send(()).unwrap();
+        other.join().unwrap();
     }
 }
