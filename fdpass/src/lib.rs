@@ -1,6 +1,7 @@
 //! Descriptors passed over a Unix socket as `SCM_RIGHTS`: the one `sendmsg`
 //! and the one `recvmsg` every crate here uses (sandbox-init's wire to the
-//! bwrap backend, the microvm engine's `getfd` to QEMU).
+//! bwrap backend, the microvm engine's `getfd` to QEMU); and the process's
+//! descriptor table grown ahead of need ([`reserve_table`]).
 //!
 //! A crate of its own, with only `libc` under it, so that `sandbox-init`
 //! (which must stay small) and the microvm backend can both use it without
@@ -170,6 +171,37 @@ pub mod handoff {
     pub const DRAINED: u8 = b'D';
 }
 
+/// Grows this process's descriptor table to `slots` (or the soft
+/// `RLIMIT_NOFILE`, if lower) now. Call it while the process has one
+/// thread: the kernel grows a table shared by threads only after an RCU
+/// grace period (`expand_fdtable`), 15–40 ms on hosts like ours, in the
+/// middle of whatever call crossed the old size (64, then 128, …); a
+/// table of one thread grows without waiting. Best effort: nothing is
+/// lost when it cannot.
+pub fn reserve_table(slots: u64) {
+    // SAFETY: an all-zero rlimit is a valid out-parameter.
+    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: getrlimit writes into `limit`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 || limit.rlim_cur < 2 {
+        return;
+    }
+    let top = limit.rlim_cur.min(slots).min(i32::MAX as u64) - 1;
+    // SAFETY: open of a constant C string; the descriptor is closed below.
+    let any = unsafe { libc::open(c"/".as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if any < 0 {
+        return;
+    }
+    // SAFETY: F_DUPFD_CLOEXEC of a descriptor we hold, at `top` or above.
+    let high = unsafe { libc::fcntl(any, libc::F_DUPFD_CLOEXEC, top as libc::c_int) };
+    // SAFETY: closing the two descriptors opened here.
+    unsafe {
+        if high >= 0 {
+            libc::close(high);
+        }
+        libc::close(any);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,5 +227,27 @@ mod tests {
         let many = [keep.as_fd().as_raw_fd(); MAX_FDS + 1];
         let e = send(a.as_raw_fd(), b"x", &many).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+    }
+
+    fn table_slots() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("FDSize:"))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("FDSize in /proc/self/status")
+    }
+
+    /// The table is grown (the test process has threads, so this waits for
+    /// RCU once; the binaries call it before they have any).
+    #[test]
+    fn the_descriptor_table_is_grown_ahead() {
+        super::reserve_table(1024);
+        // SAFETY: an all-zero rlimit is a valid out-parameter.
+        let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+        // SAFETY: getrlimit writes into `limit`.
+        let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+        assert_eq!(read, 0);
+        assert!(table_slots() >= limit.rlim_cur.min(1024));
     }
 }

@@ -46,6 +46,10 @@ pub fn run(cli: Cli) -> ExitCode {
     if !matches!(cli.command, Command::Policy(_)) {
         settings.log_notices();
     }
+    if matches!(cli.command, Command::Serve(_)) {
+        // Before the runtime's threads: see `open_files::prepare`.
+        open_files::prepare();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -14,6 +14,19 @@ pub fn plan_soft_limit(soft: u64, hard: u64, nr_open: Option<u64>) -> Option<u64
     (target > soft).then_some(target)
 }
 
+/// Descriptor slots the server's table is given at start.
+const RESERVED_SLOTS: u64 = 4096;
+
+/// For `serve`, while the process has one thread: the soft limit raised,
+/// then the descriptor table grown to [`RESERVED_SLOTS`] at once — grown
+/// later, with the runtime's threads sharing it, each doubling from 64 on
+/// would wait for an RCU grace period (15–40 ms here) inside whichever
+/// request crossed it.
+pub fn prepare() {
+    raise();
+    sandbox_fdpass::reserve_table(RESERVED_SLOTS);
+}
+
 /// Raises the soft limit and logs it once; a failure is logged and the
 /// server goes on with the limit it has (the connection cap still holds).
 pub fn raise() {

@@ -18,7 +18,6 @@ use crate::sessions::Sessions;
 const DESTROY_GRACE: Duration = Duration::from_secs(2);
 
 pub async fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
-    crate::open_files::raise();
     let listen = settings.listen;
     let token_file = match settings.token_file.clone() {
         Some(path) => path,

@@ -44,7 +44,11 @@ pub fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some(FORWARDER) {
         return forwarder();
     }
-    reserve_descriptor_table();
+    // While PID 1 has one thread: its supervisor threads cross 64 and 128
+    // descriptors as soon as a build has started a few dozen processes
+    // (each keeps the `/proc` directories of the processes it served),
+    // and a shared table would grow in the middle of a guarded call.
+    sandbox_fdpass::reserve_table(1024);
     let cli: Vec<String> = std::env::args().skip(1).collect();
     let parsed = args::parse(&cli).and_then(|parsed| {
         let control = args::adopt_control(parsed.control)?;
@@ -179,64 +183,3 @@ fn forwarder() -> ExitCode {
     ExitCode::from(1)
 }
 
-/// Descriptor slots made room for while PID 1 has one thread.
-const DESCRIPTOR_SLOTS: libc::rlim_t = 1024;
-
-/// Grows this process's descriptor table to [`DESCRIPTOR_SLOTS`] now,
-/// while it has one thread. The kernel grows a table shared by threads
-/// only after an RCU grace period (`expand_fdtable`), 10–20 ms on hosts
-/// like this one, and the supervisor threads cross 64 and 128 descriptors
-/// as soon as a build has started a few dozen processes (each keeps the
-/// `/proc` directories of the processes it served): two such waits in the
-/// middle of a guarded call. Growing a table of one thread waits for
-/// nothing. Best effort: a lower limit just reserves less.
-fn reserve_descriptor_table() {
-    // SAFETY: an all-zero rlimit is a valid out-parameter.
-    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
-    // SAFETY: getrlimit writes into `limit`.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 || limit.rlim_cur < 2 {
-        return;
-    }
-    let top = limit.rlim_cur.min(DESCRIPTOR_SLOTS) - 1;
-    // SAFETY: open of a constant C string; the descriptor is closed below.
-    let any = unsafe { libc::open(c"/".as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
-    if any < 0 {
-        return;
-    }
-    // SAFETY: F_DUPFD_CLOEXEC of a descriptor we hold, at `top` or above.
-    let high = unsafe { libc::fcntl(any, libc::F_DUPFD_CLOEXEC, top as libc::c_int) };
-    // SAFETY: closing the two descriptors opened here.
-    unsafe {
-        if high >= 0 {
-            libc::close(high);
-        }
-        libc::close(any);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn fd_slots() -> u64 {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("FDSize:"))
-            .and_then(|n| n.trim().parse().ok())
-            .expect("FDSize in /proc/self/status")
-    }
-
-    /// The table is grown (the test process has threads, so this one
-    /// waits for RCU; PID 1 calls it before it has any).
-    #[test]
-    fn the_descriptor_table_is_grown_ahead() {
-        reserve_descriptor_table();
-        // SAFETY: an all-zero rlimit is a valid out-parameter.
-        let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
-        // SAFETY: getrlimit writes into `limit`.
-        let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
-        assert_eq!(read, 0);
-        assert!(fd_slots() >= limit.rlim_cur.min(DESCRIPTOR_SLOTS));
-    }
-}
