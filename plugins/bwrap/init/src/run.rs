@@ -182,4 +182,3 @@ fn forwarder() -> ExitCode {
     eprintln!("sandbox-init forwarder: {error}");
     ExitCode::from(1)
 }
-
