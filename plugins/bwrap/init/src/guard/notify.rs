@@ -205,11 +205,15 @@ struct Held<'a> {
 impl<'a> Held<'a> {
     /// `None` when this thread could not be held (then nothing was changed).
     fn here(own: &'a libc::cpu_set_t, tid: u32) -> Option<Self> {
-        let one = current_cpu_only()?;
+        let cpu = current_cpu()?;
+        let one = only(cpu);
         if !set_own_cpus(&one) {
             return None;
         }
-        let tracee = task_cpus(tid).filter(|_| set_task_cpus(tid, &one));
+        // Never onto a CPU its own mask leaves out (`taskset` inside).
+        // SAFETY: CPU_ISSET reads the set; `cpu` is the kernel's own number.
+        let allowed = |had: &libc::cpu_set_t| unsafe { libc::CPU_ISSET(cpu, had) };
+        let tracee = task_cpus(tid).filter(|had| allowed(had) && set_task_cpus(tid, &one));
         Some(Self {
             own,
             tracee: tracee.map(|had| (tid, had)),
@@ -226,24 +230,26 @@ impl Drop for Held<'_> {
     }
 }
 
-/// The set holding only the CPU this thread is on.
-fn current_cpu_only() -> Option<libc::cpu_set_t> {
+/// The CPU this thread is on.
+fn current_cpu() -> Option<usize> {
     // SAFETY: no arguments; returns the CPU or -1.
     let cpu = unsafe { libc::sched_getcpu() };
-    if cpu < 0 {
-        return None;
-    }
+    usize::try_from(cpu).ok()
+}
+
+/// The set holding only `cpu`.
+fn only(cpu: usize) -> libc::cpu_set_t {
     // SAFETY: a zeroed cpu_set_t is an empty set.
     let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `cpu` is below CPU_SETSIZE (the kernel's own CPU number).
-    unsafe { libc::CPU_SET(cpu as usize, &mut one) };
-    Some(one)
+    unsafe { libc::CPU_SET(cpu, &mut one) };
+    one
 }
 
 /// Restricts this thread to the CPU it is on; `false` when it could not.
 #[cfg(test)]
 fn hold_current_cpu() -> bool {
-    current_cpu_only().is_some_and(|one| set_own_cpus(&one))
+    current_cpu().is_some_and(|cpu| set_own_cpus(&only(cpu)))
 }
 
 /// Task `tid`'s CPU mask (`0`: this thread).
@@ -326,6 +332,35 @@ mod tests {
             assert!(unsafe { libc::CPU_EQUAL(&task_cpus(tid).unwrap(), &theirs) });
             // SAFETY: CPU_EQUAL reads both sets.
             assert!(unsafe { libc::CPU_EQUAL(&own_cpus().unwrap(), &own) });
+        })
+        .join()
+        .expect("the holding thread");
+        done_tx.send(()).unwrap();
+        other.join().unwrap();
+    }
+
+    /// A tracee restricted to other CPUs is left where it may run.
+    #[test]
+    fn a_tracee_is_never_held_where_its_mask_forbids() {
+        if own_cpus().map_or(0, |set| cpus_in(&set)) < 2 {
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            assert!(set_own_cpus(&only(1)), "the other thread on CPU 1");
+            // SAFETY: plain call.
+            tx.send(unsafe { libc::gettid() } as u32).unwrap();
+            done_rx.recv().unwrap();
+        });
+        let tid = rx.recv().unwrap();
+        std::thread::spawn(move || {
+            let own = own_cpus().expect("our mask");
+            assert!(set_own_cpus(&only(0)), "this thread on CPU 0");
+            let held = Held::here(&own, tid).expect("held");
+            assert!(held.tracee.is_none(), "not moved onto CPU 0");
+            // SAFETY: CPU_ISSET reads the set.
+            assert!(unsafe { libc::CPU_ISSET(1, &task_cpus(tid).unwrap()) });
         })
         .join()
         .expect("the holding thread");
