@@ -41,14 +41,15 @@ use crate::seccomp;
 /// The whole of `sandbox-init`'s `main`: PID 1, or the forwarder when the
 /// first argument says so.
 pub fn main() -> ExitCode {
+    // While we have one thread: PID 1's supervisor threads cross 64 and 128
+    // descriptors as soon as a build has started a few dozen processes
+    // (each keeps the `/proc` directories of the processes it served), the
+    // forwarder's with its connections, and a shared table would grow in
+    // the middle of a guarded call or a connect.
+    sandbox_fdpass::reserve_table(1024);
     if std::env::args().nth(1).as_deref() == Some(FORWARDER) {
         return forwarder();
     }
-    // While PID 1 has one thread: its supervisor threads cross 64 and 128
-    // descriptors as soon as a build has started a few dozen processes
-    // (each keeps the `/proc` directories of the processes it served),
-    // and a shared table would grow in the middle of a guarded call.
-    sandbox_fdpass::reserve_table(1024);
     let cli: Vec<String> = std::env::args().skip(1).collect();
     let parsed = args::parse(&cli).and_then(|parsed| {
         let control = args::adopt_control(parsed.control)?;
