@@ -699,11 +699,14 @@ pub const SYS_SETXATTRAT: libc::c_long = 463;
 /// when the mode has an execute bit, only to be ordered after the answers
 /// before them (it serves one call at a time). The supervisor drops its
 /// copy of every descriptor it injects before it answers, so an exec never
-/// finds one of them open for writing (ETXTBSY). These barriers are what
-/// made a one-step answer (`ADDFD_FLAG_SEND`, our copy closed just after)
-/// safe; it is not used now (slower here, see `guard::serve`), and they
-/// stay so the order holds if it returns: one CONTINUE round trip on a mode
-/// change that adds an execute bit or an xattr write, nothing else.
+/// finds one of them open for writing (ETXTBSY). These barriers were
+/// meant to make a one-step answer (`ADDFD_FLAG_SEND`) safe, but they cover
+/// only a mode change: a file created executable and run at once is not
+/// ordered by them, and the kernel drops its own reference to the injected
+/// file only after the supervisor wakes from the injection. So every
+/// descriptor is answered in two steps (see `guard::serve`); the barriers
+/// stay, one CONTINUE round trip on a mode change that adds an execute bit
+/// or an xattr write, nothing else.
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub const MODE_ARGS: &[(libc::c_long, u8)] = &[
     (libc::SYS_chmod, 1),

@@ -173,7 +173,10 @@ pub fn serve(
             // answer wakes the caller without the same-CPU hand-off the
             // listener asked for, and on this 2-vCPU host an open so
             // answered took 29–53 µs against 4.1–4.4 µs in two steps
-            // (a notify loop outside any sandbox, docs/measurements.md).
+            // (a notify loop outside any sandbox, docs/measurements.md);
+            // and the kernel keeps its own reference to the file until we
+            // wake from the injection, which a tracee already running could
+            // meet as ETXTBSY on a file it made executable and runs at once.
             Answer::Fd { fd, cloexec } => {
                 match listener.add_fd(
                     id,
