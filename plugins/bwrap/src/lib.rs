@@ -394,7 +394,6 @@ impl BackendImpl for BwrapBackend {
         let options = self.toolchains.lock().map(|o| *o).unwrap_or_default();
         let defaults = self.limits.lock().map(|l| *l).unwrap_or_default();
         let home = std::env::var_os("HOME").map(PathBuf::from);
-        let gitconfig = identity::GitIdentity::of_host_user().gitconfig();
         for hooks in plan::hook_dirs_to_create(&spec, &RealHost) {
             std::fs::create_dir(&hooks).map_err(|e| {
                 PluginError::other(format!(
@@ -414,6 +413,9 @@ impl BackendImpl for BwrapBackend {
                 ..Default::default()
             };
         }
+        // Last before the plan: git, asked since the probe, has had the
+        // time the discovery took to answer.
+        let gitconfig = identity::GitIdentity::of_host_user().gitconfig();
         let plan = plan::plan(
             &PlanInput {
                 spec: &spec,

@@ -17,7 +17,10 @@
 //!    is made a mount point of its own, so neither it nor an ancestor can be
 //!    renamed or removed (EBUSY) to get around the read-only mount;
 //! 4. masks over the secrets (`~/.ssh`, …, `/etc/shadow`, …): an empty
-//!    read-only tmpfs over a directory, `/dev/null` over a file.
+//!    read-only tmpfs over a directory, `/dev/null` over a file — mounted
+//!    by sandbox-init before anything runs (`--mask-dir`, `--mask-file`;
+//!    `sandbox_init::masks`), not by bwrap, whose every bind re-reads
+//!    mountinfo.
 //!
 //! Commands exec only from the system view; `execGrantRoots` (SPEC F5) name
 //! writable directories they may exec from too: each must lie in a writable
@@ -36,6 +39,7 @@ use std::path::{Component, Path, PathBuf};
 
 use sandbox_init::caches::{CacheOverlay, CacheOverlays};
 use sandbox_init::guard::rules::GuardConfig;
+use sandbox_init::masks::Masks;
 use sandbox_plugin_api::SandboxSpec;
 
 use crate::lists::{
@@ -102,10 +106,6 @@ pub const GITCONFIG_FD: i32 = 4;
 /// The descriptor the forwarder's channel to the session's proxy has in
 /// bwrap and PID 1 (`--egress-channel`), right above the `.gitconfig`.
 pub const CHANNEL_FD: i32 = 5;
-
-/// The size of a tmpfs nothing may write to (masks, the empty git
-/// template dir): room for directory entries only.
-pub const READ_ONLY_TMPFS_BYTES: u64 = 64 << 10;
 
 /// The plan: bwrap's arguments and what they do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -441,8 +441,11 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     }
 
     // 4. Secrets, wherever a bind, a toolchain or a system path shows
-    //    them (the caches hide theirs by construction: `Shown::plan`).
+    //    them (the caches hide theirs by construction: `Shown::plan`):
+    //    sandbox-init mounts the masks, before anything runs
+    //    (`sandbox_init::masks`: bubblewrap's binds cost far more).
     let mut masked = Vec::new();
+    let mut masks = Masks::default();
     for (secret, kind) in secrets(home.as_deref(), &input.toolchains.secrets, host) {
         let mut guests: Vec<PathBuf> = views
             .iter()
@@ -455,12 +458,10 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         guests.sort();
         guests.dedup();
         for guest in guests {
+            let point = guest.display().to_string();
             match kind {
-                Kind::Dir => {
-                    args.tmpfs(&guest, READ_ONLY_TMPFS_BYTES);
-                    args.one("--remount-ro", &guest);
-                }
-                Kind::File => args.two("--ro-bind", "/dev/null", &guest),
+                Kind::Dir => masks.dirs.push(point),
+                Kind::File => masks.files.push(point),
             }
             masked.push(guest);
         }
@@ -498,9 +499,10 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         }
     });
     if guard.is_some() {
-        args.tmpfs(GIT_TEMPLATE_IN_SANDBOX, READ_ONLY_TMPFS_BYTES);
-        args.one("--remount-ro", GIT_TEMPLATE_IN_SANDBOX);
-        hide_system_git_template(&mut args, host);
+        // Made here, mounted read-only and empty by sandbox-init.
+        args.one("--dir", GIT_TEMPLATE_IN_SANDBOX);
+        masks.dirs.push(GIT_TEMPLATE_IN_SANDBOX.to_owned());
+        hide_system_git_template(&mut masks, host);
     }
     // 5. Egress: the proxies' sockets, the only way out of an empty
     //    network namespace (SPEC E2).
@@ -528,6 +530,12 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     }
     for dir in &grants {
         args.one("--exec-grant", dir);
+    }
+    for point in &masks.files {
+        args.one("--mask-file", point);
+    }
+    for point in &masks.dirs {
+        args.one("--mask-dir", point);
     }
     if !shown.overlays.is_empty() {
         let caches = CacheOverlays {
@@ -722,11 +730,9 @@ fn exec_grants(
 /// names in `.git/hooks`, which the guard refuses, and the init fails. An
 /// empty template directory is copied as nothing, and libgit2 then makes
 /// only the directories (an empty `hooks` one, which may be made).
-fn hide_system_git_template(args: &mut Args, host: &dyn HostFacts) {
-    let template = Path::new(SYSTEM_GIT_TEMPLATE);
-    if host.kind(template) == Some(Kind::Dir) {
-        args.tmpfs(template, READ_ONLY_TMPFS_BYTES);
-        args.one("--remount-ro", template);
+fn hide_system_git_template(masks: &mut Masks, host: &dyn HostFacts) {
+    if host.kind(Path::new(SYSTEM_GIT_TEMPLATE)) == Some(Kind::Dir) {
+        masks.dirs.push(SYSTEM_GIT_TEMPLATE.to_owned());
     }
 }
 

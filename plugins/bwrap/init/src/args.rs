@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use crate::caches::CacheOverlays;
 use crate::guard::rules::GuardConfig;
+use crate::masks::Masks;
 
 /// A loopback TCP port forwarded to a unix socket bound into the sandbox:
 /// how commands reach the session's egress proxies (SPEC E2).
@@ -17,7 +18,7 @@ pub struct Forward {
 
 /// What PID 1 was started with: the control socket, the guard, the egress
 /// forwards and the proxy's channel, where commands may exec from, the
-/// writable exec grants, and the cache overlays.
+/// writable exec grants, the cache overlays and the masks over secrets.
 #[derive(Debug)]
 pub struct Args {
     /// Not yet checked or owned: [`adopt_control`] does that.
@@ -31,6 +32,8 @@ pub struct Args {
     pub exec_from: Vec<PathBuf>,
     pub exec_grants: Vec<String>,
     pub caches: CacheOverlays,
+    /// `--mask-file PATH`, `--mask-dir PATH` (`crate::masks`).
+    pub masks: Masks,
 }
 
 /// Parses the arguments after the program name.
@@ -42,6 +45,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
     let mut exec_from = Vec::new();
     let mut exec_grants = Vec::new();
     let mut caches = CacheOverlays::default();
+    let mut masks = Masks::default();
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -78,6 +82,8 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
             }
             "--exec-from" => exec_from.push(PathBuf::from(value)),
             "--exec-grant" => exec_grants.push(value.clone()),
+            "--mask-file" => masks.files.push(value.clone()),
+            "--mask-dir" => masks.dirs.push(value.clone()),
             "--caches" => {
                 caches = serde_json::from_str::<CacheOverlays>(value)
                     .map_err(|e| format!("--caches: {e}"))?
@@ -86,7 +92,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         }
     }
     let control = control
-        .ok_or("usage: sandbox-init --control-fd N [--guard JSON] [--forward PORT=SOCKET]... [--egress-channel N] [--exec-from PATH]... [--exec-grant DIR]... [--caches JSON]")?;
+        .ok_or("usage: sandbox-init --control-fd N [--guard JSON] [--forward PORT=SOCKET]... [--egress-channel N] [--exec-from PATH]... [--exec-grant DIR]... [--caches JSON] [--mask-file PATH]... [--mask-dir PATH]...")?;
     if channel == Some(control) {
         return Err(format!(
             "--egress-channel {control} is the control descriptor; pass another"
@@ -100,6 +106,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         exec_from,
         exec_grants,
         caches,
+        masks,
     })
 }
 
@@ -141,6 +148,12 @@ mod tests {
             "/opt/tools",
             "--exec-grant",
             "/work/bin",
+            "--mask-file",
+            "/etc/shadow",
+            "--mask-dir",
+            "/home/u/.ssh",
+            "--mask-file",
+            "/etc/gshadow",
         ]))
         .unwrap();
         assert_eq!(parsed.control, 7);
@@ -163,6 +176,8 @@ mod tests {
             vec![PathBuf::from("/usr"), PathBuf::from("/opt/tools")]
         );
         assert_eq!(parsed.exec_grants, vec!["/work/bin".to_owned()]);
+        assert_eq!(parsed.masks.files, ["/etc/shadow", "/etc/gshadow"]);
+        assert_eq!(parsed.masks.dirs, ["/home/u/.ssh"]);
     }
 
     #[test]

@@ -38,6 +38,7 @@ use std::io;
 use crate::caches::CacheOverlays;
 use crate::caps::{CAP_SYS_PTRACE, keep_only};
 use crate::forker::Forker;
+use crate::masks::Masks;
 use crate::mount::{bind_onto_itself, read_only_bind, remount};
 
 /// The step of the layout that failed; the launch fails with it.
@@ -53,6 +54,8 @@ pub enum LayoutError {
         #[source]
         source: io::Error,
     },
+    #[error(transparent)]
+    Masks(crate::masks::MaskError),
     #[error(transparent)]
     Caches(crate::caches::CacheError),
     #[error("remounting {point} noexec")]
@@ -177,6 +180,21 @@ pub fn noexec_flags(mount: &Mount) -> libc::c_ulong {
     flags
 }
 
+/// The remount flags of a `/dev/null` mask: read-only, no devices, no exec,
+/// and what the mount it is bound from has (its atime mode is locked).
+pub fn null_device_flags(mounts: &[Mount]) -> libc::c_ulong {
+    let source = mounts
+        .iter()
+        .rev()
+        .find(|m| m.point == "/dev/null")
+        .or_else(|| mounts.iter().rev().find(|m| m.point == "/dev"));
+    let kept = source.map_or(
+        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_NOEXEC,
+        noexec_flags,
+    );
+    kept | libc::MS_RDONLY | libc::MS_NODEV | libc::MS_NOSUID
+}
+
 /// Sets the layout up (see the module doc). Must run while this process
 /// has a single thread (`unshare(CLONE_NEWUSER)` requires it). `confine`
 /// gets the writable mounts' points (bubblewrap's scratch root `/` left
@@ -194,17 +212,22 @@ pub fn noexec_flags(mount: &Mount) -> libc::c_ulong {
 ///
 /// `exec_grants` are directories commands may execute from although they
 /// are writable (`--exec-grant`; the plan checked each is a writable place).
-/// `caches` are mounted after the grants and before the `noexec` pass
-/// (`crate::caches`); those beneath a grant keep exec like it.
+/// `masks` hide secrets first, where bubblewrap's last mounts were
+/// (`crate::masks`). `caches` are mounted after the grants and before the
+/// `noexec` pass (`crate::caches`); those beneath a grant keep exec like it.
 pub fn enter<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     supervise: bool,
     exec_grants: &[String],
+    masks: &Masks,
     caches: &CacheOverlays,
     confine: impl FnOnce(&[String]) -> Result<(), E>,
 ) -> Result<Forker, LayoutError> {
     enter_own_user_namespace().map_err(LayoutError::UserNamespace)?;
     let text = std::fs::read_to_string("/proc/self/mountinfo").map_err(LayoutError::Mountinfo)?;
     let before = parse_mountinfo(&text);
+    masks
+        .mount(null_device_flags(&before))
+        .map_err(LayoutError::Masks)?;
     for point in exec_grants {
         if !before.iter().any(|m| m.point == *point) {
             bind_onto_itself(point, libc::MS_BIND | libc::MS_REC).map_err(|source| {
@@ -392,5 +415,35 @@ mod tests {
         );
         assert_ne!(noexec_flags(&mounts[6]) & libc::MS_NOATIME, 0);
         assert_eq!(noexec_flags(&mounts[6]) & libc::MS_RELATIME, 0);
+    }
+
+    #[test]
+    fn a_file_mask_is_read_only_without_devices_and_keeps_the_atime_mode() {
+        let mounts = parse_mountinfo(
+            "1 0 0:1 / / rw,nosuid,nodev,relatime - tmpfs tmpfs rw\n\
+             2 1 0:2 / /dev ro,nosuid,relatime - tmpfs tmpfs rw\n\
+             3 2 0:3 /null /dev/null rw,nosuid,noatime - devtmpfs udev rw\n",
+        );
+        let flags = null_device_flags(&mounts);
+        for flag in [
+            libc::MS_REMOUNT,
+            libc::MS_BIND,
+            libc::MS_RDONLY,
+            libc::MS_NODEV,
+            libc::MS_NOSUID,
+            libc::MS_NOEXEC,
+            libc::MS_NOATIME,
+        ] {
+            assert_ne!(flags & flag, 0, "{flag:#x} missing from {flags:#x}");
+        }
+        assert_eq!(flags & libc::MS_RELATIME, 0, "the bound mount's atime mode");
+        let without = null_device_flags(&parse_mountinfo(
+            "2 1 0:2 / /dev ro,nosuid,relatime - tmpfs tmpfs rw\n",
+        ));
+        assert_ne!(
+            without & libc::MS_RELATIME,
+            0,
+            "/dev's, when /dev/null is no mount"
+        );
     }
 }

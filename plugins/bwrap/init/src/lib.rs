@@ -14,6 +14,7 @@ pub mod forward;
 pub mod guard;
 pub mod landlock;
 pub mod layout;
+pub mod masks;
 mod mount;
 pub mod outbox;
 pub mod proto;

@@ -69,6 +69,7 @@ pub fn main() -> ExitCode {
         mut exec_from,
         exec_grants,
         caches,
+        masks,
         ..
     } = parsed;
     // First, while single-threaded: our own namespaces, writable mounts
@@ -77,7 +78,7 @@ pub fn main() -> ExitCode {
     // forked: the supervisor, the forwarder and every command are in it.
     let guarded = guard_config.is_some();
     exec_from.extend(exec_grants.iter().map(std::path::PathBuf::from));
-    let forker = match crate::layout::enter(guarded, &exec_grants, &caches, |writable| {
+    let forker = match crate::layout::enter(guarded, &exec_grants, &masks, &caches, |writable| {
         enter_domain(&exec_from, writable, guarded)
     }) {
         Ok(forker) => forker,
