@@ -340,14 +340,17 @@ pub(crate) enum OpenFailure {
 /// A library whose header was read but whose plugin code has not run yet.
 pub(crate) struct OpenedLibrary {
     header: &'static LibHeader,
+    /// The file as it was before it was opened (`crate::layout_kept`).
+    file: Option<crate::layout_kept::Identity>,
 }
 
 impl OpenedLibrary {
     /// dlopens the file and reads the abi_stable header. Static initialisers
     /// of the library run here; the plugin's own code does not.
     pub(crate) fn open(path: &Path) -> Result<Self, OpenFailure> {
+        let file = crate::layout_kept::identity(path);
         lib_header_from_path(path)
-            .map(|header| Self { header })
+            .map(|header| Self { header, file })
             .map_err(map_library_error)
     }
 
@@ -356,12 +359,32 @@ impl OpenedLibrary {
         self.header.version_strings().version.as_str().to_owned()
     }
 
-    /// Checks the layout of every type against ours and runs the root module
-    /// constructor. Never calls `load_from_file`, which caches per type.
+    /// Checks the layout of every type against ours — unless this very file
+    /// passed against this very server before (`crate::layout_kept`) — and
+    /// runs the root module constructor. Never calls `load_from_file`,
+    /// which caches per type.
     pub(crate) fn init(self) -> Result<PluginModRef, OpenFailure> {
-        self.header
+        let marker = self.file.as_ref().and_then(crate::layout_kept::marker);
+        if let Some(marker) = &marker
+            && crate::layout_kept::passed(marker)
+        {
+            // SAFETY: the layouts are those that were checked: the same
+            // plugin file and the same server binary (identities in the
+            // marker's name); the version is still checked.
+            return unsafe {
+                self.header
+                    .init_root_module_with_unchecked_layout::<PluginModRef>()
+            }
+            .map_err(map_library_error);
+        }
+        let module = self
+            .header
             .init_root_module::<PluginModRef>()
-            .map_err(map_library_error)
+            .map_err(map_library_error)?;
+        if let Some(marker) = &marker {
+            crate::layout_kept::record(marker);
+        }
+        Ok(module)
     }
 }
 

@@ -125,6 +125,7 @@
 pub mod abi;
 mod error;
 pub mod host;
+mod layout_kept;
 pub mod proxy;
 pub mod sdk;
 pub mod secrets;
