@@ -24,10 +24,29 @@ pub(crate) fn marker(plugin: &Identity) -> Option<PathBuf> {
     if identity(&plugin.path).as_ref() != Some(plugin) {
         return None; // replaced while it was being opened: check it
     }
-    let dir = private_dir()?;
-    let server = std::env::current_exe().ok()?;
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    Some(dir.join(key(plugin, &identity(&server)?, boot.trim())))
+    let here = this_server()?;
+    Some(here.dir.join(key(plugin, &here.binary, &here.boot)))
+}
+
+/// What every marker of this process shares, found once (a server loads
+/// each of its plugins with it).
+struct ThisServer {
+    dir: PathBuf,
+    binary: Identity,
+    boot: String,
+}
+
+fn this_server() -> Option<&'static ThisServer> {
+    static HERE: std::sync::OnceLock<Option<ThisServer>> = std::sync::OnceLock::new();
+    HERE.get_or_init(|| {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+        Some(ThisServer {
+            dir: private_dir()?,
+            binary: identity(&std::env::current_exe().ok()?)?,
+            boot: boot.trim().to_owned(),
+        })
+    })
+    .as_ref()
 }
 
 /// Whether `marker` says the check passed.

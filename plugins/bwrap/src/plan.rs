@@ -39,7 +39,6 @@ use std::path::{Component, Path, PathBuf};
 
 use sandbox_init::caches::{CacheOverlay, CacheOverlays};
 use sandbox_init::guard::rules::GuardConfig;
-use sandbox_init::masks::Masks;
 use sandbox_plugin_api::SandboxSpec;
 
 use crate::lists::{
@@ -445,7 +444,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     //    sandbox-init mounts the masks, before anything runs
     //    (`sandbox_init::masks`: bubblewrap's binds cost far more).
     let mut masked = Vec::new();
-    let mut masks = Masks::default();
+    let mut masks = MaskPoints::default();
     for (secret, kind) in secrets(home.as_deref(), &input.toolchains.secrets, host) {
         let mut guests: Vec<PathBuf> = views
             .iter()
@@ -458,10 +457,9 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         guests.sort();
         guests.dedup();
         for guest in guests {
-            let point = guest.display().to_string();
             match kind {
-                Kind::Dir => masks.dirs.push(point),
-                Kind::File => masks.files.push(point),
+                Kind::Dir => masks.dirs.push(guest.clone()),
+                Kind::File => masks.files.push(guest.clone()),
             }
             masked.push(guest);
         }
@@ -501,7 +499,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     if guard.is_some() {
         // Made here, mounted read-only and empty by sandbox-init.
         args.one("--dir", GIT_TEMPLATE_IN_SANDBOX);
-        masks.dirs.push(GIT_TEMPLATE_IN_SANDBOX.to_owned());
+        masks.dirs.push(GIT_TEMPLATE_IN_SANDBOX.into());
         hide_system_git_template(&mut masks, host);
     }
     // 5. Egress: the proxies' sockets, the only way out of an empty
@@ -596,6 +594,15 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         caches: shown.overlays.iter().map(|c| c.path.clone()).collect(),
         skipped: shown.skipped,
     })
+}
+
+/// The guest paths sandbox-init masks (`--mask-file`, `--mask-dir`), kept
+/// as paths: their exact bytes go on its command line, never a lossy
+/// spelling that would name some other, missing point.
+#[derive(Default)]
+struct MaskPoints {
+    files: Vec<PathBuf>,
+    dirs: Vec<PathBuf>,
 }
 
 /// The toolchains and caches a plan shows.
@@ -730,9 +737,9 @@ fn exec_grants(
 /// names in `.git/hooks`, which the guard refuses, and the init fails. An
 /// empty template directory is copied as nothing, and libgit2 then makes
 /// only the directories (an empty `hooks` one, which may be made).
-fn hide_system_git_template(masks: &mut Masks, host: &dyn HostFacts) {
+fn hide_system_git_template(masks: &mut MaskPoints, host: &dyn HostFacts) {
     if host.kind(Path::new(SYSTEM_GIT_TEMPLATE)) == Some(Kind::Dir) {
-        masks.dirs.push(SYSTEM_GIT_TEMPLATE.to_owned());
+        masks.dirs.push(SYSTEM_GIT_TEMPLATE.into());
     }
 }
 
