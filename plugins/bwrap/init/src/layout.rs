@@ -4,9 +4,8 @@
 //!
 //! bubblewrap cannot mount anything `noexec`, and once it has dropped our
 //! capabilities neither can we in its namespaces. So PID 1 makes a user and
-//! mount namespace of its own (a helper process it forked first, still in
-//! bubblewrap's user namespace, writes the identity uid/gid maps: the same
-//! ids inside as outside), and in it:
+//! mount namespace of its own (it writes the identity uid/gid maps itself:
+//! the same ids inside as outside), and in it:
 //! 1. remounts every visible writable mount `noexec` (keeping its other
 //!    flags): nothing written inside the sandbox can be executed, not even
 //!    through `ld.so ./binary`, which maps it executable instead of
@@ -278,91 +277,43 @@ pub fn enter<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     confine(&writable).map_err(|e| LayoutError::Confine(e.into()))?;
     // While we still hold CAP_SYS_ADMIN here: the thread inherits it to make
     // the pid namespace, then drops it like we do below.
-    let forker = Forker::start(memfd_sysctl.as_ref()).map_err(LayoutError::PidNamespace)?;
-    drop(memfd_sysctl);
+    let forker = Forker::start(memfd_sysctl).map_err(LayoutError::PidNamespace)?;
     let keep = if supervise { 1 << CAP_SYS_PTRACE } else { 0 };
     keep_only(keep).map_err(LayoutError::Capabilities)?;
     Ok(forker)
 }
 
-/// Unshares a user and a mount namespace; a child forked before writes our
-/// identity maps from the old user namespace (after `unshare` we have no
-/// rights there; mapping uid 0 needs CAP_SETFCAP there, which bubblewrap
-/// leaves us for this alone).
+/// Unshares a user and a mount namespace and writes our own identity maps
+/// there: one line mapping our uid (and gid) to itself, which the kernel
+/// lets a process write for itself in the namespace it just made — uid 0
+/// too, because we held CAP_SETFCAP in bubblewrap's namespace when we
+/// unshared (Linux 5.12 records that; bubblewrap leaves us that capability
+/// for this alone). No helper process: a fork and a wait less at every
+/// start (docs/measurements.md).
 fn enter_own_user_namespace() -> io::Result<()> {
     // SAFETY: plain syscalls.
-    let (uid, gid, pid) = unsafe { (libc::geteuid(), libc::getegid(), libc::getpid()) };
-    let maps = [
-        (format!("/proc/{pid}/setgroups\0"), "deny".to_owned()),
-        (format!("/proc/{pid}/uid_map\0"), format!("{uid} {uid} 1")),
-        (format!("/proc/{pid}/gid_map\0"), format!("{gid} {gid} 1")),
-    ];
-    let (go_read, go_write) = pipe()?;
-    // SAFETY: the process is single-threaded here (see `enter`); the child
-    // only makes async-signal-safe calls on memory prepared above.
-    let helper = unsafe { libc::fork() };
-    if helper < 0 {
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    // SAFETY: plain syscall.
+    if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    if helper == 0 {
-        // SAFETY: async-signal-safe calls only, then _exit.
-        unsafe {
-            libc::close(go_write);
-            let mut byte = 0u8;
-            let ready = libc::read(go_read, (&raw mut byte).cast(), 1) == 1;
-            let mut ok = ready;
-            for (path, text) in &maps {
-                if !ok {
-                    break;
-                }
-                let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
-                ok = fd >= 0
-                    && libc::write(fd, text.as_ptr().cast(), text.len()) == text.len() as isize;
-                if fd >= 0 {
-                    libc::close(fd);
-                }
-            }
-            libc::_exit(if ok { 0 } else { 1 });
-        }
-    }
-    // SAFETY: closing our copy of the child's end.
-    unsafe { libc::close(go_read) };
-    // SAFETY: plain syscall.
-    let unshared = unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) };
-    let unshare_error = io::Error::last_os_error();
-    // Tell the helper to go (or, on failure, to give up: it sees the maps
-    // refused or end of file).
-    // SAFETY: writing one byte from a live local, then closing our end.
-    unsafe {
-        libc::write(go_write, [1u8].as_ptr().cast(), 1);
-        libc::close(go_write);
-    }
-    let mut status = 0;
-    // SAFETY: waiting for our own child.
-    while unsafe { libc::waitpid(helper, &mut status, 0) } < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-    if unshared != 0 {
-        return Err(unshare_error);
-    }
-    if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
-        return Err(io::Error::other(
-            "the id maps could not be written (uid 0 needs CAP_SETFCAP in bubblewrap's namespace)",
-        ));
+    let maps = [
+        ("/proc/self/setgroups", "deny".to_owned()),
+        ("/proc/self/uid_map", format!("{uid} {uid} 1")),
+        ("/proc/self/gid_map", format!("{gid} {gid} 1")),
+    ];
+    for (path, text) in &maps {
+        std::fs::write(path, text).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "writing {path} in our own user namespace: {e} (uid 0 needs CAP_SETFCAP in \
+                     bubblewrap's namespace)"
+                ),
+            )
+        })?;
     }
     Ok(())
-}
-
-fn pipe() -> io::Result<(libc::c_int, libc::c_int)> {
-    let mut ends = [0; 2];
-    // SAFETY: pipe2 writes two descriptors into `ends`.
-    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((ends[0], ends[1]))
 }
 
 #[cfg(test)]

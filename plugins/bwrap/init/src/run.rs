@@ -89,8 +89,8 @@ pub fn main() -> ExitCode {
     };
     // SAFETY: plain prctl call. Not dumpable, guard or not: commands can
     // neither read PID 1's memory nor reach its descriptors through /proc/1.
-    // (Not before the layout: the id-map helper writes our /proc entry,
-    // which a non-dumpable process's is closed to.)
+    // (Not before the layout: it writes our own id maps in /proc, which a
+    // non-dumpable process's are closed to.)
     unsafe {
         libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
     }
