@@ -33,6 +33,10 @@ pub fn serve(
     // Before `ready`: a command must find its proxies listening. The
     // forwarder itself starts at the first connection.
     let mut forwarder = Forwarder::prepare(forwards, channel)?;
+    // Made on the fork thread while we got here (`Forker::start`).
+    forker.wait_started().map_err(|e| {
+        io::Error::new(e.kind(), format!("making the commands' pid namespace: {e}"))
+    })?;
     let outbox = Outbox {
         fd: control.as_raw_fd(),
         lock: Arc::default(),
