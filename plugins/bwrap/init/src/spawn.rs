@@ -65,6 +65,25 @@ pub fn candidates(program: &str, env: &[(String, String)]) -> Vec<String> {
         .collect()
 }
 
+/// The candidates that may exist, in order: one a `stat` here says is not
+/// there (ENOENT, ENOTDIR) is left out, so the child does not try it — a
+/// failed `execve` in the child costs ten times the `stat` (`true` through
+/// a ten-directory `PATH` was nine of them). What the child tries next is
+/// what it would have come to: PID 1 sees the commands' mounts. A relative
+/// candidate is looked at from the command's working directory.
+fn present(candidates: Vec<String>, cwd: &str) -> Vec<String> {
+    candidates
+        .into_iter()
+        .filter(|c| {
+            let path = std::path::Path::new(cwd).join(c);
+            !matches!(
+                std::fs::metadata(&path).map_err(|e| e.raw_os_error()),
+                Err(Some(libc::ENOENT | libc::ENOTDIR))
+            )
+        })
+        .collect()
+}
+
 /// Which descriptors follow stdout and stderr in an exec request.
 #[derive(Default, Clone, Copy)]
 pub struct Streams {
@@ -114,7 +133,7 @@ pub fn spawn(
         .iter()
         .map(|(k, v)| c_string(&format!("{k}={v}")))
         .collect::<Result<_, _>>()?;
-    let c_paths: Vec<CString> = candidates(&argv[0], env)
+    let c_paths: Vec<CString> = present(candidates(&argv[0], env), cwd)
         .iter()
         .map(|p| c_string(p))
         .collect::<Result<_, _>>()?;
@@ -371,9 +390,13 @@ unsafe fn child(p: &Prepared<'_>, report: RawFd, joined: bool) -> ! {
                 _ => break,
             }
         }
-        if denied && matches!(last, libc::ENOENT | libc::ENOTDIR) {
-            *libc::__errno_location() = libc::EACCES;
-        }
+        // Set, not left: with no candidate there at all nothing was tried,
+        // and the answer is still "not found".
+        *libc::__errno_location() = if denied && matches!(last, libc::ENOENT | libc::ENOTDIR) {
+            libc::EACCES
+        } else {
+            last
+        };
         fail(report, STAGE_EXEC)
     }
 }
@@ -406,6 +429,23 @@ mod tests {
     fn env(path: Option<&str>) -> Vec<(String, String)> {
         path.map(|p| vec![("PATH".to_owned(), p.to_owned())])
             .unwrap_or_default()
+    }
+
+    #[test]
+    fn candidates_that_are_not_there_are_not_tried() {
+        let dir = std::env::temp_dir().join(format!("spawn-present-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        std::fs::write(dir.join("bin/tool"), "").unwrap();
+        std::fs::write(dir.join("file"), "").unwrap();
+        let cwd = dir.to_str().unwrap();
+        let all = candidates("tool", &env(Some("/nonexistent:bin:file:/usr/bin")));
+        assert_eq!(
+            present(all, cwd),
+            vec!["bin/tool".to_owned()],
+            "missing, found, under a file, missing"
+        );
+        assert!(present(vec!["/nonexistent/x".into()], cwd).is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
