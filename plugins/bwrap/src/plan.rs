@@ -284,8 +284,8 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         args.flag(flag);
     }
     args.one("--cap-drop", "ALL");
-    // For sandbox-init's helper alone, which writes PID 1's uid map in the
-    // user namespace PID 1 makes (mapping uid 0 needs it); PID 1 drops
+    // For PID 1 alone, which maps its own uid in the user namespace it
+    // makes (mapping uid 0 needs it held at `unshare`); PID 1 drops
     // every capability before anything runs (`sandbox_init::layout`).
     // New user namespaces are forbidden there, and by the seccomp filter.
     args.one("--cap-add", "CAP_SETFCAP");

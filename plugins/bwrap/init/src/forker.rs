@@ -96,7 +96,7 @@ impl Forker {
     /// [`Forker::wait_started`] waits for it (before `ready`: a namespace
     /// that could not be made fails the sandbox's start, as before). So the
     /// namespace and its reaper are made while PID 1 installs its filter and
-    /// binds the forwards: ~0.5 ms off every start on a 2-CPU host.
+    /// binds the forwards, not before.
     pub fn start(memfd_sysctl: Option<OwnedFd>) -> io::Result<Forker> {
         let (requests, incoming) = mpsc::channel::<Request>();
         let (answer, answers) = mpsc::channel();
