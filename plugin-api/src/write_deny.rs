@@ -593,54 +593,48 @@ fn required_of(segments: &[Segment]) -> Option<String> {
 
 /// Whether a glob's segments match a path's: a name pattern matches one
 /// segment, `**` any run of them (none too: `**/.env` is `.env`, and
-/// `.claude/**` is `.claude` itself). The classic wildcard match with one
-/// way back — to just after the last `**`, which then takes one segment
-/// more — is exact for this language and takes time linear in the glob
-/// times the path, whatever a path (a command's to choose) or a glob
-/// holds; trying every split at every `**` would be exponential.
+/// `.claude/**` is `.claude` itself).
 fn segments_match(glob: &[Segment], path: &[&[u8]]) -> bool {
-    let (mut g, mut p) = (0, 0);
-    let mut back: Option<(usize, usize)> = None;
-    while p < path.len() {
-        match glob.get(g) {
-            Some(Segment::AnyDepth) => {
-                back = Some((g + 1, p));
-                g += 1;
-            }
-            Some(Segment::Name(pattern)) if name_matches(pattern.as_bytes(), path[p]) => {
-                g += 1;
-                p += 1;
-            }
-            _ => match back {
-                Some((after, from)) => {
-                    g = after;
-                    p = from + 1;
-                    back = Some((after, from + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    glob[g..].iter().all(|s| *s == Segment::AnyDepth)
+    wildcard_match(
+        glob,
+        path,
+        |s| *s == Segment::AnyDepth,
+        |s, segment| matches!(s, Segment::Name(p) if name_matches(p.as_bytes(), segment)),
+    )
 }
 
 /// Whether a name pattern matches a name, by bytes: `*` any run within the
 /// name, `?` one byte, anything else itself, ASCII letters in either case.
-/// The same way back as [`segments_match`], so linear too.
 fn name_matches(pattern: &[u8], name: &[u8]) -> bool {
+    wildcard_match(
+        pattern,
+        name,
+        |c| *c == b'*',
+        |c, n| *c == b'?' || c.eq_ignore_ascii_case(n),
+    )
+}
+
+/// The classic wildcard match, for both levels above: a star takes any run
+/// of items, every other pattern item exactly one. One way back — to just
+/// after the last star, which then takes one item more — is exact for
+/// such patterns, and takes time linear in the pattern times the subject,
+/// whatever a path (a command's to choose) or a glob holds; trying every
+/// split at every star would be exponential.
+fn wildcard_match<P, S>(
+    pattern: &[P],
+    subject: &[S],
+    is_star: impl Fn(&P) -> bool,
+    matches_one: impl Fn(&P, &S) -> bool,
+) -> bool {
     let (mut i, mut j) = (0, 0);
     let mut back: Option<(usize, usize)> = None;
-    while j < name.len() {
+    while j < subject.len() {
         match pattern.get(i) {
-            Some(b'*') => {
+            Some(p) if is_star(p) => {
                 back = Some((i + 1, j));
                 i += 1;
             }
-            Some(b'?') => {
-                i += 1;
-                j += 1;
-            }
-            Some(c) if c.eq_ignore_ascii_case(&name[j]) => {
+            Some(p) if matches_one(p, &subject[j]) => {
                 i += 1;
                 j += 1;
             }
@@ -654,7 +648,7 @@ fn name_matches(pattern: &[u8], name: &[u8]) -> bool {
             },
         }
     }
-    pattern[i..].iter().all(|c| *c == b'*')
+    pattern[i..].iter().all(is_star)
 }
 
 /// What a directory must match when a glob could match something inside
