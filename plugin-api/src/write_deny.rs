@@ -262,18 +262,10 @@ impl Glob {
     /// Whether the glob matches a path relative to a root, given as its
     /// segments (dependency-folder exemption included).
     pub fn matches(&self, relative: &[&str]) -> bool {
-        if relative.is_empty() {
-            return false;
-        }
-        if self.is_name_anywhere()
-            && relative[..relative.len() - 1]
-                .iter()
-                .any(|d| DEPENDENCY_DIRS.contains(d))
-        {
-            return false;
-        }
         let path: Vec<&[u8]> = relative.iter().map(|s| s.as_bytes()).collect();
-        segments_match(&self.segments, &path)
+        !path.is_empty()
+            && segments_match(&self.segments, &path)
+            && !(self.is_name_anywhere() && in_dependency_dir(&path))
     }
 }
 
@@ -497,9 +489,7 @@ impl GlobSet {
             if !glob.applies_at(at_home) || !segments_match(&glob.segments, &path) {
                 continue;
             }
-            if glob.is_name_anywhere()
-                && *exempt.get_or_insert_with(|| in_dependency_dir(&relative))
-            {
+            if glob.is_name_anywhere() && *exempt.get_or_insert_with(|| in_dependency_dir(&path)) {
                 continue;
             }
             verdict.first.get_or_insert(glob);
@@ -695,13 +685,12 @@ fn normalized(relative: &Path) -> Cow<'_, Path> {
     Cow::Owned(out)
 }
 
-/// Whether a directory of the (normalized) path, its last segment left
-/// out, is a dependency folder.
-fn in_dependency_dir(relative: &Path) -> bool {
-    let bytes = relative.as_os_str().as_encoded_bytes();
-    let mut segments = bytes.split(|b| *b == b'/');
-    segments.next_back();
-    segments.any(|d| DEPENDENCY_DIRS.iter().any(|dep| dep.as_bytes() == d))
+/// Whether a directory of the path (its segments, the last one left out)
+/// is a dependency folder.
+fn in_dependency_dir(path: &[&[u8]]) -> bool {
+    let dirs = &path[..path.len().saturating_sub(1)];
+    dirs.iter()
+        .any(|d| DEPENDENCY_DIRS.iter().any(|dep| dep.as_bytes() == *d))
 }
 
 #[cfg(test)]
