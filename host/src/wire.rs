@@ -102,7 +102,7 @@ pub fn event_line(event: &Event) -> Vec<u8> {
     match std::str::from_utf8(data) {
         Ok(text) => {
             out.extend_from_slice(b"{\"data\":");
-            let _ = serde_json::to_writer(&mut out, text);
+            push_json_string(&mut out, text);
         }
         Err(_) => {
             out.extend_from_slice(b"{\"dataBase64\":\"");
@@ -115,6 +115,73 @@ pub fn event_line(event: &Event) -> Vec<u8> {
     let kind = event.body.type_name();
     let _ = writeln!(out, ",\"execId\":{},\"type\":\"{kind}\"}}", event.exec_id);
     out
+}
+
+/// Appends `text` as a JSON string, quotes included: the same bytes as
+/// `serde_json`'s, but looked at eight bytes at a time. Output is mostly
+/// text that needs no escape, and `serde_json` looks at it a byte at a time:
+/// a fifth of the server's time on a 1 GiB stream (issue 18 item 4).
+fn push_json_string(out: &mut Vec<u8>, text: &str) {
+    let bytes = text.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut written = 0; // bytes[..written] are in `out`
+    let words = bytes.chunks_exact(8);
+    let tail = bytes.len() - words.remainder().len();
+    for (index, word) in words.enumerate() {
+        let dirty =
+            <[u8; 8]>::try_from(word).map_or(true, |w| word_needs_escape(u64::from_ne_bytes(w)));
+        if dirty {
+            push_escaped(out, bytes, index * 8..index * 8 + 8, &mut written);
+        }
+    }
+    push_escaped(out, bytes, tail..bytes.len(), &mut written);
+    out.extend_from_slice(&bytes[written..]);
+    out.push(b'"');
+}
+
+/// Writes what precedes each byte of `bytes[range]` that JSON escapes, then
+/// its escape; `written` is where `out` has got to in `bytes`.
+fn push_escaped(
+    out: &mut Vec<u8>,
+    bytes: &[u8],
+    range: std::ops::Range<usize>,
+    written: &mut usize,
+) {
+    for at in range {
+        let byte = bytes[at];
+        let short: &[u8] = match byte {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0x00..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[*written..at]);
+        *written = at + 1;
+        if short.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(b"\\u00");
+            out.extend_from_slice(&[HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]]);
+        } else {
+            out.extend_from_slice(short);
+        }
+    }
+}
+
+/// Whether one of the eight bytes of `word` is one JSON escapes: below
+/// 0x20, a quote or a backslash. Exact for the word as a whole (a borrow
+/// can only mark a byte above one that matched).
+fn word_needs_escape(word: u64) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    let below = |w: u64, n: u8| w.wrapping_sub(ONES * u64::from(n)) & !w & HIGHS;
+    let equal = |n: u8| below(word ^ (ONES * u64::from(n)), 1);
+    below(word, 0x20) | equal(b'"') | equal(b'\\') != 0
 }
 
 /// One line, newline included.
@@ -168,6 +235,34 @@ mod tests {
             json!({"type": "killed", "execId": 1, "reason": "timeout", "signal": 9})
         );
         assert!(line(&killed).ends_with("}\n"));
+    }
+
+    /// Every character JSON may escape, at every offset in a word, in runs
+    /// long and short: the same text as `serde_json`'s.
+    #[test]
+    fn strings_are_escaped_as_serde_json_escapes_them() {
+        let mut cases: Vec<String> = vec![String::new(), "a".into(), "é😀 plain".into()];
+        let all: String = (0u8..0x80).map(char::from).collect();
+        cases.push(all.clone());
+        for offset in 0..17 {
+            for special in (0u8..0x21).chain([b'"', b'\\', 0x7f, b'a']) {
+                let mut text = "x".repeat(offset);
+                text.push(char::from(special));
+                text.push_str(&"yz".repeat(offset));
+                text.push_str("\u{e9}\u{1F600}");
+                cases.push(text);
+            }
+        }
+        cases.push(all.repeat(40));
+        for text in cases {
+            let mut ours = Vec::new();
+            push_json_string(&mut ours, &text);
+            assert_eq!(
+                String::from_utf8(ours).unwrap(),
+                serde_json::to_string(&text).unwrap(),
+                "{text:?}"
+            );
+        }
     }
 
     /// The output lines written directly are those of the JSON values.
