@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    // Before any thread exists: the arena cap applies to all of them.
-    cc_server::heap::limit_arenas();
+    // Before any thread exists: malloc's settings apply to all of them.
+    cc_server::heap::tune_malloc();
     // Before anything is spawned: what our caller left open stays ours.
     cc_server::descriptors::close_inherited_on_exec();
     cc_server::run(cc_server::cli::Cli::parse())
