@@ -13,7 +13,8 @@
 //!
 //! `sandbox-bench policy [ROUNDS]` measures command classification instead
 //! (see `policy.rs`); `sandbox-bench egress [MIB]` downloads through the
-//! egress proxies (see `egress.rs`).
+//! egress proxies (see `egress.rs`); `sandbox-bench api-load [SANDBOXES]
+//! [EXECS] [KIB]` runs concurrent execs over the API (see `api_load.rs`).
 
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -72,6 +73,7 @@ fn load(name: &str) -> BackendObject {
     plugin.backends.into_iter().next().unwrap()
 }
 
+mod api_load;
 mod egress;
 mod microvm;
 mod policy;
@@ -148,6 +150,16 @@ fn exec_round_trips(sandbox: &SandboxObject, ends: &Ends, n: usize) -> Stats {
 }
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("api-load") {
+        let arg = |n: usize, default: usize| {
+            std::env::args()
+                .nth(n)
+                .and_then(|a| a.parse().ok())
+                .unwrap_or(default)
+        };
+        api_load::run(arg(2, 32), arg(3, 10), arg(4, 1024));
+        return;
+    }
     if std::env::args().nth(1).as_deref() == Some("egress") {
         let mib = std::env::args().nth(2).and_then(|a| a.parse().ok());
         egress::run(mib.unwrap_or(256));

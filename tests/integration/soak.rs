@@ -452,9 +452,10 @@ fn load(plugins: Plugins, backend: &str) {
     latencies.sort();
     eprintln!(
         "load {backend}: {SANDBOXES} sandboxes x {EXECS_EACH} concurrent execs of 1 MiB in \
-         {:.1} s; exec latency p50 {:.0} ms, p99 {:.0} ms; RSS before {:.1} MiB, peak {:.1} MiB, \
-         after {:.1} MiB; warm {warm:?}, after {after:?}",
+         {:.1} s ({:.0} MiB/s); exec latency p50 {:.0} ms, p99 {:.0} ms; RSS before {:.1} MiB, \
+         peak {:.1} MiB, after {:.1} MiB; warm {warm:?}, after {after:?}",
         elapsed.as_secs_f64(),
+        mib((SANDBOXES * EXECS_EACH * OUTPUT) as u64) / elapsed.as_secs_f64(),
         quantile(&latencies, 0.5).as_secs_f64() * 1e3,
         quantile(&latencies, 0.99).as_secs_f64() * 1e3,
         mib(rss_before),
