@@ -129,59 +129,62 @@ fn push_json_string(out: &mut Vec<u8>, text: &str) {
     let words = bytes.chunks_exact(8);
     let tail = bytes.len() - words.remainder().len();
     for (index, word) in words.enumerate() {
-        let dirty =
-            <[u8; 8]>::try_from(word).map_or(true, |w| word_needs_escape(u64::from_ne_bytes(w)));
-        if dirty {
-            push_escaped(out, bytes, index * 8..index * 8 + 8, &mut written);
+        let Ok(word) = <[u8; 8]>::try_from(word) else {
+            continue; // chunks_exact(8) gives eight bytes
+        };
+        // Each escaped byte's high bit, lowest address first.
+        let mut marks = escapes_in(u64::from_le_bytes(word));
+        while marks != 0 {
+            let at = index * 8 + marks.trailing_zeros() as usize / 8;
+            push_escape(out, bytes, at, &mut written);
+            marks &= marks - 1;
         }
     }
-    push_escaped(out, bytes, tail..bytes.len(), &mut written);
+    for at in tail..bytes.len() {
+        if escapes_in(u64::from(bytes[at])) & 0x80 != 0 {
+            push_escape(out, bytes, at, &mut written);
+        }
+    }
     out.extend_from_slice(&bytes[written..]);
     out.push(b'"');
 }
 
-/// Writes what precedes each byte of `bytes[range]` that JSON escapes, then
-/// its escape; `written` is where `out` has got to in `bytes`.
-fn push_escaped(
-    out: &mut Vec<u8>,
-    bytes: &[u8],
-    range: std::ops::Range<usize>,
-    written: &mut usize,
-) {
-    for at in range {
-        let byte = bytes[at];
-        let short: &[u8] = match byte {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0x00..=0x1f => b"",
-            _ => continue,
-        };
-        out.extend_from_slice(&bytes[*written..at]);
-        *written = at + 1;
-        if short.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.extend_from_slice(b"\\u00");
-            out.extend_from_slice(&[HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]]);
-        } else {
-            out.extend_from_slice(short);
-        }
+/// Writes what precedes `bytes[at]` since `written`, then its escape.
+fn push_escape(out: &mut Vec<u8>, bytes: &[u8], at: usize, written: &mut usize) {
+    out.extend_from_slice(&bytes[*written..at]);
+    *written = at + 1;
+    let byte = bytes[at];
+    let short: &[u8] = match byte {
+        b'"' => b"\\\"",
+        b'\\' => b"\\\\",
+        b'\n' => b"\\n",
+        b'\r' => b"\\r",
+        b'\t' => b"\\t",
+        0x08 => b"\\b",
+        0x0c => b"\\f",
+        _ => b"",
+    };
+    if short.is_empty() {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        out.extend_from_slice(b"\\u00");
+        out.extend_from_slice(&[HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]]);
+    } else {
+        out.extend_from_slice(short);
     }
 }
 
-/// Whether one of the eight bytes of `word` is one JSON escapes: below
-/// 0x20, a quote or a backslash. Exact for the word as a whole (a borrow
-/// can only mark a byte above one that matched).
-fn word_needs_escape(word: u64) -> bool {
+/// The high bit of each byte of `word` that JSON escapes (below 0x20, a
+/// quote, a backslash), exactly: no carry crosses a byte, since each byte's
+/// low seven bits are added to at most 0x7f.
+fn escapes_in(word: u64) -> u64 {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-    let below = |w: u64, n: u8| w.wrapping_sub(ONES * u64::from(n)) & !w & HIGHS;
-    let equal = |n: u8| below(word ^ (ONES * u64::from(n)), 1);
-    below(word, 0x20) | equal(b'"') | equal(b'\\') != 0
+    const LOWS: u64 = ONES * 0x7f;
+    const HIGHS: u64 = ONES * 0x80;
+    // A byte is below `n` (at most 0x80) when neither its high bit nor the
+    // carry out of its low bits plus 0x80 - n is set.
+    let below = |w: u64, n: u8| !(((w & LOWS) + ONES * u64::from(0x80 - n)) | w) & HIGHS;
+    let equal = |c: u8| below(word ^ (ONES * u64::from(c)), 1);
+    below(word, 0x20) | equal(b'"') | equal(b'\\')
 }
 
 /// One line, newline included.
@@ -254,6 +257,14 @@ mod tests {
             }
         }
         cases.push(all.repeat(40));
+        // Bytes at or above 0x80 whose low bits are those of an escaped
+        // byte (0xa2, 0xdc, 0x8a, …) are never escaped.
+        let wide: String = (0x80u32..0x800)
+            .chain(0xfe00..0x10100)
+            .filter_map(char::from_u32)
+            .collect();
+        cases.push(wide.clone());
+        cases.push(format!("{wide}{all}{wide}"));
         for text in cases {
             let mut ours = Vec::new();
             push_json_string(&mut ours, &text);
