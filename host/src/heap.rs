@@ -9,20 +9,20 @@
 //! after unread streams on bwrap, 248 MB on none, 180 MB after ordinary
 //! load, from 12 MB at start).
 //!
-//! Two measures, each measured with `bench/memory`:
+//! Three measures, each measured with `bench/memory` (the third also by
+//! the page faults of one API stream):
 //! - `malloc_trim(0)` ([`give_back`]) after a sandbox is destroyed: glibc
 //!   returns the free pages of every arena, not only each heap's top. This
 //!   is what brings RSS back (14–19 MB after either load, start 10 MB);
 //! - fewer arenas ([`tune_malloc`], at start): less memory spread where the
 //!   next burst cannot reuse it (peak under 100 unread streams 111 MB
 //!   instead of 133 MB with glibc's default). Alone, without the trim and
-//!   the output budget, it does not help (964 MB kept).
-//!
+//!   the output budget, it does not help (964 MB kept);
 //! - a trim threshold of [`TRIM_THRESHOLD`] ([`tune_malloc`]): glibc's
 //!   default (128 KiB, raised only as `mmap`ed blocks are freed) gave the top
 //!   of a heap back after nearly every 64 KiB chunk, to be faulted in again
 //!   for the next: 52,000 page faults and their TLB shoot-downs per GiB of
-//!   one API stream, a quarter of the server's CPU time (issue 18 item 4).
+//!   one API stream, up to a fifth of the server's CPU time (issue 18 item 4).
 //!   What load leaves is still given back, by the trim above.
 //!
 //! All are glibc's; elsewhere they do nothing.
