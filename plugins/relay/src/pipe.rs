@@ -257,7 +257,7 @@ mod tests {
         r2.read_to_string(&mut got).unwrap();
         assert_eq!(got, "hello");
         // An O_APPEND file refuses splice: the fallback writes it.
-        let dir = tempfile_dir();
+        let dir = tempfile_dir("splice");
         let path = dir.join("out");
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -287,7 +287,7 @@ mod tests {
         // SAFETY: F_SETPIPE_SZ on a pipe of this test.
         let big =
             unsafe { libc::fcntl(big_r.as_raw_fd(), libc::F_SETPIPE_SZ, 2 * PIPE_SIZE as i32) };
-        let dir = tempfile_dir();
+        let dir = tempfile_dir("sizes");
         let file = std::fs::File::create(dir.join("plain")).unwrap();
         let (stdin, stdout) = duplicate_host_fds(Some(HostFds {
             stdin: Some(r.as_raw_fd()),
@@ -318,8 +318,11 @@ mod tests {
         assert!(duplicate(w.as_raw_fd()).is_ok());
     }
 
-    fn tempfile_dir() -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("relay-pipe-test-{}", std::process::id()));
+    /// A directory of this test's own: tests run in parallel in one
+    /// process, and one removing a shared directory broke another's file.
+    fn tempfile_dir(test: &str) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("relay-pipe-test-{}-{test}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
     }
