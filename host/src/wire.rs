@@ -141,7 +141,7 @@ fn push_json_string(out: &mut Vec<u8>, text: &str) {
         }
     }
     for at in tail..bytes.len() {
-        if escapes_in(u64::from(bytes[at])) & 0x80 != 0 {
+        if matches!(bytes[at], 0x00..=0x1f | b'"' | b'\\') {
             push_escape(out, bytes, at, &mut written);
         }
     }
