@@ -186,8 +186,13 @@ pub fn serve(
                 ) {
                     Ok(remote) => {
                         // Our copy goes before the answer (see `Listener::add_fd`).
+                        let closing = timing::begin();
                         drop(fd);
-                        listener.respond(id, i64::from(remote), 0)
+                        timing::end("fd: close", closing);
+                        let answering = timing::begin();
+                        let sent = listener.respond(id, i64::from(remote), 0);
+                        timing::end("fd: answer", answering);
+                        sent
                     }
                     Err(e) => listener.respond(id, 0, e.raw_os_error().unwrap_or(libc::EMFILE)),
                 }

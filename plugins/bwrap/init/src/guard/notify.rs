@@ -4,6 +4,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use super::emulate::Call;
+use super::timing;
 
 /// A listener descriptor returned by installing a `NEW_LISTENER` filter.
 pub struct Listener {
@@ -127,9 +128,15 @@ impl Listener {
     /// wherever the caller is. Scheduling only: a mask that cannot be set
     /// or given back changes no outcome.
     pub fn add_fd(&self, id: u64, fd: RawFd, cloexec: bool, tid: u32) -> io::Result<i32> {
+        let began = timing::begin();
         let held = self.cpus.as_ref().and_then(|own| Held::here(own, tid));
+        timing::end("fd: hold", began);
+        let began = timing::begin();
         let added = self.add_fd_here(id, fd, cloexec);
+        timing::end("fd: addfd", began);
+        let began = timing::begin();
         drop(held);
+        timing::end("fd: give back", began);
         added
     }
 
