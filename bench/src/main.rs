@@ -14,7 +14,9 @@
 //! `sandbox-bench policy [ROUNDS]` measures command classification instead
 //! (see `policy.rs`); `sandbox-bench egress [MIB]` downloads through the
 //! egress proxies (see `egress.rs`); `sandbox-bench api-load [SANDBOXES]
-//! [EXECS] [KIB]` runs concurrent execs over the API (see `api_load.rs`).
+//! [EXECS] [KIB]` runs concurrent execs over the API (see `api_load.rs`);
+//! `sandbox-bench warm-ab OTHER_INIT [EXECS]` alternates warm execs of this
+//! build's sandbox-init and another (see `warm_ab.rs`).
 
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -77,6 +79,7 @@ mod api_load;
 mod egress;
 mod microvm;
 mod policy;
+mod warm_ab;
 
 struct Stats {
     p50: Duration,
@@ -135,18 +138,31 @@ fn spec(dir: &std::path::Path) -> SandboxSpec {
     }
 }
 
-fn exec_round_trips(sandbox: &SandboxObject, ends: &Ends, n: usize) -> Stats {
-    let request = ExecRequest {
+fn true_request() -> ExecRequest {
+    ExecRequest {
         argv: vec!["/bin/true".into()],
         env: [("PATH".to_owned(), "/usr/bin:/bin".to_owned())].into(),
         ..ExecRequest::default()
-    };
+    }
+}
+
+fn exec_round_trips(sandbox: &SandboxObject, ends: &Ends, n: usize) -> Stats {
+    let request = true_request();
     let mut done = *ends.count.lock().unwrap();
     time(n, || {
         sandbox.exec(&request).unwrap();
         done += 1;
         ends.wait_for(done);
     })
+}
+
+/// One exec of `/bin/true`, from the call to its terminal event.
+fn exec_round_trip(sandbox: &SandboxObject, ends: &Ends) -> Duration {
+    let done = *ends.count.lock().unwrap() + 1;
+    let start = Instant::now();
+    sandbox.exec(&true_request()).unwrap();
+    ends.wait_for(done);
+    start.elapsed()
 }
 
 fn main() {
@@ -158,6 +174,14 @@ fn main() {
                 .unwrap_or(default)
         };
         api_load::run(arg(2, 32), arg(3, 10), arg(4, 1024));
+        return;
+    }
+    if std::env::args().nth(1).as_deref() == Some("warm-ab") {
+        let other = std::env::args()
+            .nth(2)
+            .expect("usage: sandbox-bench warm-ab OTHER_INIT [EXECS]");
+        let execs = std::env::args().nth(3).and_then(|a| a.parse().ok());
+        warm_ab::run(&other, execs.unwrap_or(300));
         return;
     }
     if std::env::args().nth(1).as_deref() == Some("egress") {

@@ -1,0 +1,103 @@
+//! `sandbox-bench warm-ab OTHER_INIT [EXECS]`: the warm exec round trip of
+//! two sandbox-init builds, this one's and `OTHER_INIT`, measured exec by
+//! exec in alternation (issue 18 item 2), with and without the create-time
+//! guard, against a bare fork/exec in the same rounds. Two runs of the
+//! whole bench minutes apart differ on this host by more than a change of
+//! 100 µs; alternation puts both builds under the same load.
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sandbox_plugin_api::write_deny::DEFAULT_GLOBS;
+use sandbox_plugin_api::{ProbeContext, SandboxSpec};
+
+use crate::{Ends, exec_round_trip, load, row, spec, stats};
+
+pub fn run(other_init: &str, execs: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let bwrap = load("bwrap");
+    let guarded = |spec: SandboxSpec| SandboxSpec {
+        write_deny_globs: DEFAULT_GLOBS.iter().map(|g| (*g).to_owned()).collect(),
+        ..spec
+    };
+    // The probe's `init` decides which helper a launch starts; a sandbox
+    // keeps the one it started with.
+    let mut sandboxes = Vec::new();
+    for init in [None, Some(other_init)] {
+        let ctx = ProbeContext {
+            options: match init {
+                Some(path) => serde_json::json!({ "init": path }),
+                None => serde_json::json!({}),
+            },
+            ..ProbeContext::default()
+        };
+        let report = bwrap.probe(&ctx).unwrap();
+        assert!(report.available, "bwrap: {}", report.hint);
+        for guard in [false, true] {
+            let base = spec(dir.path());
+            let spec = if guard { guarded(base) } else { base };
+            let ends = Arc::new(Ends::default());
+            let sandbox = bwrap.launch(&spec, ends.clone()).unwrap();
+            sandboxes.push((init.is_some(), guard, sandbox, ends, Vec::new()));
+        }
+    }
+    let mut bare = Vec::new();
+    let bare_once = || {
+        let start = Instant::now();
+        Command::new("/bin/true")
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        start.elapsed()
+    };
+    for round in 0..execs + 20 {
+        let took = bare_once();
+        if round >= 20 {
+            bare.push(took);
+        }
+        for (_, _, sandbox, ends, times) in &mut sandboxes {
+            let took = exec_round_trip(sandbox, ends);
+            if round >= 20 {
+                times.push(took);
+            }
+        }
+    }
+    println!("warm exec round trip of /bin/true, {execs} alternating rounds");
+    let bare = stats(bare);
+    row("bare fork/exec of /bin/true (baseline)", &bare, &bare);
+    let mut paired: Vec<(bool, Vec<Duration>)> = Vec::new();
+    for (other, guard, sandbox, _, times) in &sandboxes {
+        let name = format!(
+            "{}, guard {}",
+            if *other { "OTHER_INIT" } else { "this build" },
+            if *guard { "on" } else { "off" }
+        );
+        row(&name, &stats(times.clone()), &bare);
+        if !*other {
+            paired.push((*guard, times.clone()));
+        }
+        let _ = sandbox;
+    }
+    for (guard, ours) in &paired {
+        let theirs = &sandboxes
+            .iter()
+            .find(|(other, g, ..)| *other && g == guard)
+            .unwrap()
+            .4;
+        let mut diffs: Vec<f64> = ours
+            .iter()
+            .zip(theirs)
+            .map(|(a, b)| b.as_secs_f64() * 1e6 - a.as_secs_f64() * 1e6)
+            .collect();
+        diffs.sort_by(f64::total_cmp);
+        println!(
+            "guard {}: OTHER_INIT − this build, median of paired differences {:+.1} µs",
+            if *guard { "on" } else { "off" },
+            diffs[diffs.len() / 2]
+        );
+    }
+    for (_, _, sandbox, ..) in sandboxes {
+        sandbox.destroy().unwrap();
+    }
+}
