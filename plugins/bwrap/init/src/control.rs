@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use crate::args::Forward;
-use crate::forker::{Forker, MemfdExec};
+use crate::forker::Forker;
 use crate::forward;
 use crate::guard::pending::PendingRules;
 use crate::guard::{self, notify::Listener};
@@ -47,11 +47,11 @@ pub fn serve(
             version: proto::VERSION,
         },
     )?;
+    // The fork thread carries the commands' hardening but for `clone3`
+    // (`seccomp::fork_thread_filter`); the guard filter has that rule, and
+    // without a guard a command attaches it alone.
     let filters = Filters {
-        hardening: match forker.memfd_exec() {
-            MemfdExec::Sysctl => seccomp::hardening_filter(),
-            MemfdExec::FilterOnly => seccomp::hardening_filter_sealed_memfds(),
-        },
+        hardening: rules.is_none().then(seccomp::clone3_filter),
         guard: rules.as_ref().map(|_| seccomp::guard_filter()),
         umask: commands_umask(rules.is_some()),
     };
@@ -197,7 +197,7 @@ impl Forwarder {
 impl Prepared {
     fn spawn(self) -> io::Result<i32> {
         let filters = Filters {
-            hardening: seccomp::hardening_filter(),
+            hardening: Some(seccomp::hardening_filter()),
             guard: None,
             umask: 0o077,
         };

@@ -49,16 +49,14 @@ pub struct Forker {
     channel: Mutex<Channel>,
     /// The fork thread's report of its namespace, until it is read.
     setup: Mutex<Option<mpsc::Receiver<io::Result<Started>>>>,
-    /// What it reported: the reaper and how memfds are kept from exec.
+    /// What it reported: the reaper.
     started: std::sync::OnceLock<Started>,
 }
 
-/// What the fork thread made: the namespace's reaper, and how memfds are
-/// kept from being exec'd there.
+/// What the fork thread made: the namespace's reaper.
 #[derive(Debug, Clone, Copy)]
 struct Started {
     reaper: libc::pid_t,
-    memfd: MemfdExec,
 }
 
 struct Channel {
@@ -75,7 +73,7 @@ pub enum MemfdExec {
     /// The setting could not be made — writing it takes global root (the
     /// account running bubblewrap), and Linux 6.3 — so the commands' filter
     /// must allow only memfds made with `MFD_NOEXEC_SEAL`
-    /// (`crate::seccomp::hardening_filter_sealed_memfds`).
+    /// (`crate::seccomp::fork_thread_filter`).
     FilterOnly,
 }
 
@@ -108,7 +106,7 @@ impl Forker {
                 let entered = enter_namespace(memfd_sysctl.as_ref().map(AsRawFd::as_raw_fd));
                 drop(memfd_sysctl);
                 let ok = entered.is_ok();
-                let entered = entered.map(|(reaper, memfd)| Started { reaper, memfd });
+                let entered = entered.map(|reaper| Started { reaper });
                 if setup.send(entered).is_err() || !ok {
                     return;
                 }
@@ -195,12 +193,6 @@ impl Forker {
             })
             .map_err(|_| gone())?;
         channel.answers.recv().map_err(|_| gone())?
-    }
-
-    /// What the commands' namespace does with executable memfds.
-    /// (Before the namespace is known made, the stricter answer.)
-    pub fn memfd_exec(&self) -> MemfdExec {
-        self.started().map_or(MemfdExec::FilterOnly, |s| s.memfd)
     }
 
     /// `openat(dir, name, flags, mode)` done by a one-shot process in the
@@ -335,8 +327,9 @@ pub unsafe fn fork_maybe_into(cgroup_dir: Option<RawFd>) -> io::Result<(libc::pi
 /// take), a pid namespace for our children, a Landlock domain below PID
 /// 1's, the reaper as the namespace's first process (it sets the
 /// namespace's `vm.memfd_noexec` with the capabilities it was forked with,
-/// then drops them), then no capabilities.
-fn enter_namespace(memfd_sysctl: Option<RawFd>) -> io::Result<(libc::pid_t, MemfdExec)> {
+/// then drops them), then no capabilities, and the commands' hardening
+/// filter but for its `clone3` rule (each command adds that).
+fn enter_namespace(memfd_sysctl: Option<RawFd>) -> io::Result<libc::pid_t> {
     // SAFETY: a full set, applied to this thread only.
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
@@ -386,7 +379,14 @@ fn enter_namespace(memfd_sysctl: Option<RawFd>) -> io::Result<(libc::pid_t, Memf
         0 => MemfdExec::Sysctl,
         _ => MemfdExec::FilterOnly,
     };
-    Ok((reaper, memfd))
+    // Last: every process made from here on — commands and one-shot
+    // opens — starts under the commands' hardening, attached once here
+    // rather than by each command (`seccomp::fork_thread_filter`).
+    crate::seccomp::install(&crate::seccomp::fork_thread_filter(
+        memfd == MemfdExec::FilterOnly,
+    ))
+    .map_err(|e| io::Error::new(e.kind(), format!("the commands' seccomp filter: {e}")))?;
+    Ok(reaper)
 }
 
 /// Writes `2` to the namespace's `vm.memfd_noexec` through `fd`; returns

@@ -101,7 +101,8 @@ pub fn main() -> ExitCode {
         );
         return ExitCode::from(125);
     }
-    // PID 1's own filter; every command also installs the full one itself.
+    // PID 1's own filter; every command runs under the full one (its fork
+    // thread's, `seccomp::fork_thread_filter`, and its own `clone3` rule).
     let own_filter = if guard_config.is_some() {
         seccomp::supervisor_filter()
     } else {

@@ -460,17 +460,52 @@ pub fn hardening_filter() -> Vec<SockFilter> {
     }
 }
 
-/// The commands' filter when their pid namespace could not be given
+/// The commands' hardening, carried by the thread that forks them
+/// (`crate::forker`) so that no command attaches it again: the hardening
+/// filter but for its `clone3` rule — the fork thread makes commands
+/// straight into their cgroup with `clone3(CLONE_INTO_CGROUP)`. With
+/// `sealed_memfds`, for when the commands' pid namespace could not be given
 /// `vm.memfd_noexec = 2` (it takes global root, and Linux 6.3; see
-/// `crate::forker`): the hardening filter, and `memfd_create` gets ENOSYS
-/// unless the caller asks for `MFD_NOEXEC_SEAL` — so no memfd a command
-/// makes can be exec'd (fail closed: what uses memfds falls back to files,
-/// as on a kernel without them; before 6.3 the flag itself is refused).
-pub fn hardening_filter_sealed_memfds() -> Vec<SockFilter> {
+/// `crate::forker`), `memfd_create` gets ENOSYS too unless the caller asks
+/// for `MFD_NOEXEC_SEAL` — so no memfd a command makes can be exec'd (fail
+/// closed: what uses memfds falls back to files, as on a kernel without
+/// them; before 6.3 the flag itself is refused). Each command adds the
+/// `clone3` rule as it starts
+/// ([`clone3_filter`], or inside [`guard_filter`]). Attaching a filter is
+/// not cheap: the kernel translates and JIT-compiles it and works out its
+/// action cache for every syscall, ~0.1–0.2 ms per exec for the full table
+/// on this host (docs/measurements.md); the one rule left costs little.
+pub fn fork_thread_filter(sealed_memfds: bool) -> Vec<SockFilter> {
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     {
-        let mut entries = policy().to_vec();
-        entries.push(table::SEALED_MEMFDS_ONLY);
+        let mut entries: Vec<Entry> = policy()
+            .iter()
+            .filter(|e| e.nr != libc::SYS_clone3 as u32)
+            .copied()
+            .collect();
+        if sealed_memfds {
+            entries.push(table::SEALED_MEMFDS_ONLY);
+        }
+        compile(&entries).into_instructions()
+    }
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    {
+        let _ = sealed_memfds;
+        Vec::new()
+    }
+}
+
+/// The part of the hardening a command adds to [`fork_thread_filter`]:
+/// `clone3` gets ENOSYS (its flags sit behind a pointer; glibc falls back
+/// to `clone`, whose namespace bits the inherited filter refuses).
+pub fn clone3_filter() -> Vec<SockFilter> {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    {
+        let entries: Vec<Entry> = policy()
+            .iter()
+            .filter(|e| e.nr == libc::SYS_clone3 as u32)
+            .copied()
+            .collect();
         compile(&entries).into_instructions()
     }
     #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
@@ -482,7 +517,8 @@ pub fn hardening_filter_sealed_memfds() -> Vec<SockFilter> {
 /// PID 1's own filter when it supervises the create-time guard: the
 /// hardening filter without the `process_vm_*` entries, because the
 /// supervisor reads each guarded call's path out of the caller's memory.
-/// Every command still installs the full [`hardening_filter`] itself.
+/// Every command still runs under the full hardening: its fork thread's
+/// filter and its own `clone3` rule ([`fork_thread_filter`]).
 pub fn supervisor_filter() -> Vec<SockFilter> {
     if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
         let reads_memory = [
@@ -593,7 +629,9 @@ const OPEN_WRITE_BITS: u32 =
 /// top of the hardening filter it inherits: every call that can create,
 /// write-open, rename, link or remove a name goes to the supervisor;
 /// `openat2` gets ENOSYS (its flags are behind a pointer), and so does
-/// Landlock (see below); everything else runs. Empty off Linux x86_64.
+/// Landlock (see below); everything else runs. It also carries the
+/// hardening's `clone3` rule ([`clone3_filter`]), so a guarded command
+/// attaches one filter, not two. Empty off Linux x86_64.
 pub fn guard_filter() -> Vec<SockFilter> {
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     {
@@ -629,6 +667,10 @@ pub fn guard_filter() -> Vec<SockFilter> {
                 .ret(Action::Allow);
         }
         p.jump_if_equal(libc::SYS_openat2 as u32, 0, 1)
+            .ret(Action::Errno(ENOSYS));
+        // The hardening's rule the fork thread cannot carry (see
+        // `fork_thread_filter`).
+        p.jump_if_equal(libc::SYS_clone3 as u32, 0, 1)
             .ret(Action::Errno(ENOSYS));
         // A Landlock domain a command entered itself would not bind the
         // supervisor, which creates for it (docs/research/linux-create-deny.md
@@ -911,7 +953,7 @@ mod tests {
 
         #[test]
         fn only_sealed_memfds_when_the_namespace_cannot_seal_them() {
-            let sealed_only = hardening_filter_sealed_memfds();
+            let sealed_only = fork_thread_filter(true);
             let memfd =
                 |flags: u64| Data::native(libc::SYS_memfd_create, [0x1000, flags, 0, 0, 0, 0]);
             let (cloexec, seal, exec) = (0x1u64, 0x8u64, 0x10u64);
@@ -926,6 +968,86 @@ mod tests {
             for nr in [libc::SYS_ptrace, libc::SYS_read, libc::SYS_mount] {
                 let data = Data::native(nr, [0; 6]);
                 assert_eq!(run(&sealed_only, &data), decide(&data), "{nr}");
+            }
+        }
+
+        /// What the kernel returns for a stack of filters: the action of
+        /// highest precedence (kill, trap, errno, notify, trace, log,
+        /// allow); among equals, the filter installed last.
+        fn stacked(filters: &[&[SockFilter]], data: &Data) -> u32 {
+            let rank = |ret: u32| match ret & 0xffff_0000 {
+                0x8000_0000 => 7,
+                0x0000_0000 => 6,
+                0x0003_0000 => 5,
+                0x0005_0000 => 4,
+                NOTIFY => 3,
+                0x7ff0_0000 => 2,
+                0x7ffc_0000 => 1,
+                _ => 0,
+            };
+            filters
+                .iter()
+                .map(|f| run(f, data))
+                .rev()
+                .fold(ALLOW, |best, r| if rank(r) > rank(best) { r } else { best })
+        }
+
+        /// A command's hardening comes in two parts now — its fork thread's
+        /// filter and the `clone3` rule it adds itself, alone or inside the
+        /// guard filter — and together they decide every syscall exactly as
+        /// the one hardening filter did, for every argument pattern the
+        /// table looks at.
+        #[test]
+        fn the_fork_threads_filter_and_the_commands_rule_are_the_whole_hardening() {
+            let thread = fork_thread_filter(false);
+            let sealed = fork_thread_filter(true);
+            let clone3 = clone3_filter();
+            let guard = guard_filter();
+            let whole = hardening_filter();
+            let mut whole_sealed = policy().to_vec();
+            whole_sealed.push(table::SEALED_MEMFDS_ONLY);
+            let whole_sealed = compile(&whole_sealed).into_instructions();
+            let clone3_call = Data::native(libc::SYS_clone3, [0; 6]);
+            assert_eq!(
+                run(&thread, &clone3_call),
+                ALLOW,
+                "the fork thread needs clone3"
+            );
+            assert_eq!(run(&clone3, &clone3_call), E_NOSYS);
+            assert_eq!(run(&guard, &clone3_call), E_NOSYS);
+            let patterns = [
+                0u64,
+                0o6000,
+                0o4755,
+                0x8,
+                0x10,
+                0x2_0000,
+                0x1000_0000,
+                u64::MAX,
+            ];
+            for nr in 0..470i64 {
+                for arg in patterns {
+                    for at in 0..6 {
+                        let mut args = [0u64; 6];
+                        args[at] = arg;
+                        let data = Data::native(nr, args);
+                        assert_eq!(
+                            stacked(&[&thread, &clone3], &data),
+                            run(&whole, &data),
+                            "nr {nr} args {args:?}"
+                        );
+                        assert_eq!(
+                            stacked(&[&sealed, &clone3], &data),
+                            run(&whole_sealed, &data),
+                            "sealed: nr {nr} args {args:?}"
+                        );
+                        assert_eq!(
+                            stacked(&[&thread, &guard], &data),
+                            stacked(&[&whole, &guard], &data),
+                            "guarded: nr {nr} args {args:?}"
+                        );
+                    }
+                }
             }
         }
 

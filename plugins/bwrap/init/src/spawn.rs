@@ -30,7 +30,11 @@ const COMMAND_OOM_SCORE_ADJ: &[u8] = b"1000";
 
 /// What every command gets between fork and exec.
 pub struct Filters {
-    pub hardening: Vec<seccomp::SockFilter>,
+    /// The hardening the child attaches itself: all of it for a process
+    /// PID 1 forks, only what the fork thread cannot carry for a command
+    /// made there (`seccomp::fork_thread_filter`); `None` when the guard
+    /// filter carries that part.
+    pub hardening: Option<Vec<seccomp::SockFilter>>,
     pub guard: Option<Vec<seccomp::SockFilter>>,
     /// The umask commands start with.
     pub umask: libc::mode_t,
@@ -157,7 +161,7 @@ pub fn spawn(
         cgroup_dir: (streams.cgroup && streams.cgroup_dir).then(|| fds[expected - 1].as_raw_fd()),
         stdout: fds[0].as_raw_fd(),
         stderr: fds[1].as_raw_fd(),
-        hardening: &filters.hardening,
+        hardening: filters.hardening.as_deref(),
         guard_filter: filters.guard.as_deref(),
         umask: filters.umask,
         inherit,
@@ -292,7 +296,7 @@ struct Prepared<'a> {
     cgroup_dir: Option<RawFd>,
     stdout: RawFd,
     stderr: RawFd,
-    hardening: &'a [seccomp::SockFilter],
+    hardening: Option<&'a [seccomp::SockFilter]>,
     guard_filter: Option<&'a [seccomp::SockFilter]>,
     umask: libc::mode_t,
     inherit: &'a [RawFd],
@@ -352,7 +356,9 @@ unsafe fn child(p: &Prepared<'_>, report: RawFd, joined: bool) -> ! {
             }
             libc::close(adj);
         }
-        if seccomp::install(p.hardening).is_err() {
+        if let Some(filter) = p.hardening
+            && seccomp::install(filter).is_err()
+        {
             fail(report, STAGE_GUARD);
         }
         if let Some(filter) = p.guard_filter {
