@@ -33,6 +33,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Mutex, mpsc};
 use std::time::Duration;
 
+use crate::vfork::{self, CLONE_INTO_CGROUP, ChildStack, CloneArgs};
+
 /// A request to fork and run the `&dyn Fn(bool)` at the address in the
 /// child, made straight into the cgroup directory when one is given. It
 /// lives until the answer comes back (the caller waits for it); only the
@@ -41,6 +43,8 @@ use std::time::Duration;
 struct Request {
     child: usize,
     cgroup_dir: Option<RawFd>,
+    /// A copy of PID 1's memory rather than a share of it (`vfork`).
+    copy: bool,
 }
 
 /// Makes the commands' processes in their pid namespace. Shared by PID 1's
@@ -110,19 +114,36 @@ impl Forker {
                 if setup.send(entered).is_err() || !ok {
                     return;
                 }
+                // Without a stack of its own a child is forked as before.
+                let stack = ChildStack::new().ok();
                 for request in incoming {
                     // SAFETY: `fork_into` sent the address of a live
                     // reference and waits for our answer.
                     let child = unsafe { *(request.child as *const &dyn Fn(bool)) };
-                    // SAFETY: the child runs only `child`, which the caller
-                    // promised is async-signal-safe.
-                    let result = unsafe { fork_maybe_into(request.cgroup_dir) };
-                    if let Ok((0, joined)) = result {
-                        child(joined);
-                        // SAFETY: `child` must not return; if it did, end here.
-                        unsafe { libc::_exit(127) };
-                    }
-                    if answer.send(result.map(|(pid, _)| pid)).is_err() {
+                    let shared = match stack.as_ref().filter(|_| !request.copy) {
+                        // SAFETY: the child runs only `child`, which the
+                        // caller promised is async-signal-safe, writes only
+                        // its stack and ends in exec or _exit; this thread
+                        // blocks every signal and waits until it has.
+                        Some(stack) => unsafe { vfork::spawn(stack, child, request.cgroup_dir) },
+                        None => Err(io::Error::from_raw_os_error(libc::ENOSYS)),
+                    };
+                    let result = match shared {
+                        // No clone3 (before Linux 5.3), or a copy asked for.
+                        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                            // SAFETY: as above.
+                            match unsafe { fork_maybe_into(request.cgroup_dir) } {
+                                Ok((0, joined)) => {
+                                    child(joined);
+                                    // SAFETY: `child` must not return; if it did, end here.
+                                    unsafe { libc::_exit(127) }
+                                }
+                                forked => forked.map(|(pid, _)| pid),
+                            }
+                        }
+                        spawned => spawned,
+                    };
+                    if answer.send(result).is_err() {
                         return;
                     }
                 }
@@ -165,21 +186,42 @@ impl Forker {
     /// `child` runs in the child of `fork` in a multi-threaded process: it
     /// must make only async-signal-safe calls on memory prepared before,
     /// and end in `exec` or `_exit` (if it returns, the child exits 127).
+    /// The child gets a copy of PID 1's memory, never a share of it: a
+    /// process with PID 1's memory may open PID 1's `/proc/…/mem` (the
+    /// kernel lets a memory open itself), which no one-shot open for a
+    /// command may.
     pub unsafe fn fork(&self, child: &dyn Fn()) -> io::Result<libc::pid_t> {
         // SAFETY: as promised by our caller.
-        unsafe { self.fork_into(&|_| child(), None) }
+        unsafe { self.request(&|_| child(), None, true) }
     }
 
     /// Like [`Forker::fork`], made straight into the cgroup `cgroup_dir`
     /// (a descriptor of its directory) where the kernel allows that; the
-    /// child is told whether it was, and must join by itself if not.
+    /// child is told whether it was, and must join by itself if not. The
+    /// child shares PID 1's memory until it execs (`crate::vfork`).
     ///
     /// # Safety
-    /// As for [`Forker::fork`].
+    /// As for [`Forker::fork`], and the child may write no memory but its
+    /// own stack.
     pub unsafe fn fork_into(
         &self,
         child: &dyn Fn(bool),
         cgroup_dir: Option<RawFd>,
+    ) -> io::Result<libc::pid_t> {
+        // SAFETY: as promised by our caller.
+        unsafe { self.request(child, cgroup_dir, false) }
+    }
+
+    /// Has the fork thread make the child, sharing PID 1's memory or with
+    /// a `copy` of it.
+    ///
+    /// # Safety
+    /// As for [`Forker::fork`].
+    unsafe fn request(
+        &self,
+        child: &dyn Fn(bool),
+        cgroup_dir: Option<RawFd>,
+        copy: bool,
     ) -> io::Result<libc::pid_t> {
         let reference: &dyn Fn(bool) = child;
         let address = &raw const reference as usize;
@@ -190,6 +232,7 @@ impl Forker {
             .send(Request {
                 child: address,
                 cgroup_dir,
+                copy,
             })
             .map_err(|_| gone())?;
         channel.answers.recv().map_err(|_| gone())?
@@ -256,26 +299,6 @@ impl Forker {
         self.started().map_or(-1, |s| s.reaper)
     }
 }
-
-/// `clone3`'s arguments (linux/sched.h, `CLONE_ARGS_SIZE_VER2`).
-#[repr(C)]
-#[derive(Default)]
-struct CloneArgs {
-    flags: u64,
-    pidfd: u64,
-    child_tid: u64,
-    parent_tid: u64,
-    exit_signal: u64,
-    stack: u64,
-    stack_size: u64,
-    tls: u64,
-    set_tid: u64,
-    set_tid_size: u64,
-    cgroup: u64,
-}
-
-/// `CLONE_INTO_CGROUP` (Linux 5.7).
-const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
 /// Forks — straight into the cgroup `cgroup_dir` when one is given and the
 /// kernel allows it — and says which: `(pid, joined)`, pid 0 in the child.

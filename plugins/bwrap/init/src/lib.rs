@@ -22,3 +22,4 @@ pub mod reap;
 pub mod run;
 pub mod seccomp;
 pub mod spawn;
+mod vfork;
