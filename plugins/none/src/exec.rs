@@ -8,10 +8,8 @@
 //! group is empty.
 
 use std::io::Write;
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
-use std::process::{ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,7 +21,7 @@ use sandbox_plugin_api::{ErrorCode, EventBody, ExecRequest, KillReason, PluginEr
 pub(crate) struct Exec {
     id: u64,
     pid: i32,
-    stdin: Mutex<Option<ChildStdin>>,
+    stdin: Mutex<Option<std::fs::File>>,
     /// Why we signalled it, if we did; decides `killed` over `exit`.
     kill_reason: Mutex<Option<KillReason>>,
     relay: Arc<Relay>,
@@ -51,59 +49,31 @@ impl Exec {
         // The host's own descriptors, duplicated before anything starts;
         // the command gets pipes, never these.
         let (host_stdin, host_stdout) = pipe::duplicate_host_fds(request.host_fds)?;
-        let mut command = Command::new(&request.argv[0]);
-        command
-            .args(&request.argv[1..])
-            .env_clear()
-            .envs(&request.env)
-            .current_dir(cwd)
-            .process_group(0)
-            .stdin(if request.stdin || host_stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
         let (group, join) = match sandbox_group {
             Some(parent) => {
                 let (group, join) = parent.exec_child(id).map_err(PluginError::other)?;
-                (Some(group), Some(join.procs))
+                (Some(group), Some(join))
             }
             None => (None, None),
         };
-        let join_fd = join.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-        let server = std::process::id() as libc::pid_t;
-        // SAFETY: runs in the forked child before exec: write, prctl and
-        // getppid are async-signal-safe; the join file is open until spawn
-        // returns (close-on-exec: the command does not keep it).
-        unsafe {
-            command.pre_exec(move || {
-                if let Some(fd) = join_fd
-                    && libc::write(fd, b"0".as_ptr().cast(), 1) != 1
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                ) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // The server died before the death signal was armed.
-                if libc::getppid() != server {
-                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-                }
-                Ok(())
-            });
-        }
-        let spawned = crate::lifetime::spawn(command);
+        let spawn_request = crate::spawn::Request {
+            argv: request.argv.clone(),
+            env: request
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            cwd: cwd.to_path_buf(),
+            stdin: request.stdin || host_stdin.is_some(),
+            join: join
+                .as_ref()
+                .map(|j| (j.procs.as_raw_fd(), j.dir.as_raw_fd())),
+        };
+        // The descriptors stay open until the command has exec'd
+        // (close-on-exec: it does not keep them).
+        let spawned = crate::lifetime::on_spawner(move || crate::spawn::spawn(&spawn_request));
         drop(join);
-        let mut child = match spawned {
+        let child = match spawned {
             Ok(child) => child,
             Err(e) => {
                 if let Some(g) = &group {
@@ -112,13 +82,11 @@ impl Exec {
                 return Err(spawn_error(&request.argv[0], &e));
             }
         };
-        let pid = i32::try_from(child.id()).map_err(|_| PluginError::other("pid out of range"))?;
-        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-            return Err(PluginError::other("the command's output pipes are missing"));
-        };
+        let pid = child.pid;
+        let (stdout, stderr) = (child.stdout, child.stderr);
         pipe::grow(stdout.as_fd());
         pipe::grow(stderr.as_fd());
-        let mut stdin = child.stdin.take();
+        let mut stdin = child.stdin;
         if let Some(pipe) = &stdin {
             pipe::grow(pipe.as_fd());
         }
@@ -147,8 +115,6 @@ impl Exec {
             reaped: Mutex::new(false),
             group: Mutex::new(group),
         });
-        // The std `Child` is dropped without waiting: the waiter owns the pid.
-        drop(child);
         let waiter = Arc::clone(&exec);
         std::thread::Builder::new()
             .name(format!("none-wait-{id}"))

@@ -16,6 +16,7 @@
 mod exec;
 mod lifetime;
 mod procfs;
+mod spawn;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -23,7 +23,6 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::process::{Child, Command};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, mpsc};
 
@@ -32,16 +31,20 @@ use sandbox_exec_group::{Group, Hierarchy};
 /// A request to the spawning thread.
 type Job = Box<dyn FnOnce() + Send>;
 
-/// Runs `command.spawn()` on the one thread that forks every `none`
-/// command, which never ends: a command's `PR_SET_PDEATHSIG` then fires
-/// only when the server itself dies.
-pub(crate) fn spawn(command: Command) -> io::Result<Child> {
+/// Runs `job` on the one thread that makes every `none` command, which
+/// never ends: a command's `PR_SET_PDEATHSIG` then fires only when the
+/// server itself dies. The thread blocks every signal, as making a process
+/// that shares the server's memory requires (`crate::spawn`).
+pub(crate) fn on_spawner<T: Send + 'static>(
+    job: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
     static SPAWNER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {
         let (jobs, incoming) = mpsc::channel::<Job>();
         let started = std::thread::Builder::new()
             .name("none-spawner".into())
             .spawn(move || {
+                block_every_signal();
                 for job in incoming {
                     job();
                 }
@@ -52,9 +55,8 @@ pub(crate) fn spawn(command: Command) -> io::Result<Child> {
         Mutex::new(jobs)
     });
     let (answer, answered) = mpsc::channel();
-    let mut command = command;
     let job: Job = Box::new(move || {
-        let _ = answer.send(command.spawn());
+        let _ = answer.send(job());
     });
     let gone = || io::Error::other("the none backend's spawning thread is gone");
     spawner
@@ -63,6 +65,24 @@ pub(crate) fn spawn(command: Command) -> io::Result<Child> {
         .send(job)
         .map_err(|_| gone())?;
     answered.recv().map_err(|_| gone())?
+}
+
+/// `std::process::Command::spawn` on the spawning thread (the tests').
+#[cfg(test)]
+pub(crate) fn spawn(command: std::process::Command) -> io::Result<std::process::Child> {
+    let mut command = command;
+    on_spawner(move || command.spawn())
+}
+
+/// Blocks every signal on the calling thread (they are other threads' to
+/// take).
+fn block_every_signal() {
+    // SAFETY: a full set, applied to this thread only.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
+    }
 }
 
 /// The server's group for `none` commands, with its watcher started; or
@@ -192,7 +212,11 @@ mod tests {
     #[test]
     fn the_spawning_thread_outlives_its_callers() {
         let threads: Vec<_> = (0..3)
-            .map(|_| std::thread::spawn(|| spawn(Command::new("true")).map(|mut c| c.wait())))
+            .map(|_| {
+                std::thread::spawn(|| {
+                    spawn(std::process::Command::new("true")).map(|mut c| c.wait())
+                })
+            })
             .collect();
         for t in threads {
             assert!(t.join().unwrap().unwrap().unwrap().success());

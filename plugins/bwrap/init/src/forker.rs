@@ -33,7 +33,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Mutex, mpsc};
 use std::time::Duration;
 
-use crate::vfork::{self, CLONE_INTO_CGROUP, ChildStack, CloneArgs};
+use sandbox_spawn::{self as vfork, CLONE_INTO_CGROUP, ChildStack, CloneArgs};
 
 /// A request to fork and run the `&dyn Fn(bool)` at the address in the
 /// child, made straight into the cgroup directory when one is given. It
@@ -198,7 +198,7 @@ impl Forker {
     /// Like [`Forker::fork`], made straight into the cgroup `cgroup_dir`
     /// (a descriptor of its directory) where the kernel allows that; the
     /// child is told whether it was, and must join by itself if not. The
-    /// child shares PID 1's memory until it execs (`crate::vfork`).
+    /// child shares PID 1's memory until it execs (`sandbox_spawn`).
     ///
     /// # Safety
     /// As for [`Forker::fork`], and the child may write no memory but its

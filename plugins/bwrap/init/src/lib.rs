@@ -22,4 +22,3 @@ pub mod reap;
 pub mod run;
 pub mod seccomp;
 pub mod spawn;
-mod vfork;

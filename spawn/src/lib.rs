@@ -1,24 +1,25 @@
-//! Commands made the way `posix_spawn` makes them (issue 18 item 2): the
-//! child shares the fork thread's memory (`CLONE_VM`) on a stack of its own
-//! until it execs, and the fork thread waits for that (`CLONE_VFORK`). A
-//! `fork` copied PID 1's page tables for every command, and the exec threw
-//! the copy away again, with copy-on-write faults on both sides between —
-//! on this host ~0.1–0.6 ms per command, growing with PID 1's resident
-//! memory (docs/measurements.md). Made straight into the exec's cgroup
-//! (`CLONE_INTO_CGROUP`) where the kernel allows, as before.
+//! Processes made the way `posix_spawn` makes them (issue 18 item 2): the
+//! child shares its parent's memory (`CLONE_VM`) on a stack of its own
+//! until it execs, and the calling thread waits for that (`CLONE_VFORK`).
+//! A `fork` copies the parent's page tables for every command, and the
+//! exec throws the copy away again, with copy-on-write faults on both sides
+//! between — on this host ~0.1–0.6 ms per command, growing with the
+//! parent's resident memory (docs/measurements.md). Made straight into a
+//! cgroup (`CLONE_INTO_CGROUP`) where the kernel allows: joining one by
+//! writing `cgroup.procs` waits out an RCU grace period.
 //!
-//! Sharing memory is safe for the commands the fork thread makes because
-//! they write only their own stack (and the fork thread's `errno`) and read
-//! what was prepared before (the callers' contract: async-signal-safe
-//! calls, no allocation, ending in exec or `_exit`), their signal handlers
-//! are their own copy (no `CLONE_SIGHAND`), which they reset before
-//! unblocking signals, and the fork thread blocks every signal and waits
-//! until they have exec'd or exited, so the stack is never used by two
-//! children at once. PID 1's memory stays non-dumpable while shared, as
-//! its copy was. Only commands: the guard's one-shot opens
-//! (`Forker::open_as_command`) still get a copy, because a process that
-//! shares PID 1's memory may open PID 1's `/proc/…/mem` (the kernel lets a
-//! memory open itself) — the confused deputy those opens exist to avoid.
+//! Sharing memory is safe for a child that writes only its own stack (and
+//! the calling thread's `errno`) and reads what was prepared before (the
+//! contract of [`spawn`]: async-signal-safe calls, no allocation, ending in
+//! exec or `_exit`), whose signal handlers are its own copy (no
+//! `CLONE_SIGHAND`) and reset before it unblocks signals, made by a thread
+//! that blocks every signal and waits until it has exec'd or exited, so
+//! the stack is never used by two children at once. The parent's memory
+//! stays as (non-)dumpable while shared as its copy would be. Not for a
+//! child that opens files for someone else: a process that shares its
+//! parent's memory may open the parent's `/proc/…/mem` (the kernel lets a
+//! memory open itself) — sandbox-init's one-shot opens for the guard
+//! (`Forker::open_as_command`) are forked with a copy for that reason.
 
 use std::io;
 use std::os::fd::RawFd;
