@@ -141,7 +141,12 @@ pub(crate) fn spawn(request: &Request) -> io::Result<Spawned> {
         Some(stack) => unsafe { sandbox_spawn::spawn(stack, &child, dir) },
         None => Err(io::Error::from_raw_os_error(libc::ENOMEM)),
     });
-    let pid = spawned?;
+    let pid = spawned.map_err(|e| match e.raw_os_error() {
+        Some(libc::ENOSYS) => io::Error::other(
+            "this kernel has no clone3, which the none backend starts commands with (Linux 5.3)",
+        ),
+        _ => e,
+    })?;
     drop((stdin_child, stdout_child, stderr_child));
     let errno = failure.load(Ordering::SeqCst);
     if errno != 0 {

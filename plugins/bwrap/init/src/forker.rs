@@ -120,28 +120,34 @@ impl Forker {
                     // SAFETY: `fork_into` sent the address of a live
                     // reference and waits for our answer.
                     let child = unsafe { *(request.child as *const &dyn Fn(bool)) };
-                    let shared = match stack.as_ref().filter(|_| !request.copy) {
+                    // A copy of PID 1's memory: asked for, or no clone3
+                    // (before Linux 5.3), or no stack for a shared one.
+                    let copied = || {
                         // SAFETY: the child runs only `child`, which the
-                        // caller promised is async-signal-safe, writes only
-                        // its stack and ends in exec or _exit; this thread
-                        // blocks every signal and waits until it has.
-                        Some(stack) => unsafe { vfork::spawn(stack, child, request.cgroup_dir) },
-                        None => Err(io::Error::from_raw_os_error(libc::ENOSYS)),
+                        // caller promised is async-signal-safe and ends in
+                        // exec or _exit.
+                        match unsafe { fork_maybe_into(request.cgroup_dir) } {
+                            Ok((0, joined)) => {
+                                child(joined);
+                                // SAFETY: `child` must not return; if it did, end here.
+                                unsafe { libc::_exit(127) }
+                            }
+                            forked => forked.map(|(pid, _)| pid),
+                        }
                     };
-                    let result = match shared {
-                        // No clone3 (before Linux 5.3), or a copy asked for.
-                        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
-                            // SAFETY: as above.
-                            match unsafe { fork_maybe_into(request.cgroup_dir) } {
-                                Ok((0, joined)) => {
-                                    child(joined);
-                                    // SAFETY: `child` must not return; if it did, end here.
-                                    unsafe { libc::_exit(127) }
-                                }
-                                forked => forked.map(|(pid, _)| pid),
+                    let result = match stack.as_ref().filter(|_| !request.copy) {
+                        Some(stack) => {
+                            // SAFETY: the child runs only `child`, which the
+                            // caller promised is async-signal-safe, writes
+                            // only its stack and ends in exec or _exit; this
+                            // thread blocks every signal and waits until it has.
+                            let shared = unsafe { vfork::spawn(stack, child, request.cgroup_dir) };
+                            match shared {
+                                Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => copied(),
+                                spawned => spawned,
                             }
                         }
-                        spawned => spawned,
+                        None => copied(),
                     };
                     if answer.send(result).is_err() {
                         return;

@@ -306,7 +306,9 @@ struct Prepared<'a> {
 /// exec's cgroup already.
 ///
 /// # Safety
-/// Call only in the child of `fork`; `p` was prepared before forking.
+/// Call only in the child of `fork` or of the fork thread's spawn, which
+/// shares PID 1's memory until the exec (`sandbox_spawn`): it writes
+/// nothing but its stack (and `errno`); `p` was prepared before.
 unsafe fn child(p: &Prepared<'_>, report: RawFd, joined: bool) -> ! {
     // SAFETY: async-signal-safe syscalls on descriptors and memory prepared before fork.
     unsafe {
