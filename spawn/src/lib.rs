@@ -270,6 +270,57 @@ mod tests {
         assert_eq!(libc::WEXITSTATUS(status), 3);
     }
 
+    /// Made straight in the group when the kernel allows (here: a
+    /// writable v2 hierarchy), told so, and a member before it ran.
+    #[test]
+    fn a_child_is_made_straight_in_the_group() {
+        let hierarchy = match sandbox_exec_group::Hierarchy::find() {
+            Ok(h) => h,
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return;
+            }
+        };
+        let name = sandbox_exec_group::owner_name(std::process::id(), "spawn-test");
+        let group = hierarchy.owner(&name).unwrap();
+        let dir = group.dir_file().unwrap();
+        let (status, members) = blocked(move || {
+            let stack = ChildStack::new().unwrap();
+            let sleep = CString::new("/bin/sleep").unwrap();
+            let args = [sleep.clone(), CString::new("30").unwrap()];
+            let argv: Vec<*const libc::c_char> = args
+                .iter()
+                .map(|a| a.as_ptr())
+                .chain([std::ptr::null()])
+                .collect();
+            let env = [std::ptr::null::<libc::c_char>()];
+            // Sleeps once exec'd (the caller waits only until then).
+            let child = |joined: bool| {
+                // SAFETY: exec with arrays prepared before, or exit.
+                unsafe {
+                    if !joined {
+                        libc::_exit(9);
+                    }
+                    libc::execve(sleep.as_ptr(), argv.as_ptr(), env.as_ptr());
+                    libc::_exit(127)
+                }
+            };
+            // SAFETY: the child only execs or exits.
+            let pid = unsafe { spawn(&stack, &child, Some(dir.as_raw_fd())) }.unwrap();
+            let members = group.members().unwrap();
+            // SAFETY: our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let status = reap(pid);
+            group.remove().unwrap();
+            (status, members.contains(&pid).then_some(pid))
+        });
+        assert!(
+            libc::WIFSIGNALED(status),
+            "the child was not made in the group"
+        );
+        assert!(members.is_some(), "the child was not a member of the group");
+    }
+
     /// A descriptor that is no cgroup: made without one, and told so.
     #[test]
     fn a_descriptor_that_is_no_cgroup_makes_the_child_outside_it() {
