@@ -226,6 +226,18 @@ mod tests {
         .unwrap()
     }
 
+    /// `args` as C strings and the null-terminated pointer array `execve`
+    /// takes (the pointers point into the strings, which must outlive it).
+    fn exec_args(args: &[&str]) -> (Vec<CString>, Vec<*const libc::c_char>) {
+        let strings: Vec<CString> = args.iter().map(|a| CString::new(*a).unwrap()).collect();
+        let pointers = strings
+            .iter()
+            .map(|a| a.as_ptr())
+            .chain([std::ptr::null()])
+            .collect();
+        (strings, pointers)
+    }
+
     fn reap(pid: libc::pid_t) -> i32 {
         let mut status = 0;
         // SAFETY: waits for our own child.
@@ -240,17 +252,8 @@ mod tests {
     fn a_child_execs_and_the_caller_waits_for_that() {
         let status = blocked(|| {
             let stack = ChildStack::new().unwrap();
-            let sh = CString::new("/bin/sh").unwrap();
-            let args = [
-                sh.clone(),
-                CString::new("-c").unwrap(),
-                CString::new("exit 3").unwrap(),
-            ];
-            let argv: Vec<*const libc::c_char> = args
-                .iter()
-                .map(|a| a.as_ptr())
-                .chain([std::ptr::null()])
-                .collect();
+            let (args, argv) = exec_args(&["/bin/sh", "-c", "exit 3"]);
+            let sh = &args[0];
             let env = [std::ptr::null::<libc::c_char>()];
             let child = |joined: bool| {
                 // SAFETY: exec with arrays prepared before; never returns.
@@ -286,13 +289,8 @@ mod tests {
         let dir = group.dir_file().unwrap();
         let (status, members) = blocked(move || {
             let stack = ChildStack::new().unwrap();
-            let sleep = CString::new("/bin/sleep").unwrap();
-            let args = [sleep.clone(), CString::new("30").unwrap()];
-            let argv: Vec<*const libc::c_char> = args
-                .iter()
-                .map(|a| a.as_ptr())
-                .chain([std::ptr::null()])
-                .collect();
+            let (args, argv) = exec_args(&["/bin/sleep", "30"]);
+            let sleep = &args[0];
             let env = [std::ptr::null::<libc::c_char>()];
             // Sleeps once exec'd (the caller waits only until then).
             let child = |joined: bool| {
