@@ -203,7 +203,9 @@ enum Start<'a> {
 /// A tracee's (dirfd, path), resolved to the parent directory we hold and
 /// the final name.
 struct Target {
-    parent: OwnedFd,
+    /// Shared, not duplicated, when a second name lies in the same
+    /// directory ([`two_names`]): one `dup` and `close` fewer per call.
+    parent: std::rc::Rc<OwnedFd>,
     parent_path: PathBuf,
     name: Vec<u8>,
 }
@@ -310,13 +312,13 @@ fn resolve_untimed(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
         ))?;
         parent_path = theirs;
         return Ok(Target {
-            parent: fd,
+            parent: std::rc::Rc::new(fd),
             parent_path,
             name,
         });
     }
     Ok(Target {
-        parent,
+        parent: std::rc::Rc::new(parent),
         parent_path,
         name,
     })
@@ -478,9 +480,9 @@ fn open(
         });
     }
     let mut text = path.to_vec();
-    let mut holder: Option<OwnedFd> = None;
+    let mut holder: Option<std::rc::Rc<OwnedFd>> = None;
     for _ in 0..=MAX_HOPS {
-        let start = holder.as_ref().map_or(Start::Tracee(dirfd), Start::Dir);
+        let start = holder.as_deref().map_or(Start::Tracee(dirfd), Start::Dir);
         let t = resolve(tid, start, &text)?;
         if let Some(owner) = proc_fd_owner(&t.parent_path) {
             return magic_open(rules, as_command, tid, owner, &t, flags, write, syscall);

@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 
 use super::{
-    AsCommand, Call, Outcome, Start, Step, Target, arg_int, deny, dup, exists, fstat, io, is_dir,
+    AsCommand, Call, Outcome, Start, Step, Target, arg_int, deny, exists, fstat, io, is_dir,
     magic_file, proc_fd_owner, protected_identity, resolve, string, unit_result,
 };
 use crate::guard::rules::{Refusal, Rules};
@@ -53,7 +53,7 @@ pub(super) fn link(
             // The name itself was opened: its path is the one resolved.
             let known = Known {
                 source_path: Some(t.path()),
-                target: sibling_of(&t, &old, &new, olddirfd == newdirfd, tid).transpose()?,
+                target: sibling_of(&t, &old, &new, olddirfd == newdirfd, tid),
             };
             return link_file(rules, source, tid, newdirfd, &new, known);
         }
@@ -83,7 +83,7 @@ fn sibling_of(
     second: &[u8],
     same_start: bool,
     tid: u32,
-) -> Option<Step<Target>> {
+) -> Option<Target> {
     if !same_start || first.is_empty() || second.is_empty() {
         return None;
     }
@@ -92,11 +92,11 @@ fn sibling_of(
     if first_dir != second_dir || (first[0] == b'/') != (second[0] == b'/') {
         return None;
     }
-    Some(dup(&first_target.parent).map(|parent| Target {
-        parent,
+    Some(Target {
+        parent: std::rc::Rc::clone(&first_target.parent),
         parent_path: first_target.parent_path.clone(),
         name,
-    }))
+    })
 }
 
 /// Links the file we hold under the tracee's new name, after checking both.
@@ -161,7 +161,7 @@ pub(super) fn rename(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -
     valid()?;
     let from = resolve(tid, Start::Tracee(olddirfd), &old)?;
     let to = match sibling_of(&from, &old, &new, olddirfd == newdirfd, tid) {
-        Some(to) => to?,
+        Some(to) => to,
         None => resolve(tid, Start::Tracee(newdirfd), &new)?,
     };
     let (from_path, to_path) = (from.path(), to.path());
@@ -246,16 +246,13 @@ mod tests {
     fn only_a_sibling_shares_the_first_names_directory() {
         let dir = tempfile_dir();
         let first = Target {
-            parent: OwnedFd::from(std::fs::File::open(&dir).unwrap()),
+            parent: std::rc::Rc::new(OwnedFd::from(std::fs::File::open(&dir).unwrap())),
             parent_path: dir.clone(),
             name: b"tmp_obj".to_vec(),
         };
         let tid = std::process::id();
         let shared = |a: &[u8], b: &[u8], same_start| {
-            sibling_of(&first, a, b, same_start, tid).map(|t| {
-                let t = t.unwrap_or_else(|_| panic!("dup"));
-                (t.parent_path, t.name)
-            })
+            sibling_of(&first, a, b, same_start, tid).map(|t| (t.parent_path, t.name))
         };
         assert_eq!(
             shared(b"objects/ab/tmp_obj", b"objects/ab/cdef", true),
