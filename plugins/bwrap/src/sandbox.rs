@@ -195,9 +195,8 @@ impl ControlEvents for Handler {
         let exec = self.execs.lock().ok().and_then(|mut m| m.remove(&exec_id));
         let Some(exec) = exec else { return };
         let mut reason = exec.kill_reason.lock().ok().and_then(|r| *r);
-        // Read on every exit, so an earlier OOM kill is never counted later.
-        let oom = self.oom.as_ref().is_some_and(OomWatch::killed_since);
-        if reason.is_none() && oom && exit.signal == Some(libc::SIGKILL) {
+        let sigkill = exit.signal == Some(libc::SIGKILL);
+        if reason.is_none() && sigkill && self.oom.as_ref().is_some_and(OomWatch::killed_since) {
             reason = Some(KillReason::Oom);
         }
         let terminal = match (exit.signal, reason) {
@@ -217,12 +216,19 @@ impl ControlEvents for Handler {
         if let Ok(mut stdin) = exec.stdin.lock() {
             stdin.take();
         }
-        // One with processes left stays until destroy removes the tree.
-        exec.remove_group_if_empty();
         // Draining may wait on a background writer: not on the control thread.
+        let finishing = Arc::clone(&exec);
         let _ = std::thread::Builder::new()
             .name(format!("bwrap-finish-{exec_id}"))
-            .spawn(move || exec.relay.finish(terminal));
+            .spawn(move || finishing.relay.finish(terminal));
+        // The clean-up after the terminal event is on its way, not before it
+        // (issue 18 item 2): one with processes left stays until destroy
+        // removes the tree; the OOM count is read on every exit, so an
+        // earlier OOM kill is never counted for a later SIGKILL.
+        exec.remove_group_if_empty();
+        if !sigkill && let Some(oom) = &self.oom {
+            oom.killed_since();
+        }
     }
 
     fn violation(&self, exec_id: u64, violation: sandbox_plugin_api::SandboxViolation) {

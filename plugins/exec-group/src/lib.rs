@@ -306,8 +306,15 @@ impl Group {
     }
 
     /// Removes the group now if no process is in it; `false` if it stays.
+    /// One `rmdir`, which the kernel refuses (EBUSY) while a process is in
+    /// the group or a group is below it — the check and the removal in one
+    /// step, on every exec's exit path (a read of `cgroup.events` and a
+    /// directory listing before it cost as much again).
     pub fn remove_if_empty(&self) -> bool {
-        !self.populated() && remove_tree(&self.dir, Instant::now()).is_ok()
+        match std::fs::remove_dir(&self.dir) {
+            Ok(()) => true,
+            Err(e) => e.kind() == io::ErrorKind::NotFound,
+        }
     }
 
     /// Kills everything in the group, then removes it.
@@ -464,6 +471,8 @@ mod tests {
         }
         assert_eq!(exec.members().unwrap().len(), 2, "sh and its setsid sleep");
         assert!(exec.populated());
+        assert!(!exec.remove_if_empty(), "a group with processes stays");
+        assert!(exec.path().exists());
         exec.signal(libc::SIGCONT).unwrap();
         exec.kill().unwrap();
         child.wait().unwrap();

@@ -315,14 +315,13 @@ unsafe fn child(p: &Prepared<'_>, report: RawFd, joined: bool) -> ! {
         // First: everything this process does and starts is in the exec's
         // group. The kernel checks the rights of the descriptor's opener
         // (the server), not ours.
-        if let Some(fd) = p.cgroup {
-            if !joined && libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                fail(report, STAGE_CGROUP);
-            }
-            libc::close(fd);
-        }
-        if let Some(fd) = p.cgroup_dir {
-            libc::close(fd);
+        // The group's descriptors are close-on-exec (as everything PID 1
+        // receives): the exec closes them.
+        if let Some(fd) = p.cgroup
+            && !joined
+            && libc::write(fd, b"0".as_ptr().cast(), 1) != 1
+        {
+            fail(report, STAGE_CGROUP);
         }
         // An ignored signal stays ignored across exec, and PID 1 ignores
         // SIGPIPE (the Rust runtime does): a command starts with every
