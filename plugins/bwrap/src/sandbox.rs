@@ -216,11 +216,14 @@ impl ControlEvents for Handler {
         if let Ok(mut stdin) = exec.stdin.lock() {
             stdin.take();
         }
-        // Draining may wait on a background writer: not on the control thread.
-        let finishing = Arc::clone(&exec);
-        let _ = std::thread::Builder::new()
-            .name(format!("bwrap-finish-{exec_id}"))
-            .spawn(move || finishing.relay.finish(terminal));
+        // Emitted here when both pipes have ended already; draining may
+        // wait on a background writer: then not on the control thread.
+        if let Err(terminal) = exec.relay.finish_if_drained(terminal) {
+            let finishing = Arc::clone(&exec);
+            let _ = std::thread::Builder::new()
+                .name(format!("bwrap-finish-{exec_id}"))
+                .spawn(move || finishing.relay.finish(terminal));
+        }
         // The clean-up after the terminal event is on its way, not before it
         // (issue 18 item 2): one with processes left stays until destroy
         // removes the tree; the OOM count is read on every exit, so an

@@ -70,6 +70,13 @@ pub const AFTER_EXIT_LIMIT: u64 = 2 * pipe::PIPE_SIZE as u64;
 /// (SPEC F12 on Linux). Called with each chunk, in order.
 pub type StderrWatcher = Box<dyn FnMut(&[u8]) -> Vec<SandboxViolation> + Send>;
 
+/// The readers' ends, as they come, and how many [`Relay::finish`] or
+/// [`Relay::finish_if_drained`] has seen.
+struct Drained {
+    ends: mpsc::Receiver<()>,
+    seen: usize,
+}
+
 /// The output side of one exec.
 pub struct Relay {
     exec_id: u64,
@@ -79,7 +86,7 @@ pub struct Relay {
     /// Set (under `emitting`) once the terminal event is out.
     ended: AtomicBool,
     ended_signal: (Mutex<()>, Condvar),
-    drained: Mutex<mpsc::Receiver<()>>,
+    drained: Mutex<Drained>,
     /// Targets of violations reported exactly (by the create-time guard):
     /// the same refusal guessed again from stderr is not reported twice.
     exact: Mutex<Vec<String>>,
@@ -154,7 +161,10 @@ impl Relay {
             emitting: Mutex::new(()),
             ended: AtomicBool::new(false),
             ended_signal: (Mutex::new(()), Condvar::new()),
-            drained: Mutex::new(drained_rx),
+            drained: Mutex::new(Drained {
+                ends: drained_rx,
+                seen: 0,
+            }),
             exact: Mutex::new(Vec::new()),
             delivering: AtomicUsize::new(0),
             read_bytes: AtomicU64::new(0),
@@ -225,16 +235,13 @@ impl Relay {
     /// that preceded it. Only the first call emits.
     pub fn finish(&self, terminal: EventBody) {
         debug_assert!(terminal.is_terminal());
-        self.finish_mark
-            .store(self.read_bytes.load(Ordering::SeqCst), Ordering::SeqCst);
-        self.finishing.store(true, Ordering::SeqCst);
-        if let Ok(drained) = self.drained.lock() {
-            let mut left = 2;
+        self.begin_finishing();
+        if let Ok(mut drained) = self.drained.lock() {
             let mut seen = self.read_bytes.load(Ordering::SeqCst);
             let mut reading_only = 0;
-            while left > 0 {
-                match drained.recv_timeout(DRAIN_GRACE) {
-                    Ok(()) => left -= 1,
+            while drained.seen < 2 {
+                match drained.ends.recv_timeout(DRAIN_GRACE) {
+                    Ok(()) => drained.seen += 1,
                     Err(mpsc::RecvTimeoutError::Disconnected) => break,
                     Err(mpsc::RecvTimeoutError::Timeout) => {
                         // A reader still delivering is held by backpressure,
@@ -257,6 +264,43 @@ impl Relay {
                 }
             }
         }
+        self.emit_terminal(terminal);
+    }
+
+    /// [`Relay::finish`] without waiting: emits the terminal event now when
+    /// both pipes have ended already — the usual case, a command's pipes
+    /// close as it exits, before its end is reported — so the caller needs
+    /// no thread of its own for it (one thread start less on every exec's
+    /// way to its `exit`, issue 18 item 2). Gives `terminal` back while a
+    /// pipe is still open: then [`Relay::finish`], where waiting is fine.
+    pub fn finish_if_drained(&self, terminal: EventBody) -> Result<(), EventBody> {
+        debug_assert!(terminal.is_terminal());
+        let Ok(mut drained) = self.drained.lock() else {
+            return Err(terminal);
+        };
+        while drained.seen < 2 {
+            match drained.ends.try_recv() {
+                Ok(()) => drained.seen += 1,
+                // Every reader gone (or one never started): as `finish`.
+                Err(mpsc::TryRecvError::Disconnected) => break,
+                Err(mpsc::TryRecvError::Empty) => return Err(terminal),
+            }
+        }
+        drop(drained);
+        self.begin_finishing();
+        self.emit_terminal(terminal);
+        Ok(())
+    }
+
+    /// From here on the readers count what they read after the end.
+    fn begin_finishing(&self) {
+        self.finish_mark
+            .store(self.read_bytes.load(Ordering::SeqCst), Ordering::SeqCst);
+        self.finishing.store(true, Ordering::SeqCst);
+    }
+
+    /// Emits the terminal event, once.
+    fn emit_terminal(&self, terminal: EventBody) {
         let Ok(emitting) = self.emitting.lock() else {
             return;
         };
@@ -498,5 +542,40 @@ mod tests {
             Ok(std::io::ErrorKind::BrokenPipe),
             "the writer was not stopped by a closed pipe"
         );
+    }
+
+    /// Issue 18 item 2: with a pipe still open the end waits for
+    /// `finish`; once both pipes have ended it is emitted at once, after
+    /// the output, and only once.
+    #[test]
+    fn the_end_is_emitted_at_once_only_when_both_pipes_have_ended() {
+        let (events, recorder) = recording_sender();
+        let (out_r, mut out_w) = std::io::pipe().unwrap();
+        let (err_r, err_w) = std::io::pipe().unwrap();
+        drop(err_w);
+        let relay = Relay::start(9, out_r, err_r, events, None);
+        let terminal = relay
+            .finish_if_drained(EXIT)
+            .expect_err("stdout is still open");
+        out_w.write_all(b"last words").unwrap();
+        drop(out_w);
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut terminal = Some(terminal);
+        while let Some(t) = terminal.take() {
+            match relay.finish_if_drained(t) {
+                Ok(()) => {}
+                Err(t) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5));
+                    terminal = Some(t);
+                }
+                Err(_) => panic!("both pipes ended, yet no end"),
+            }
+        }
+        relay.finish(EXIT);
+        let events = recorder.wait_exec(9, Duration::from_secs(60)).unwrap();
+        assert_eq!(stream(&events, false), b"last words");
+        let ends = events.iter().filter(|e| e.body.is_terminal()).count();
+        assert_eq!(ends, 1, "{events:?}");
+        assert_eq!(events.last().map(|e| &e.body), Some(&EXIT));
     }
 }
