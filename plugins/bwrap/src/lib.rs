@@ -512,12 +512,33 @@ impl BwrapBackend {
         let defaults = self.limits.lock().map(|l| *l).unwrap_or_default();
         let merged = spec.limits.or(defaults);
         let facts = cgroup::Facts::of_self();
-        let name = cgroup::group_name(
-            std::process::id(),
-            SANDBOXES.fetch_add(1, Ordering::Relaxed),
-        );
-        let plan = cgroup::plan_cgroup(&facts, &cgroup::RealFs, &name, &spec.limits, &merged)
-            .map_err(|e| PluginError::new(ErrorCode::INVALID_SPEC, e.to_string()))?;
+        // A name whose group exists already is not ours to use: one a
+        // server killed with this same pid left (the start's sweep spares a
+        // live pid's groups), or a second copy of this plugin in the
+        // process (`sandbox-bench warm-ab`) — the next number is taken.
+        let mut tries = 0;
+        let (name, plan, groups) = loop {
+            let name = cgroup::group_name(
+                std::process::id(),
+                SANDBOXES.fetch_add(1, Ordering::Relaxed),
+            );
+            let plan = cgroup::plan_cgroup(&facts, &cgroup::RealFs, &name, &spec.limits, &merged)
+                .map_err(|e| PluginError::new(ErrorCode::INVALID_SPEC, e.to_string()))?;
+            match cgroup::run(&plan) {
+                Ok(groups) => break (name, plan, groups),
+                Err(cgroup::RunError::Mkdir(_, e))
+                    if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 64 =>
+                {
+                    tries += 1;
+                }
+                Err(e) => {
+                    return Err(PluginError::other(format!(
+                        "setting the sandbox's resource limits: {}",
+                        error_chain(&e)
+                    )));
+                }
+            }
+        };
         for (limit, how) in [
             ("memory", &plan.memory),
             ("tasks", &plan.tasks),
@@ -527,12 +548,6 @@ impl BwrapBackend {
                 tracing::info!(session = %spec.session_id, "the default {limit} limit is not enforced: {why}");
             }
         }
-        let groups = cgroup::run(&plan).map_err(|e| {
-            PluginError::other(format!(
-                "setting the sandbox's resource limits: {}",
-                error_chain(&e)
-            ))
-        })?;
         Ok(sandbox::Limits {
             details: limits::details(&merged, &plan),
             plan,
