@@ -15,8 +15,9 @@
 //! (see `policy.rs`); `sandbox-bench egress [MIB]` downloads through the
 //! egress proxies (see `egress.rs`); `sandbox-bench api-load [SANDBOXES]
 //! [EXECS] [KIB]` runs concurrent execs over the API (see `api_load.rs`);
-//! `sandbox-bench warm-ab OTHER_INIT [EXECS]` alternates warm execs of this
-//! build's sandbox-init and another (see `warm_ab.rs`).
+//! `sandbox-bench warm-ab OTHER_INIT|OTHER_BUILD_DIR [EXECS]` alternates
+//! warm execs of this build's sandbox-init (and bwrap plugin) and another's
+//! (see `warm_ab.rs`).
 
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -68,8 +69,12 @@ impl PluginLogger for Quiet {
 /// The backend in `libsandbox_backend_<name>.so` beside this binary.
 fn load(name: &str) -> BackendObject {
     let exe = std::env::current_exe().unwrap();
-    let lib = exe.with_file_name(format!("libsandbox_backend_{name}.so"));
-    let plugin = host::open(&lib)
+    load_from(&exe.with_file_name(format!("libsandbox_backend_{name}.so")))
+}
+
+/// The first backend of the plugin at `lib`.
+fn load_from(lib: &std::path::Path) -> BackendObject {
+    let plugin = host::open(lib)
         .and_then(|p| p.load(Arc::new(Quiet)))
         .unwrap_or_else(|e| panic!("{}: {e} (build the workspace first)", lib.display()));
     plugin.backends.into_iter().next().unwrap()
@@ -179,7 +184,7 @@ fn main() {
     if std::env::args().nth(1).as_deref() == Some("warm-ab") {
         let other = std::env::args()
             .nth(2)
-            .expect("usage: sandbox-bench warm-ab OTHER_INIT [EXECS]");
+            .expect("usage: sandbox-bench warm-ab OTHER_INIT|OTHER_BUILD_DIR [EXECS]");
         let execs = std::env::args().nth(3).and_then(|a| a.parse().ok());
         warm_ab::run(&other, execs.unwrap_or(300));
         return;

@@ -1,9 +1,13 @@
-//! `sandbox-bench warm-ab OTHER_INIT [EXECS]`: the warm exec round trip of
-//! two sandbox-init builds, this one's and `OTHER_INIT`, measured exec by
-//! exec in alternation (issue 18 item 2), with and without the create-time
-//! guard, against a bare fork/exec in the same rounds. Two runs of the
-//! whole bench minutes apart differ on this host by more than a change of
-//! 100 µs; alternation puts both builds under the same load.
+//! `sandbox-bench warm-ab OTHER_INIT|OTHER_BUILD_DIR [EXECS]`: the warm
+//! exec round trip of two builds, this one's and the other, measured exec
+//! by exec in alternation (issue 18 item 2), with and without the
+//! create-time guard, against a bare fork/exec in the same rounds. The
+//! other is a sandbox-init (this build's bwrap plugin starts it), or a
+//! directory holding another build's `libsandbox_backend_bwrap.so` and
+//! `sandbox-init` (both are that build's: a change on the host's side of
+//! an exec is measured too). Two runs of the whole bench minutes apart
+//! differ on this host by more than a change of 100 µs; alternation puts
+//! both builds under the same load.
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -12,11 +16,20 @@ use std::time::{Duration, Instant};
 use sandbox_plugin_api::write_deny::DEFAULT_GLOBS;
 use sandbox_plugin_api::{ProbeContext, SandboxSpec};
 
-use crate::{Ends, exec_round_trip, load, row, spec, stats};
+use crate::{Ends, exec_round_trip, load, load_from, row, spec, stats};
 
-pub fn run(other_init: &str, execs: usize) {
+pub fn run(other: &str, execs: usize) {
     let dir = tempfile::tempdir().unwrap();
     let bwrap = load("bwrap");
+    let other_dir = std::path::Path::new(other);
+    let (other_bwrap, other_init) = if other_dir.is_dir() {
+        let init = other_dir.join("sandbox-init");
+        let lib = other_dir.join("libsandbox_backend_bwrap.so");
+        (Some(load_from(&lib)), init.display().to_string())
+    } else {
+        (None, other.to_owned())
+    };
+    let other_init = other_init.as_str();
     let guarded = |spec: SandboxSpec| SandboxSpec {
         write_deny_globs: DEFAULT_GLOBS.iter().map(|g| (*g).to_owned()).collect(),
         ..spec
@@ -24,7 +37,14 @@ pub fn run(other_init: &str, execs: usize) {
     // The probe's `init` decides which helper a launch starts; a sandbox
     // keeps the one it started with.
     let mut sandboxes = Vec::new();
-    for init in [None, Some(other_init)] {
+    // The other build's first: a plugin without this one's retry on a
+    // taken cgroup name would meet this one's groups (each copy of the
+    // plugin counts its sandboxes from 0).
+    for init in [Some(other_init), None] {
+        let bwrap = match (init, &other_bwrap) {
+            (Some(_), Some(theirs)) => theirs,
+            _ => &bwrap,
+        };
         let ctx = ProbeContext {
             options: match init {
                 Some(path) => serde_json::json!({ "init": path }),
