@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sandbox_exec_group::Group;
+use sandbox_exec_group::{Group, Join};
 use sandbox_exec_relay::{Relay, StderrWatcher, pipe};
 use sandbox_init::proto::{Reply, Request};
 use sandbox_plugin_api::sdk::{EventSender, SandboxImpl};
@@ -92,6 +92,12 @@ struct ExecGroups {
     sandbox: Option<Group>,
     /// The handle's `processTracking`.
     tracking: String,
+    /// The next exec's group, made ahead of it once the last exec's end is
+    /// out ([`ExecGroups::make_spare`]): the `mkdir` in the cgroup
+    /// filesystem and the two opens are then not on an exec's way in.
+    spare: Mutex<Option<(Group, Join)>>,
+    /// Numbers the spares (`s<n>`; a group made at its exec is `e<id>`).
+    spares: AtomicU64,
 }
 
 impl ExecGroups {
@@ -108,6 +114,8 @@ impl ExecGroups {
             Ok(group) => Self {
                 tracking: format!("cgroup v2 {}", group.path().display()),
                 sandbox: Some(group),
+                spare: Mutex::new(None),
+                spares: AtomicU64::new(0),
             },
             Err(why) => {
                 tracing::warn!(
@@ -115,11 +123,45 @@ impl ExecGroups {
                 );
                 Self {
                     sandbox: None,
+                    spare: Mutex::new(None),
+                    spares: AtomicU64::new(0),
                     tracking: format!(
                         "process groups only (`setsid` escapes an exec's timeout and kill until the sandbox is destroyed): {why}"
                     ),
                 }
             }
+        }
+    }
+
+    /// The group for exec `id`: the spare if there is one, else made now.
+    /// `None` where execs are not tracked by cgroup; an error fails the
+    /// exec (closed).
+    fn for_exec(&self, id: u64) -> Result<Option<(Group, Join)>, String> {
+        let Some(sandbox) = &self.sandbox else {
+            return Ok(None);
+        };
+        if let Some(spare) = self.spare.lock().ok().and_then(|mut s| s.take()) {
+            return Ok(Some(spare));
+        }
+        sandbox.exec_child(&format!("e{id}")).map(Some)
+    }
+
+    /// Makes the next exec's group, unless there is one. A failure is only
+    /// logged: that exec makes its own group, and fails if it cannot.
+    fn make_spare(&self) {
+        let Some(sandbox) = &self.sandbox else {
+            return;
+        };
+        let Ok(mut spare) = self.spare.lock() else {
+            return;
+        };
+        if spare.is_some() {
+            return;
+        }
+        let n = self.spares.fetch_add(1, Ordering::Relaxed);
+        match sandbox.exec_child(&format!("s{n}")) {
+            Ok(made) => *spare = Some(made),
+            Err(e) => tracing::debug!("making the next exec's cgroup ahead: {e}"),
         }
     }
 
@@ -185,6 +227,7 @@ impl OomWatch {
 
 /// Hears from PID 1.
 struct Handler {
+    exec_groups: Arc<ExecGroups>,
     execs: Execs,
     life: Arc<Mutex<Life>>,
     oom: Option<OomWatch>,
@@ -232,6 +275,7 @@ impl ControlEvents for Handler {
         if !sigkill && let Some(oom) = &self.oom {
             oom.killed_since();
         }
+        self.exec_groups.make_spare();
     }
 
     fn violation(&self, exec_id: u64, violation: sandbox_plugin_api::SandboxViolation) {
@@ -317,6 +361,7 @@ impl BwrapSandbox {
         let life = Arc::new(Mutex::new(Life::Live));
         let exec_groups = Arc::new(ExecGroups::new(&limits.name));
         let handler = Arc::new(Handler {
+            exec_groups: Arc::clone(&exec_groups),
             execs: Arc::clone(&execs),
             life: Arc::clone(&life),
             oom: limits.plan.oom.clone().map(OomWatch::new),
@@ -759,11 +804,8 @@ impl SandboxImpl for BwrapSandbox {
         };
         // Fail closed: where execs are tracked by cgroup, one that cannot
         // be is not started.
-        let (group, join) = match &self.exec_groups.sandbox {
-            Some(sandbox) => {
-                let (group, join) = sandbox.exec_child(id).map_err(PluginError::other)?;
-                (Some(group), Some(join))
-            }
+        let (group, join) = match self.exec_groups.for_exec(id).map_err(PluginError::other)? {
+            Some((group, join)) => (Some(group), Some(join)),
             None => (None, None),
         };
         let exec = Arc::new(ExecState {

@@ -203,13 +203,13 @@ impl Group {
         Ok(Group { dir })
     }
 
-    /// The group of exec `id` below this sandbox's, with its join file: what
+    /// An exec's group `name` below this sandbox's, with its join file: what
     /// both backends need before they start an exec whose timeout must end
     /// every process it starts (fail closed: an error means no exec).
-    pub fn exec_child(&self, id: u64) -> Result<(Group, Join), String> {
-        let group = self.child(&format!("e{id}")).map_err(|e| {
+    pub fn exec_child(&self, name: &str) -> Result<(Group, Join), String> {
+        let group = self.child(name).map_err(|e| {
             format!(
-                "creating the cgroup of exec {id} below {} (so its timeout ends every process it starts): {e}",
+                "creating the exec cgroup {name} below {} (so the exec's timeout ends every process it starts): {e}",
                 self.dir.display()
             )
         })?;

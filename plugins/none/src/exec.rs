@@ -51,7 +51,9 @@ impl Exec {
         let (host_stdin, host_stdout) = pipe::duplicate_host_fds(request.host_fds)?;
         let (group, join) = match sandbox_group {
             Some(parent) => {
-                let (group, join) = parent.exec_child(id).map_err(PluginError::other)?;
+                let (group, join) = parent
+                    .exec_child(&format!("e{id}"))
+                    .map_err(PluginError::other)?;
                 (Some(group), Some(join))
             }
             None => (None, None),
