@@ -782,8 +782,9 @@ impl SandboxImpl for BwrapSandbox {
         }
         .in_dir(cwd.clone());
         let watcher: StderrWatcher = Box::new(move |chunk| watch.feed(chunk));
-        let relay = match host_stdout {
-            Some(sink) => Relay::start_with_sink(
+        // Its readers start once the command runs (see `Relay::deferred`).
+        let (relay, readers) = match host_stdout {
+            Some(sink) => Relay::deferred_with_sink(
                 id,
                 OwnedFd::from(out_r),
                 err_r,
@@ -791,7 +792,7 @@ impl SandboxImpl for BwrapSandbox {
                 Some(watcher),
                 sink,
             ),
-            None => Relay::start(id, out_r, err_r, self.events.clone(), Some(watcher)),
+            None => Relay::deferred(id, out_r, err_r, self.events.clone(), Some(watcher)),
         };
         let (stdin_r, stdin_w) = match stdin {
             Some((r, w)) => (Some(r), Some(w)),
@@ -861,6 +862,7 @@ impl SandboxImpl for BwrapSandbox {
         };
         match reply {
             Ok(Reply::Started { .. }) => {
+                readers.start();
                 // The command runs already: a feed that cannot start leaves
                 // its stdin empty, with a log line.
                 if let Some((source, pipe)) = feed

@@ -70,6 +70,16 @@ pub const AFTER_EXIT_LIMIT: u64 = 2 * pipe::PIPE_SIZE as u64;
 /// (SPEC F12 on Linux). Called with each chunk, in order.
 pub type StderrWatcher = Box<dyn FnMut(&[u8]) -> Vec<SandboxViolation> + Send>;
 
+/// An exec's reader threads, to be started (see [`Relay::deferred`]).
+pub struct Readers(Box<dyn FnOnce() + Send>);
+
+impl Readers {
+    /// Starts them.
+    pub fn start(self) {
+        (self.0)()
+    }
+}
+
 /// The readers' ends, as they come, and how many [`Relay::finish`] or
 /// [`Relay::finish_if_drained`] has seen.
 struct Drained {
@@ -111,11 +121,31 @@ impl Relay {
         events: EventSender,
         watcher: Option<StderrWatcher>,
     ) -> Arc<Self> {
+        let (relay, readers) = Self::deferred(exec_id, stdout, stderr, events, watcher);
+        readers.start();
+        relay
+    }
+
+    /// [`Relay::start`] with the reader threads started later, by
+    /// [`Readers::start`]: a backend starts them once its command runs, so
+    /// their start is not on the exec's way in (the pipes hold what the
+    /// command writes meanwhile; issue 18 item 2). Dropped unstarted, the
+    /// pipes close.
+    pub fn deferred(
+        exec_id: u64,
+        stdout: impl Read + AsFd + Send + 'static,
+        stderr: impl Read + AsFd + Send + 'static,
+        events: EventSender,
+        watcher: Option<StderrWatcher>,
+    ) -> (Arc<Self>, Readers) {
         let watched = [watch(exec_id, &stdout), watch(exec_id, &stderr)];
         let (relay, drained_tx) = Self::new(exec_id, events, watched);
-        Self::read(&relay, stdout, Stream::Stdout, drained_tx.clone());
-        Self::read(&relay, stderr, Stream::Stderr(watcher), drained_tx);
-        relay
+        let readers = Arc::clone(&relay);
+        let start = move || {
+            Self::read(&readers, stdout, Stream::Stdout, drained_tx.clone());
+            Self::read(&readers, stderr, Stream::Stderr(watcher), drained_tx);
+        };
+        (relay, Readers(Box::new(start)))
     }
 
     /// [`Relay::start`], with stdout copied to `sink` — a descriptor of the
@@ -128,25 +158,44 @@ impl Relay {
         watcher: Option<StderrWatcher>,
         sink: OwnedFd,
     ) -> Arc<Self> {
+        let (relay, readers) =
+            Self::deferred_with_sink(exec_id, stdout, stderr, events, watcher, sink);
+        readers.start();
+        relay
+    }
+
+    /// [`Relay::start_with_sink`], its threads started by [`Readers::start`]
+    /// (see [`Relay::deferred`]).
+    pub fn deferred_with_sink(
+        exec_id: u64,
+        stdout: OwnedFd,
+        stderr: impl Read + AsFd + Send + 'static,
+        events: EventSender,
+        watcher: Option<StderrWatcher>,
+        sink: OwnedFd,
+    ) -> (Arc<Self>, Readers) {
         let watched = [watch(exec_id, &stdout), watch(exec_id, &stderr)];
         let (relay, drained_tx) = Self::new(exec_id, events, watched);
-        let relay_for_thread = Arc::clone(&relay);
-        let drained = drained_tx.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("relay-sink-{exec_id}"))
-            .spawn(move || {
-                sink::copy_out(&relay_for_thread, stdout, sink);
-                // The watch copy goes with the pipe, so a command whose
-                // sink refused meets a closed pipe.
-                relay_for_thread.stop_watching(0);
-                let _ = drained.send(());
-            });
-        if let Err(e) = spawned {
-            relay.stop_watching(0);
-            tracing::error!(exec = exec_id, "could not start an output copy thread: {e}");
-        }
-        Self::read(&relay, stderr, Stream::Stderr(watcher), drained_tx);
-        relay
+        let readers = Arc::clone(&relay);
+        let start = move || {
+            let relay_for_thread = Arc::clone(&readers);
+            let drained = drained_tx.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("relay-sink-{exec_id}"))
+                .spawn(move || {
+                    sink::copy_out(&relay_for_thread, stdout, sink);
+                    // The watch copy goes with the pipe, so a command whose
+                    // sink refused meets a closed pipe.
+                    relay_for_thread.stop_watching(0);
+                    let _ = drained.send(());
+                });
+            if let Err(e) = spawned {
+                readers.stop_watching(0);
+                tracing::error!(exec = exec_id, "could not start an output copy thread: {e}");
+            }
+            Self::read(&readers, stderr, Stream::Stderr(watcher), drained_tx);
+        };
+        (relay, Readers(Box::new(start)))
     }
 
     fn new(
