@@ -563,16 +563,32 @@ mod tests {
         assert_eq!(events.last().map(|e| &e.body), Some(&EXIT), "exit is last");
     }
 
+    /// A relay started on a fresh stdout pipe (its writer returned) and a
+    /// stderr that has ended already.
+    fn stdout_only(
+        exec_id: u64,
+    ) -> (
+        Arc<Relay>,
+        std::io::PipeWriter,
+        Arc<sandbox_plugin_api::testkit::Recorder>,
+    ) {
+        let (events, recorder) = recording_sender();
+        let (out_r, out_w) = std::io::pipe().unwrap();
+        let (err_r, err_w) = std::io::pipe().unwrap();
+        drop(err_w);
+        (
+            Relay::start(exec_id, out_r, err_r, events, None),
+            out_w,
+            recorder,
+        )
+    }
+
     /// The contract that stays: a background process that holds the pipe
     /// open and writes on forever cannot keep the exec from ending, and
     /// meets a closed pipe once the reader has read its limit.
     #[test]
     fn a_writer_that_never_stops_does_not_hold_up_the_end() {
-        let (events, recorder) = recording_sender();
-        let (out_r, mut out_w) = std::io::pipe().unwrap();
-        let (err_r, err_w) = std::io::pipe().unwrap();
-        drop(err_w);
-        let relay = Relay::start(8, out_r, err_r, events, None);
+        let (relay, mut out_w, recorder) = stdout_only(8);
         let (stopped_tx, stopped) = mpsc::channel();
         std::thread::spawn(move || {
             let chunk = [b'x'; 4096];
@@ -598,11 +614,7 @@ mod tests {
     /// the output, and only once.
     #[test]
     fn the_end_is_emitted_at_once_only_when_both_pipes_have_ended() {
-        let (events, recorder) = recording_sender();
-        let (out_r, mut out_w) = std::io::pipe().unwrap();
-        let (err_r, err_w) = std::io::pipe().unwrap();
-        drop(err_w);
-        let relay = Relay::start(9, out_r, err_r, events, None);
+        let (relay, mut out_w, recorder) = stdout_only(9);
         let terminal = relay
             .finish_if_drained(EXIT)
             .expect_err("stdout is still open");
