@@ -782,9 +782,9 @@ impl SandboxImpl for BwrapSandbox {
         }
         .in_dir(cwd.clone());
         let watcher: StderrWatcher = Box::new(move |chunk| watch.feed(chunk));
-        // Its readers start once the command runs (see `Relay::deferred`).
+        // Its readers start once the command runs (see `Relay::prepare`).
         let (relay, readers) = match host_stdout {
-            Some(sink) => Relay::deferred_with_sink(
+            Some(sink) => Relay::prepare_with_sink(
                 id,
                 OwnedFd::from(out_r),
                 err_r,
@@ -792,7 +792,7 @@ impl SandboxImpl for BwrapSandbox {
                 Some(watcher),
                 sink,
             ),
-            None => Relay::deferred(id, out_r, err_r, self.events.clone(), Some(watcher)),
+            None => Relay::prepare(id, out_r, err_r, self.events.clone(), Some(watcher)),
         };
         let (stdin_r, stdin_w) = match stdin {
             Some((r, w)) => (Some(r), Some(w)),

@@ -102,12 +102,13 @@ impl Exec {
                 tracing::error!(exec = id, "could not start the stdin feed: {e}");
             }
         }
-        let relay = match host_stdout {
+        let (relay, readers) = match host_stdout {
             Some(sink) => {
-                Relay::start_with_sink(id, OwnedFd::from(stdout), stderr, events, None, sink)
+                Relay::prepare_with_sink(id, OwnedFd::from(stdout), stderr, events, None, sink)
             }
-            None => Relay::start(id, stdout, stderr, events, None),
+            None => Relay::prepare(id, stdout, stderr, events, None),
         };
+        readers.start();
         let exec = Arc::new(Self {
             id,
             pid,

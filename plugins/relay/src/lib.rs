@@ -22,8 +22,14 @@
 //! [`AFTER_EXIT_LIMIT`] — what both pipes of the command can hold — so a
 //! background process writing on forever cannot keep the exec from ending.
 //!
+//! A relay is made with [`Relay::prepare`] and its readers started with
+//! [`Readers::start`]: a backend starts them once its command runs, so
+//! their start is not on the exec's way in (the pipes hold what the
+//! command writes meanwhile; issue 18 item 2). Dropped unstarted, the pipes
+//! close.
+//!
 //! Where the host hands over a descriptor of its own for stdout (`cc_server
-//! run`: its stdout), [`Relay::start_with_sink`] copies the pipe there
+//! run`: its stdout), [`Relay::prepare_with_sink`] copies the pipe there
 //! instead of emitting events ([`sink`]), and [`feed_stdin`] fills the
 //! command's stdin from one: at pipe speed, with the same ordering of the
 //! terminal event and the same backpressure. Only [`pipe`] uses `unsafe`.
@@ -70,7 +76,7 @@ pub const AFTER_EXIT_LIMIT: u64 = 2 * pipe::PIPE_SIZE as u64;
 /// (SPEC F12 on Linux). Called with each chunk, in order.
 pub type StderrWatcher = Box<dyn FnMut(&[u8]) -> Vec<SandboxViolation> + Send>;
 
-/// An exec's reader threads, to be started (see [`Relay::deferred`]).
+/// An exec's reader threads, to be started (see [`Relay::prepare`]).
 pub struct Readers(Box<dyn FnOnce() + Send>);
 
 impl Readers {
@@ -113,25 +119,9 @@ pub struct Relay {
 }
 
 impl Relay {
-    /// Starts one reader thread per pipe.
-    pub fn start(
-        exec_id: u64,
-        stdout: impl Read + AsFd + Send + 'static,
-        stderr: impl Read + AsFd + Send + 'static,
-        events: EventSender,
-        watcher: Option<StderrWatcher>,
-    ) -> Arc<Self> {
-        let (relay, readers) = Self::deferred(exec_id, stdout, stderr, events, watcher);
-        readers.start();
-        relay
-    }
-
-    /// [`Relay::start`] with the reader threads started later, by
-    /// [`Readers::start`]: a backend starts them once its command runs, so
-    /// their start is not on the exec's way in (the pipes hold what the
-    /// command writes meanwhile; issue 18 item 2). Dropped unstarted, the
-    /// pipes close.
-    pub fn deferred(
+    /// A relay of the two pipes, one reader thread per pipe once
+    /// [`Readers::start`] is called.
+    pub fn prepare(
         exec_id: u64,
         stdout: impl Read + AsFd + Send + 'static,
         stderr: impl Read + AsFd + Send + 'static,
@@ -148,25 +138,9 @@ impl Relay {
         (relay, Readers(Box::new(start)))
     }
 
-    /// [`Relay::start`], with stdout copied to `sink` — a descriptor of the
+    /// [`Relay::prepare`], with stdout copied to `sink` — a descriptor of the
     /// host process, which never enters the sandbox — instead of emitted.
-    pub fn start_with_sink(
-        exec_id: u64,
-        stdout: OwnedFd,
-        stderr: impl Read + AsFd + Send + 'static,
-        events: EventSender,
-        watcher: Option<StderrWatcher>,
-        sink: OwnedFd,
-    ) -> Arc<Self> {
-        let (relay, readers) =
-            Self::deferred_with_sink(exec_id, stdout, stderr, events, watcher, sink);
-        readers.start();
-        relay
-    }
-
-    /// [`Relay::start_with_sink`], its threads started by [`Readers::start`]
-    /// (see [`Relay::deferred`]).
-    pub fn deferred_with_sink(
+    pub fn prepare_with_sink(
         exec_id: u64,
         stdout: OwnedFd,
         stderr: impl Read + AsFd + Send + 'static,
@@ -539,7 +513,7 @@ mod tests {
             at: TOTAL - LAST,
             stall: DRAIN_GRACE * (PROGRESS_GRACES + 1) * 2,
         };
-        let relay = Relay::start(7, starved, err_r, events, None);
+        let relay = started(7, starved, err_r, events);
         let data: Vec<u8> = (0..TOTAL).map(|i| (i % 251) as u8).collect();
         // The command: all but the last part, read as it comes; then the
         // last part, which the pipe holds while its reader is stalled, and
@@ -563,6 +537,18 @@ mod tests {
         assert_eq!(events.last().map(|e| &e.body), Some(&EXIT), "exit is last");
     }
 
+    /// A relay with its readers started, without a stderr watcher.
+    fn started(
+        exec_id: u64,
+        stdout: impl Read + AsFd + Send + 'static,
+        stderr: impl Read + AsFd + Send + 'static,
+        events: EventSender,
+    ) -> Arc<Relay> {
+        let (relay, readers) = Relay::prepare(exec_id, stdout, stderr, events, None);
+        readers.start();
+        relay
+    }
+
     /// A relay started on a fresh stdout pipe (its writer returned) and a
     /// stderr that has ended already.
     fn stdout_only(
@@ -576,11 +562,7 @@ mod tests {
         let (out_r, out_w) = std::io::pipe().unwrap();
         let (err_r, err_w) = std::io::pipe().unwrap();
         drop(err_w);
-        (
-            Relay::start(exec_id, out_r, err_r, events, None),
-            out_w,
-            recorder,
-        )
+        (started(exec_id, out_r, err_r, events), out_w, recorder)
     }
 
     /// The contract that stays: a background process that holds the pipe
