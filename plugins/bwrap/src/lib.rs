@@ -18,6 +18,7 @@
 pub mod cgroup;
 mod child_exit;
 mod control;
+mod exec_groups;
 pub mod host_facts;
 pub mod identity;
 pub mod kept;
