@@ -20,9 +20,18 @@ pub(crate) struct ExecGroups {
     /// The next exec's group, made ahead of it once the last exec's end is
     /// out ([`ExecGroups::make_spare`]): the `mkdir` in the cgroup
     /// filesystem and the two opens are then not on an exec's way in.
-    spare: Mutex<Option<(Group, Join)>>,
+    /// Every group is made under this lock, which [`ExecGroups::remove`]
+    /// holds too: no group is made while the tree is removed, or after.
+    spare: Mutex<Spare>,
     /// Numbers the spares (`s<n>`; a group made at its exec is `e<id>`).
     spares: AtomicU64,
+}
+
+#[derive(Default)]
+struct Spare {
+    next: Option<(Group, Join)>,
+    /// The tree is removed (destroy): no group is made any more.
+    removed: bool,
 }
 
 impl ExecGroups {
@@ -39,7 +48,7 @@ impl ExecGroups {
             Ok(group) => Self {
                 tracking: format!("cgroup v2 {}", group.path().display()),
                 sandbox: Some(group),
-                spare: Mutex::new(None),
+                spare: Mutex::default(),
                 spares: AtomicU64::new(0),
             },
             Err(why) => {
@@ -48,7 +57,7 @@ impl ExecGroups {
                 );
                 Self {
                     sandbox: None,
-                    spare: Mutex::new(None),
+                    spare: Mutex::default(),
                     spares: AtomicU64::new(0),
                     tracking: format!(
                         "process groups only (`setsid` escapes an exec's timeout and kill until the sandbox is destroyed): {why}"
@@ -65,10 +74,17 @@ impl ExecGroups {
         let Some(sandbox) = &self.sandbox else {
             return Ok(None);
         };
-        if let Some(spare) = self.spare.lock().ok().and_then(|mut s| s.take()) {
-            return Ok(Some(spare));
+        let mut spare = self
+            .spare
+            .lock()
+            .map_err(|_| "the exec groups' lock is poisoned".to_owned())?;
+        if spare.removed {
+            return Err("the sandbox's cgroups are being removed (it is destroyed)".into());
         }
-        sandbox.exec_child(&format!("e{id}")).map(Some)
+        match spare.next.take() {
+            Some(made) => Ok(Some(made)),
+            None => sandbox.exec_child(&format!("e{id}")).map(Some),
+        }
     }
 
     /// Makes the next exec's group, unless there is one. A failure is only
@@ -80,12 +96,12 @@ impl ExecGroups {
         let Ok(mut spare) = self.spare.lock() else {
             return;
         };
-        if spare.is_some() {
+        if spare.removed || spare.next.is_some() {
             return;
         }
         let n = self.spares.fetch_add(1, Ordering::Relaxed);
         match sandbox.exec_child(&format!("s{n}")) {
-            Ok(made) => *spare = Some(made),
+            Ok(made) => spare.next = Some(made),
             Err(e) => tracing::debug!("making the next exec's cgroup ahead: {e}"),
         }
     }
@@ -93,11 +109,56 @@ impl ExecGroups {
     /// Removes every exec's group and the sandbox's (once bwrap, and so
     /// every process, is gone; an exec's group that outlived its exec, a
     /// background process in it, is removed here).
+    /// A group made meanwhile — the spare, made by the control thread
+    /// after the last exec's end, while destroy runs — waits for the lock
+    /// and is removed with the tree; none is made after.
     pub(crate) fn remove(&self) {
+        let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        spare.removed = true;
+        spare.next = None;
         if let Some(group) = &self.sandbox
             && let Err(e) = group.kill_and_remove()
         {
             tracing::warn!(group = %group.path().display(), "removing the sandbox's exec cgroups: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Destroy racing the control thread's spare: a group made ahead is
+    /// removed with the tree, and none is made, nor handed to an exec, once
+    /// the tree is removed — no empty group is left behind.
+    #[test]
+    fn no_group_is_made_once_the_tree_is_removed() {
+        let name = sandbox_exec_group::owner_name(std::process::id(), "spare-test");
+        let groups = ExecGroups::new(&name);
+        let Some(sandbox) = groups.sandbox.as_ref().map(|g| g.path().to_path_buf()) else {
+            eprintln!(
+                "SKIPPED: no usable cgroup v2 hierarchy here: {}",
+                groups.tracking
+            );
+            return;
+        };
+        groups.make_spare();
+        assert!(sandbox.join("s0").is_dir(), "no spare was made ahead");
+        let (first, _) = groups.for_exec(1).unwrap().unwrap();
+        assert_eq!(
+            first.path(),
+            sandbox.join("s0"),
+            "the exec did not get the spare"
+        );
+        groups.make_spare();
+        assert!(sandbox.join("s1").is_dir());
+        groups.remove();
+        assert!(!sandbox.exists(), "the tree outlived its removal");
+        groups.make_spare();
+        assert!(!sandbox.exists(), "a spare was made after the removal");
+        match groups.for_exec(2) {
+            Err(refused) => assert!(refused.contains("destroyed"), "{refused}"),
+            Ok(_) => panic!("an exec got a group after the removal"),
         }
     }
 }

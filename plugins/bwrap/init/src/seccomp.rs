@@ -325,7 +325,7 @@ impl Program {
     /// Emits a binary search over `entries` (sorted by number, each number
     /// once) down to runs of at most [`SEARCH_LEAF`] entries, each run's
     /// blocks followed by `ret allow`. A range whose lower half would not
-    /// fit an 8-bit jump is tested in order instead (slower, as right).
+    /// fit an 8-bit jump is tested in order instead (slower, equally right).
     /// Precondition: `A` holds the syscall number.
     fn search(&mut self, entries: &[&Entry]) -> &mut Self {
         if entries.len() > SEARCH_LEAF {
