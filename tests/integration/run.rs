@@ -360,6 +360,34 @@ fn background_processes_do_not_survive_the_run() {
     );
 }
 
+/// Issue 16 item 6, SPEC G6: the `none` backend's cgroup for the server's
+/// commands does not outlive the server — its watcher kills the group and
+/// removes the tree once the server is gone (a `run` used to leave an empty
+/// `cc_server-<pid>-none` behind until the next server swept it).
+#[test]
+fn a_none_run_leaves_no_cgroup_behind() {
+    let plugins = Plugins::with_none();
+    let script = "g=$(sed -n 's/^0:://p' /proc/self/cgroup); \
+                  for m in /sys/fs/cgroup/unified /sys/fs/cgroup; do \
+                  [ -d \"$m$g\" ] && echo \"$m$g\" && break; done";
+    let out = run_cmd(&plugins, &["--", "sh", "-c", script]).output();
+    assert_eq!(code(&out), 0, "stderr:\n{}", text(&out.stderr));
+    let exec_group = text(&out.stdout).trim().to_owned();
+    let Some(server_group) = Path::new(&exec_group).ancestors().find(|dir| {
+        dir.file_name().is_some_and(|n| {
+            n.to_string_lossy().starts_with("cc_server-") && n.to_string_lossy().ends_with("-none")
+        })
+    }) else {
+        eprintln!("SKIPPED: commands are not tracked by a cgroup v2 group here ({exec_group:?})");
+        return;
+    };
+    assert!(
+        eventually(Duration::from_secs(20), || !server_group.exists()),
+        "{} outlived its server",
+        server_group.display()
+    );
+}
+
 /// F1: a spec file is read strictly: an unknown field is named, malformed JSON refused (125).
 #[test]
 fn a_bad_spec_file_is_refused_with_125() {

@@ -10,7 +10,9 @@
 //! - **The server**: when the server dies, even by SIGKILL, a watcher
 //!   process it forked once (a pipe only the server holds the write end of
 //!   reaches end-of-file) writes `cgroup.kill` of the server's group, so
-//!   every `none` command of the server ends with it. Besides, every
+//!   every `none` command of the server ends with it, then removes the
+//!   group's tree once its processes are gone — a server that exits, or is
+//!   killed, leaves no group behind. Besides, every
 //!   command's own process gets `PR_SET_PDEATHSIG(SIGKILL)` — which fires
 //!   when the *thread* that forked it ends, so commands are forked by one
 //!   thread that lives as long as the server ([`spawn`]) — which still
@@ -132,9 +134,16 @@ pub(crate) fn sandbox_group() -> Result<Group, String> {
 /// Forks the watcher: a process that blocks reading a pipe whose write end
 /// only the server holds (close-on-exec, so no command keeps it), and on
 /// end-of-file — the server is gone, however it died — kills the server's
-/// group. It holds nothing else: every other descriptor is closed.
+/// group and removes its tree. It holds nothing else: every other
+/// descriptor is closed.
 fn start_watcher(group: &Group) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
     let kill = group.kill_file()?;
+    let (Some(parent), Some(name)) = (group.path().parent(), group.path().file_name()) else {
+        return Err(io::Error::other("the server's group has no parent"));
+    };
+    let parent = std::fs::File::open(parent)?;
+    let name = std::ffi::CString::new(name.as_bytes())?;
     let mut ends = [0; 2];
     // SAFETY: pipe2 writes two descriptors into `ends`.
     if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -142,16 +151,16 @@ fn start_watcher(group: &Group) -> io::Result<()> {
     }
     // SAFETY: both were just created and are ours.
     let (read, write) = unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };
-    let (r, k) = (read.as_raw_fd(), kill.as_raw_fd());
+    let kept = [read.as_raw_fd(), kill.as_raw_fd(), parent.as_raw_fd()];
     // SAFETY: the child makes only async-signal-safe calls on descriptors
-    // opened before the fork and ends in _exit.
+    // and memory prepared before the fork and ends in _exit.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(io::Error::last_os_error());
     }
     if pid == 0 {
         // SAFETY: async-signal-safe syscalls only; never returns.
-        unsafe { watch(r, k) }
+        unsafe { watch(kept, &name) }
     }
     drop(read);
     // The write end lives as long as the server: its end is the signal.
@@ -159,25 +168,30 @@ fn start_watcher(group: &Group) -> io::Result<()> {
     Ok(())
 }
 
-/// The watcher's body (in the forked child).
+/// How long the watcher tries to remove the group once it killed it (its
+/// processes take a moment to exit), and how often.
+const REMOVE_TRIES: u32 = 200;
+const REMOVE_PAUSE_NS: libc::c_long = 50_000_000;
+
+/// The watcher's body (in the forked child): `[read, kill, parent]` are
+/// the pipe, the group's `cgroup.kill` and the directory holding the
+/// group, which is called `name`.
 ///
 /// # Safety
-/// Call only in the child of `fork`; `read` and `kill` are open.
-unsafe fn watch(read: i32, kill: i32) -> ! {
+/// Call only in the child of `fork`; the descriptors are open.
+unsafe fn watch([read, kill, parent]: [i32; 3], name: &std::ffi::CStr) -> ! {
     // SAFETY: async-signal-safe syscalls on our own descriptors and stack.
     unsafe {
-        let (low, high) = (read.min(kill), read.max(kill));
-        libc::syscall(libc::SYS_close_range, 3u32, (low - 1) as u32, 0u32);
-        libc::syscall(
-            libc::SYS_close_range,
-            (low + 1) as u32,
-            (high - 1) as u32,
-            0u32,
-        );
-        libc::syscall(libc::SYS_close_range, (high + 1) as u32, u32::MAX, 0u32);
-        for fd in 0..3 {
-            libc::close(fd);
+        let mut kept = [read, kill, parent];
+        kept.sort_unstable();
+        let mut from = 0;
+        for fd in kept {
+            if fd > from {
+                libc::syscall(libc::SYS_close_range, from as u32, (fd - 1) as u32, 0u32);
+            }
+            from = fd + 1;
         }
+        libc::syscall(libc::SYS_close_range, from as u32, u32::MAX, 0u32);
         // Out of the server's process group: a terminal's ^C that reaches
         // the server must not end its watcher first.
         libc::setpgid(0, 0);
@@ -201,7 +215,68 @@ unsafe fn watch(read: i32, kill: i32) -> ! {
             }
         }
         libc::write(kill, b"1".as_ptr().cast(), 1);
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: REMOVE_PAUSE_NS,
+        };
+        for _ in 0..REMOVE_TRIES {
+            if remove_tree(parent, name.as_ptr(), 0) {
+                break;
+            }
+            libc::nanosleep(&pause, std::ptr::null_mut());
+        }
         libc::_exit(0)
+    }
+}
+
+/// Removes the directory `name` in `dir` and every directory below it,
+/// deepest first (a cgroup's files go with it); `true` once it is gone.
+/// Allocates nothing: it runs in the forked watcher.
+///
+/// # Safety
+/// `dir` is an open directory, `name` a NUL-terminated name.
+unsafe fn remove_tree(dir: i32, name: *const libc::c_char, depth: u32) -> bool {
+    // Ours are three deep (server, sandbox, exec); more is not ours.
+    const MAX_DEPTH: u32 = 8;
+    // SAFETY: syscalls on descriptors we hold, buffers on our stack, and
+    // names the kernel wrote NUL-terminated into them.
+    unsafe {
+        let fd = libc::openat(
+            dir,
+            name,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return *libc::__errno_location() == libc::ENOENT;
+        }
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len());
+            if n <= 0 {
+                break;
+            }
+            let mut at = 0usize;
+            while at < n as usize {
+                // struct linux_dirent64: ino 8, off 8, reclen 2, type 1, name.
+                let entry = buf.as_ptr().add(at);
+                let reclen = u16::from_ne_bytes([*entry.add(16), *entry.add(17)]) as usize;
+                let kind = *entry.add(18);
+                let child = entry.add(19).cast::<libc::c_char>();
+                let dot = *child == b'.' as libc::c_char
+                    && (*child.add(1) == 0
+                        || (*child.add(1) == b'.' as libc::c_char && *child.add(2) == 0));
+                if kind == libc::DT_DIR && !dot && depth < MAX_DEPTH {
+                    remove_tree(fd, child, depth + 1);
+                }
+                if reclen == 0 {
+                    break;
+                }
+                at += reclen;
+            }
+        }
+        libc::close(fd);
+        libc::unlinkat(dir, name, libc::AT_REMOVEDIR) == 0
+            || *libc::__errno_location() == libc::ENOENT
     }
 }
 
