@@ -60,6 +60,9 @@ where
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
+        // `handle` dates every answer but a tunnel's 200, which curl reads
+        // a byte per call (it must not read past it): 37 bytes fewer there.
+        .auto_date_header(false)
         // A client may shut its write side once the request is sent (`nc -N`,
         // scripts); it still wants the answer.
         .half_close(true)
@@ -81,16 +84,27 @@ async fn handle(
     handoff: Handoff,
     req: Request<Incoming>,
 ) -> Response<Body> {
-    if let Some(credential) = &ctx.credential
+    let tunnel = req.method() == Method::CONNECT;
+    let mut resp = if let Some(credential) = &ctx.credential
         && !authorized(credential, req.headers())
     {
-        return proxy_auth_required();
-    }
-    if req.method() == Method::CONNECT {
+        proxy_auth_required()
+    } else if tunnel {
         connect(ctx, admission, handoff, req).await
     } else {
         forward(ctx, admission, req).await
+    };
+    // RFC 9110 §6.6.1: our own answers, and a forwarded one that came
+    // without, get a Date. A tunnel's 200 goes without, as most proxies
+    // send it (it carries nothing but the status).
+    let established = tunnel && resp.status().is_success();
+    if !established && !resp.headers().contains_key(header::DATE) {
+        let now = httpdate::fmt_http_date(std::time::SystemTime::now());
+        if let Ok(value) = HeaderValue::from_str(&now) {
+            resp.headers_mut().insert(header::DATE, value);
+        }
     }
+    resp
 }
 
 /// `Proxy-Authorization: Basic base64(user:password)` matching the session's credential.

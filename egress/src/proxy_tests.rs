@@ -860,6 +860,37 @@ async fn connect_tunnel_echo_both_listeners() {
     }
 }
 
+/// A tunnel's 200 is the status line alone — curl reads it a byte per
+/// call (issue 18 item 3: a new CONNECT's latency) — and the proxy's own
+/// answers still carry a Date (RFC 9110 §6.6.1).
+#[tokio::test]
+async fn a_tunnels_200_is_bare_and_a_refusal_is_dated() {
+    let port = echo_server().await;
+    let h = Harness::start(policy_for(&["svc.test"]), Kind::Tcp).await;
+    let mut io = h.http().await;
+    let req = format!(
+        "CONNECT svc.test:{port} HTTP/1.1\r\nHost: svc.test:{port}\r\n{}\r\n",
+        h.auth_line()
+    );
+    io.write_all(req.as_bytes()).await.unwrap();
+    let mut head = [0u8; 19];
+    within("CONNECT reply", io.read_exact(&mut head))
+        .await
+        .unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200 OK\r\n\r\n");
+    echo_round_trip(&mut io, b"after a bare 200").await;
+    let refused = http_connect(&h, "other.test:443")
+        .await
+        .err()
+        .expect("other.test is not allowed");
+    assert_eq!(refused.status, 403);
+    assert!(
+        refused.headers.contains_key("date"),
+        "{:?}",
+        refused.headers
+    );
+}
+
 #[tokio::test]
 async fn absolute_form_forwarding() {
     let (port, seen) = http_origin().await;
