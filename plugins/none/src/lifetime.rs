@@ -231,7 +231,8 @@ unsafe fn watch([read, kill, parent]: [i32; 3], name: &std::ffi::CStr) -> ! {
 
 /// Removes the directory `name` in `dir` and every directory below it,
 /// deepest first (a cgroup's files go with it); `true` once it is gone.
-/// Allocates nothing: it runs in the forked watcher.
+/// Allocates nothing: it runs in the forked watcher, where the exec-group
+/// crate's own removal (paths, `read_dir`) cannot.
 ///
 /// # Safety
 /// `dir` is an open directory, `name` a NUL-terminated name.

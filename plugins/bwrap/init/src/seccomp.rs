@@ -45,9 +45,9 @@
 //! skip the filter entirely for them. The search is for that cache: the
 //! kernel works it out when a filter is attached — once per command — by
 //! running the filter for every syscall number, and a table searched in
-//! order made that ~450 runs through the whole table (a C loop here: a
-//! 45-number filter attached per fork costs +90 µs in order, +58 µs as a
-//! search; issue 18 item 2).
+//! order made that ~450 runs through the whole table (a C loop here: the
+//! guard's filter attached per fork, 206–209 µs in order, 190–195 µs as a
+//! search; issue 18 item 2, docs/measurements.md).
 
 use std::io;
 
