@@ -146,14 +146,26 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Discovers, loads and probes (once, in parallel, each under a timeout).
+    /// Discovers, loads and probes (once, in parallel, each under a timeout;
+    /// each probe starts as soon as its backend is loaded).
     /// Never fails: what cannot be used becomes a [`Problem`] or an
     /// unavailable probe.
     pub fn discover(options: &DiscoverOptions) -> Self {
         let mut problems = Vec::new();
         let mut found: Vec<(BackendObject, Source)> = Vec::new();
+        let mut probes = probe::Probes::new(
+            &options.backend_options,
+            options.fresh,
+            options.probe_timeout,
+        );
         for dir in &options.search_path {
-            load::load_dir(dir, &options.logger, &mut found, &mut problems);
+            load::load_dir(
+                dir,
+                &options.logger,
+                &mut found,
+                &mut problems,
+                &mut |backend| probes.start(backend),
+            );
         }
         for builtin in inventory::iter::<Builtin> {
             match (builtin.make)() {
@@ -163,16 +175,14 @@ impl Registry {
                         "a plugin file replaces the built-in backend"
                     );
                 }
-                Ok(backend) => found.push((backend, Source::Builtin)),
+                Ok(backend) => {
+                    probes.start(&backend);
+                    found.push((backend, Source::Builtin));
+                }
                 Err(e) => tracing::error!("a built-in backend failed to start: {e}"),
             }
         }
-        let reports = probe::probe_all(
-            found.iter().map(|(b, _)| b.clone()).collect(),
-            &options.backend_options,
-            options.fresh,
-            options.probe_timeout,
-        );
+        let reports = probes.finish();
         let entries = found
             .into_iter()
             .zip(reports)

@@ -69,6 +69,7 @@ pub(crate) fn load_dir(
     logger: &Arc<dyn PluginLogger>,
     found: &mut Vec<(BackendObject, Source)>,
     problems: &mut Vec<Problem>,
+    on_found: &mut dyn FnMut(&BackendObject),
 ) {
     if !dir.exists() {
         tracing::debug!(dir = %dir.display(), "plugins directory does not exist");
@@ -92,7 +93,7 @@ pub(crate) fn load_dir(
         }
     };
     for path in files {
-        if let Err(error) = load_file(&path, logger, found) {
+        if let Err(error) = load_file(&path, logger, found, on_found) {
             if let LoadError::Load(host::LoadError::Layout { detail, .. }) = &error {
                 tracing::trace!(file = %path.display(), "abi_stable layout report:\n{detail}");
             }
@@ -105,6 +106,7 @@ fn load_file(
     path: &Path,
     logger: &Arc<dyn PluginLogger>,
     found: &mut Vec<(BackendObject, Source)>,
+    on_found: &mut dyn FnMut(&BackendObject),
 ) -> Result<(), LoadError> {
     trust::check_file(path)?;
     let opened = host::open(path).map_err(LoadError::Load)?;
@@ -120,6 +122,7 @@ fn load_file(
             continue;
         }
         tracing::debug!(backend = backend.name(), file = %path.display(), "loaded backend");
+        on_found(&backend);
         found.push((
             backend,
             Source::File {
@@ -176,7 +179,7 @@ mod tests {
         std::fs::write(&file, "this is not a library\n").unwrap();
         let logger: Arc<dyn PluginLogger> = Arc::new(crate::TracingLogger);
         let (mut found, mut problems) = (Vec::new(), Vec::new());
-        load_dir(dir.path(), &logger, &mut found, &mut problems);
+        load_dir(dir.path(), &logger, &mut found, &mut problems, &mut |_| {});
         assert!(found.is_empty());
         assert_eq!(problems.len(), 1);
         let line = problems[0].to_string();
