@@ -198,6 +198,38 @@ unsafe fn clone3(args: &CloneArgs, start: &Start<'_>) -> isize {
     ret
 }
 
+/// Blocks every signal on the calling thread, as [`spawn`] requires of
+/// its caller (signals are other threads' to take).
+pub fn block_every_signal() {
+    // SAFETY: a full set, applied to this thread only.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
+    }
+}
+
+/// In a child of [`spawn`]: every signal back at its default, then none
+/// blocked — the parent's handlers must never run there (it is the
+/// parent's memory), and a program starts as under a shell. glibc's own
+/// two (32, 33) are left.
+///
+/// # Safety
+/// Only in a child of [`spawn`], before it execs (async-signal-safe calls).
+pub unsafe fn default_signals() {
+    // SAFETY: async-signal-safe calls on this process's own signal state.
+    unsafe {
+        for signal in (1..32).chain(34..=64) {
+            if signal != libc::SIGKILL && signal != libc::SIGSTOP {
+                libc::signal(signal, libc::SIG_DFL);
+            }
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+    }
+}
+
 /// Elsewhere no shared-memory child: ENOSYS, and `spawn` forks.
 #[cfg(not(target_arch = "x86_64"))]
 unsafe fn clone3(_args: &CloneArgs, _start: &Start<'_>) -> isize {
@@ -214,12 +246,7 @@ mod tests {
     /// fork thread is.
     fn blocked<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
         std::thread::spawn(move || {
-            // SAFETY: a full set, applied to this thread only.
-            unsafe {
-                let mut all: libc::sigset_t = std::mem::zeroed();
-                libc::sigfillset(&mut all);
-                libc::pthread_sigmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
-            }
+            block_every_signal();
             f()
         })
         .join()

@@ -2,7 +2,8 @@
 //! readable once it has exited, so its end is waited for, not polled.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::process::Child;
+
+use crate::spawner::Child;
 use std::time::{Duration, Instant};
 
 /// Waits up to `patience` for `child` to exit; past it, kills and reaps it
@@ -52,17 +53,16 @@ fn wait_readable(fd: Option<&OwnedFd>, deadline: Instant) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn an_exit_is_seen_at_once_and_a_child_that_stays_is_killed() {
-        let mut quick = std::process::Command::new("true").spawn().unwrap();
+        use crate::spawner::{Launch, spawn};
+        let mut quick = spawn(Launch::new::<&str>(Path::new("/bin/true"), &[]).unwrap()).unwrap();
         let began = Instant::now();
         assert!(wait_or_kill(&mut quick, Duration::from_secs(5)));
         assert!(began.elapsed() < Duration::from_secs(5));
-        let mut stays = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
+        let mut stays = spawn(Launch::new(Path::new("/bin/sleep"), &["30"]).unwrap()).unwrap();
         assert!(!wait_or_kill(&mut stays, Duration::from_millis(100)));
         assert!(stays.try_wait().unwrap().is_some(), "reaped");
     }

@@ -1,13 +1,12 @@
 //! One warm sandbox: a long-lived bwrap whose PID 1 is `sandbox-init`, and
 //! the execs it runs (SPEC G2).
 
+use crate::spawner::Child;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, PipeWriter, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -273,6 +272,13 @@ impl BwrapSandbox {
         });
         let joins = crate::cgroup::open_joins(&limits.plan)
             .map_err(|e| PluginError::other(sandbox_plugin_api::error_chain(&e)))?;
+        // The first exec's group, made while bwrap starts, not on that exec's
+        // way in (issue 18 item 1): the lock orders it with the first exec
+        // and with a failed start's removal.
+        let ahead = Arc::clone(&exec_groups);
+        let _ = std::thread::Builder::new()
+            .name("bwrap-groups".into())
+            .spawn(move || ahead.make_spare());
         let (child, control) = match start(tools, &plan, &joins, handler) {
             Ok(started) => started,
             Err(e) => {
@@ -400,83 +406,36 @@ pub(crate) fn start(
 ) -> Result<(Child, Control), PluginError> {
     let (ours, theirs) = UnixStream::pair()
         .map_err(|e| PluginError::other(format!("creating the control socket: {e}")))?;
-    let mut command = Command::new(&tools.bwrap);
-    command
-        .args(&plan.args)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let their_fd = theirs
-        .as_fd()
-        .try_clone_to_owned()
-        .map_err(|e| PluginError::other(e.to_string()))?;
-    let raw = std::os::fd::AsRawFd::as_raw_fd(&their_fd);
+    let mut launch = spawner::Launch::new(&tools.bwrap, &plan.args)
+        .map_err(|e| PluginError::other(format!("bwrap's arguments: {e}")))?;
+    // bwrap gets stdin, stdout, stderr, the control socket, the .gitconfig
+    // data and the egress channel, and nothing else the host process had
+    // open (threat model T3).
+    launch.give(theirs.as_raw_fd(), CONTROL_FD);
     // The private home's .gitconfig, read by bwrap from GITCONFIG_FD.
     let gitconfig = match &plan.gitconfig {
         Some(text) => Some(data_file(text.as_bytes())?),
         None => None,
     };
-    let gitconfig_raw = gitconfig.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+    if let Some(file) = &gitconfig {
+        launch.give(file.as_raw_fd(), GITCONFIG_FD);
+    }
     let channel = plan
         .egress_channel
         .as_deref()
         .map(egress_channel)
         .transpose()?;
-    let channel_raw = channel.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-    let joins: Vec<i32> = joins.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
-    // SAFETY: runs in the forked child before exec; write, dup2, fcntl and
-    // close_range are async-signal-safe and only touch the child's
-    // descriptors (the join files stay open in the parent until spawn has
-    // returned).
-    unsafe {
-        command.pre_exec(move || {
-            for &fd in &joins {
-                // `0` is the writing process: the child, before it is bwrap.
-                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            if raw == CONTROL_FD {
-                let flags = libc::fcntl(raw, libc::F_GETFD);
-                libc::fcntl(raw, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
-            } else if libc::dup2(raw, CONTROL_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if let Some(file) = gitconfig_raw
-                && libc::dup2(file, GITCONFIG_FD) < 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            // Above CHANNEL_FD (`egress_channel`), so the two dup2 above
-            // cannot have replaced it.
-            if let Some(channel) = channel_raw
-                && libc::dup2(channel, CHANNEL_FD) < 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            // bwrap gets stdin, stdout, stderr, the control socket, the
-            // .gitconfig data and the egress channel, and nothing else the
-            // host process had open (threat model T3): everything above is
-            // closed at exec.
-            let last = if channel_raw.is_some() {
-                CHANNEL_FD
-            } else {
-                GITCONFIG_FD
-            };
-            let above = (last + 1) as u32;
-            let cloexec = libc::CLOSE_RANGE_CLOEXEC;
-            if libc::syscall(libc::SYS_close_range, above, u32::MAX, cloexec) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+    if let Some(channel) = &channel {
+        launch.give(channel.as_raw_fd(), CHANNEL_FD);
     }
-    let mut child = spawner::spawn(command)
+    // bwrap writes itself into each join before it execs (SPEC G6).
+    for join in joins {
+        launch.join(join.as_raw_fd());
+    }
+    let mut child = spawner::spawn(launch)
         .map_err(|e| PluginError::other(format!("starting {}: {e}", tools.bwrap.display())))?;
     drop(gitconfig);
     drop(channel);
-    drop(their_fd);
     drop(theirs);
     let stderr_tail = Arc::new(Mutex::new(Vec::new()));
     if let Some(stderr) = child.stderr.take() {
@@ -554,7 +513,7 @@ fn data_file(data: &[u8]) -> Result<std::fs::File, PluginError> {
     write().map_err(|e| PluginError::other(format!("the private home's .gitconfig: {e}")))
 }
 
-fn log_stderr(stderr: std::process::ChildStderr, tail: &Mutex<Vec<String>>) {
+fn log_stderr(stderr: std::fs::File, tail: &Mutex<Vec<String>>) {
     for line in BufReader::new(stderr).lines() {
         let Ok(line) = line else { break };
         tracing::warn!("bwrap: {line}");

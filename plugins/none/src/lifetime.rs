@@ -46,7 +46,7 @@ pub(crate) fn on_spawner<T: Send + 'static>(
         let started = std::thread::Builder::new()
             .name("none-spawner".into())
             .spawn(move || {
-                block_every_signal();
+                sandbox_spawn::block_every_signal();
                 for job in incoming {
                     job();
                 }
@@ -74,17 +74,6 @@ pub(crate) fn on_spawner<T: Send + 'static>(
 pub(crate) fn spawn(command: std::process::Command) -> io::Result<std::process::Child> {
     let mut command = command;
     on_spawner(move || command.spawn())
-}
-
-/// Blocks every signal on the calling thread (they are other threads' to
-/// take).
-fn block_every_signal() {
-    // SAFETY: a full set, applied to this thread only.
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
-    }
 }
 
 /// The server's group for `none` commands, with its watcher started; or

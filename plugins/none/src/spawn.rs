@@ -260,17 +260,7 @@ unsafe fn child(p: &Prepared<'_>, joined: bool) -> ! {
         if libc::setpgid(0, 0) != 0 {
             fail(errno());
         }
-        // The server's handlers must never run here (this is its memory),
-        // and a command starts with every signal at its default, none
-        // blocked, as under a shell. glibc's own two (32, 33) are left.
-        for signal in (1..32).chain(34..=64) {
-            if signal != libc::SIGKILL && signal != libc::SIGSTOP {
-                libc::signal(signal, libc::SIG_DFL);
-            }
-        }
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        sandbox_spawn::default_signals();
         for (target, &fd) in p.fds.iter().enumerate() {
             if libc::dup2(fd, target as RawFd) < 0 {
                 fail(errno());
