@@ -254,11 +254,16 @@ fn resolve_untimed(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
     let path = tracee::rewrite_self(path, tid);
     let (dir, name) = tracee::split(&path);
     let absolute = path[0] == b'/';
-    let base = match start {
-        Start::Tracee(_) if absolute => tracee_start(tid, None)?,
-        Start::Tracee(dirfd) => tracee_start(tid, Some(dirfd))?,
-        Start::Dir(_) if absolute => tracee_start(tid, None)?,
-        Start::Dir(fd) => std::rc::Rc::new(dup(fd)?),
+    let base = if absolute {
+        io(tracee::open_proc_entry(tid, "root", true))?
+    } else {
+        match start {
+            Start::Tracee(dirfd) if dirfd == libc::AT_FDCWD => {
+                io(tracee::open_proc_entry(tid, "cwd", true))?
+            }
+            Start::Tracee(dirfd) => io(tracee::open_proc_entry(tid, &format!("fd/{dirfd}"), true))?,
+            Start::Dir(fd) => dup(fd)?,
+        }
     };
     let mut resolve_flags = libc::RESOLVE_NO_MAGICLINKS;
     if absolute {
@@ -278,10 +283,7 @@ fn resolve_untimed(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
     let (parent, walked_from) = if dir_c.is_empty() || dir_c.as_bytes() == b"/" {
         (base, None)
     } else {
-        (
-            std::rc::Rc::new(io(walk(&base, resolve_flags))?),
-            Some(base),
-        )
+        (io(walk(&base, resolve_flags))?, Some(base))
     };
     let mut parent_path = io(tracee::fd_path(parent.as_raw_fd()))?;
     // `/dev/fd` leads to `/proc/self/fd`, which the supervisor resolves to
@@ -316,44 +318,10 @@ fn resolve_untimed(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
         });
     }
     Ok(Target {
-        parent,
+        parent: std::rc::Rc::new(parent),
         parent_path,
         name,
     })
-}
-
-/// A tracee start: the thread, and its directory descriptor (`None`: its
-/// root), with the directory we opened for it.
-type HeldStart = ((u32, Option<i32>), std::rc::Rc<OwnedFd>);
-
-thread_local! {
-    /// The tracee starts (root, cwd, a directory descriptor) opened for the
-    /// call being served: a call naming two paths from the same start (a
-    /// `rename` or `link` across directories, as `mv` and `git clone`
-    /// make) opens it once. Emptied as each call begins ([`handle`]).
-    static STARTS: std::cell::RefCell<Vec<HeldStart>> =
-        const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Thread `tid`'s root (`None`) or the directory its `dirfd` names
-/// (`AT_FDCWD`: its cwd), as this call already opened it or opened now.
-fn tracee_start(tid: u32, dirfd: Option<i32>) -> Step<std::rc::Rc<OwnedFd>> {
-    let key = (tid, dirfd);
-    if let Some(held) = STARTS.with(|s| {
-        s.borrow()
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, fd)| std::rc::Rc::clone(fd))
-    }) {
-        return Ok(held);
-    }
-    let opened = std::rc::Rc::new(io(match dirfd {
-        None => tracee::open_proc_entry(tid, "root", true),
-        Some(libc::AT_FDCWD) => tracee::open_proc_entry(tid, "cwd", true),
-        Some(fd) => tracee::open_proc_entry(tid, &format!("fd/{fd}"), true),
-    })?);
-    STARTS.with(|s| s.borrow_mut().push((key, std::rc::Rc::clone(&opened))));
-    Ok(opened)
 }
 
 /// `/proc/<n>/fd` or `/proc/<n>/task/<m>/fd`: the final name is a magic link.
@@ -671,7 +639,6 @@ pub fn handle(
     call: &Call,
     still_valid: &dyn Fn() -> bool,
 ) -> Outcome {
-    STARTS.with(|s| s.borrow_mut().clear());
     if is_barrier(call.nr) {
         // Path-free (umask: forget the umasks we knew), or a call the
         // guard does not judge, sent only to come after the answers
