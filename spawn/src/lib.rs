@@ -198,6 +198,24 @@ unsafe fn clone3(args: &CloneArgs, start: &Start<'_>) -> isize {
     ret
 }
 
+/// What became of a child of [`spawn`] that leaves the errno of what
+/// failed before its exec in `failure` (0: it exec'd) and then exits:
+/// its pid, or that errno — the child then reaped here, since nobody else
+/// knows it.
+pub fn exec_result(
+    pid: libc::pid_t,
+    failure: &std::sync::atomic::AtomicI32,
+) -> io::Result<libc::pid_t> {
+    let errno = failure.load(std::sync::atomic::Ordering::SeqCst);
+    if errno == 0 {
+        return Ok(pid);
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child, which has exited or is exiting.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    Err(io::Error::from_raw_os_error(errno))
+}
+
 /// Blocks every signal on the calling thread, as [`spawn`] requires of
 /// its caller (signals are other threads' to take).
 pub fn block_every_signal() {

@@ -241,14 +241,7 @@ fn start(stack: &ChildStack, launch: &Launch) -> io::Result<Child> {
     // _exit; this thread blocks every signal (see `spawner`).
     let pid = unsafe { sandbox_spawn::spawn(stack, &child, None) }?;
     drop((null, stderr_theirs, copies));
-    let errno = failure.load(Ordering::SeqCst);
-    if errno != 0 {
-        // It exited (127) without exec: reap it here, nobody else knows it.
-        let mut status = 0;
-        // SAFETY: waits for our own child.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        return Err(io::Error::from_raw_os_error(errno));
-    }
+    let pid = sandbox_spawn::exec_result(pid, &failure)?;
     Ok(Child {
         pid,
         reaped: false,

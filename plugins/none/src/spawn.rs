@@ -148,14 +148,7 @@ pub(crate) fn spawn(request: &Request) -> io::Result<Spawned> {
         _ => e,
     })?;
     drop((stdin_child, stdout_child, stderr_child));
-    let errno = failure.load(Ordering::SeqCst);
-    if errno != 0 {
-        // It exited (127) without exec: reap it here, nobody else knows it.
-        let mut status = 0;
-        // SAFETY: waits for our own child.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        return Err(io::Error::from_raw_os_error(errno));
-    }
+    let pid = sandbox_spawn::exec_result(pid, &failure)?;
     Ok(Spawned {
         pid,
         stdin: stdin_parent.map(File::from),
