@@ -1,7 +1,6 @@
 //! One warm sandbox: a long-lived bwrap whose PID 1 is `sandbox-init`, and
 //! the execs it runs (SPEC G2).
 
-use crate::spawner::Child;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, PipeWriter, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -25,6 +24,7 @@ use crate::exec_groups::ExecGroups;
 use crate::plan::{CHANNEL_FD, GITCONFIG_FD, Plan};
 use crate::probe::Tools;
 use crate::spawner;
+use crate::spawner::Child;
 use crate::violations::StderrWatch;
 
 /// The descriptor number of the control socket inside bwrap.
