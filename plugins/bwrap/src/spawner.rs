@@ -170,9 +170,9 @@ pub(crate) fn spawn(launch: Launch) -> io::Result<Child> {
         .map_err(|_| io::Error::other("the spawner thread is gone"))?
 }
 
-/// The lowest number a descriptor handed to the child may have: above
-/// every number the child gives out (0–2 and the launch's own), so no
-/// `dup2` in the child replaces one not yet given.
+/// A close-on-exec copy of `fd` at `floor` or above — above every number
+/// the child gives out (0–2 and the launch's own), so no `dup2` in the
+/// child replaces one not yet given.
 fn above(fd: RawFd, floor: RawFd) -> io::Result<OwnedFd> {
     // SAFETY: duplicates a descriptor the caller holds open.
     let moved = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, floor) };
