@@ -465,25 +465,10 @@ pub(crate) fn start(
 }
 
 /// A connection to the session's forwarder socket, for PID 1 to pass to
-/// the forwarder as its channel, at a descriptor above [`CHANNEL_FD`].
+/// the forwarder as its channel (the spawner gives it to bwrap as
+/// [`CHANNEL_FD`]).
 fn egress_channel(path: &std::path::Path) -> Result<std::os::fd::OwnedFd, PluginError> {
-    let connect = || -> std::io::Result<std::os::fd::OwnedFd> {
-        let stream = UnixStream::connect(path)?;
-        // SAFETY: plain fcntl; the duplicate is a fresh descriptor we own.
-        let high = unsafe {
-            libc::fcntl(
-                std::os::fd::AsRawFd::as_raw_fd(&stream),
-                libc::F_DUPFD_CLOEXEC,
-                CHANNEL_FD + 1,
-            )
-        };
-        if high < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: F_DUPFD_CLOEXEC returned a fresh descriptor nothing else owns.
-        Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(high) })
-    };
-    connect().map_err(|e| {
+    UnixStream::connect(path).map(Into::into).map_err(|e| {
         PluginError::other(format!(
             "connecting to the session's egress forwarder socket {}: {e}; the session's \
              proxies must be running while the sandbox starts",
