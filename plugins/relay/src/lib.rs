@@ -2,12 +2,14 @@
 //!
 //! One reader thread per pipe emits output as it arrives (binary-safe, in
 //! 64 KiB chunks; a slow host slows the reader, and through the pipe the
-//! command: memory stays bounded). When the backend learns how the command
-//! ended it calls [`Relay::finish`], which lets the readers drain, then marks
-//! the exec ended and emits the terminal event under the same lock the
-//! readers emit under — so `exit`/`killed` is always the exec's last event
-//! (the plugin-api contract), even when a background process keeps a pipe
-//! open after the command itself is gone.
+//! command: memory stays bounded); while a command streams, a reader
+//! pauses briefly between reads ([`pace`]), so one read takes what several
+//! writes left instead of a wake-up per write. When the backend learns how
+//! the command ended it calls [`Relay::finish`], which lets the readers
+//! drain, then marks the exec ended and emits the terminal event under the
+//! same lock the readers emit under — so `exit`/`killed` is always the
+//! exec's last event (the plugin-api contract), even when a background
+//! process keeps a pipe open after the command itself is gone.
 //!
 //! Draining never loses what the command wrote: while a reader is delivering
 //! (the host applies backpressure: a slow client, the server's output
@@ -37,6 +39,7 @@
 #![deny(unsafe_code)]
 
 mod feed;
+mod pace;
 pub mod pipe;
 mod sink;
 
@@ -342,7 +345,7 @@ impl Relay {
 
     fn read(
         relay: &Arc<Self>,
-        mut pipe: impl Read + Send + 'static,
+        mut pipe: impl Read + AsFd + Send + 'static,
         mut stream: Stream,
         drained: mpsc::Sender<()>,
     ) {
@@ -352,10 +355,13 @@ impl Relay {
         let spawned = std::thread::Builder::new().name(name).spawn(move || {
             let relay = relay_for_thread;
             let mut buf = vec![0u8; CHUNK];
+            let mut pace = pace::Pace::default();
             loop {
+                pace.before_read(pipe.as_fd());
                 match pipe.read(&mut buf) {
                     Ok(0) => break,
                     Ok(n) => {
+                        pace.after_read(n == CHUNK);
                         relay.delivering.fetch_add(1, Ordering::SeqCst);
                         let total = relay.read_bytes.fetch_add(n as u64, Ordering::SeqCst);
                         // `finishing` first: once it is set, the mark is too.

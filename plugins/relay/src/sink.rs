@@ -6,6 +6,7 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering;
 
+use crate::pace::Pace;
 use crate::pipe::{self, Copier, Ready};
 use crate::{AFTER_EXIT_LIMIT, Relay};
 
@@ -14,6 +15,7 @@ use crate::{AFTER_EXIT_LIMIT, Relay};
 /// read end: a command still writing gets SIGPIPE, as with a direct pipe.
 pub(crate) fn copy_out(relay: &Relay, pipe: OwnedFd, sink: OwnedFd) {
     let mut copier = Copier::new();
+    let mut pace = Pace::default();
     loop {
         // Waiting for the command is not delivering: `finish` may give up
         // on a pipe a background process keeps open and silent.
@@ -21,6 +23,7 @@ pub(crate) fn copy_out(relay: &Relay, pipe: OwnedFd, sink: OwnedFd) {
             Ok(Ready::Readable) => {}
             Ok(Ready::Gone) | Err(_) => return,
         }
+        pace.before_read(pipe.as_fd());
         let Ok(_emitting) = relay.emitting.lock() else {
             return;
         };
@@ -53,7 +56,7 @@ pub(crate) fn copy_out(relay: &Relay, pipe: OwnedFd, sink: OwnedFd) {
         relay.delivering.fetch_sub(1, Ordering::SeqCst);
         match moved {
             Ok(0) => return,
-            Ok(_) => {}
+            Ok(n) => pace.after_read(n as u64 == max),
             Err(e) => {
                 tracing::debug!(exec = relay.exec_id, "the stdout sink refused: {e}");
                 return;
