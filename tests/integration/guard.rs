@@ -1401,6 +1401,79 @@ int main(int argc, char **argv) {
     );
 }
 
+/// G1: the supervisor keeps each thread's working directory between calls
+/// (`guard::bases`); a relative name must still land where the caller is
+/// *now*. A shell's `cd`s, and a second thread's `chdir` and `fchdir`
+/// (threads share one working directory): each create after them is made
+/// in the new directory, and a protected name there is refused with that
+/// directory's path. Host: every file where the program meant it, none
+/// left where it was before.
+#[test]
+fn relative_names_follow_every_change_of_directory() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    for dir in ["a", "b", "t1", "t2"] {
+        std::fs::create_dir(w.join(dir)).unwrap();
+    }
+    let prog = c_program(
+        "moves",
+        r#"
+#include <pthread.h>
+
+static int target = -1;
+static void *move(void *path) {
+    if (path) return (void *)(long)chdir((const char *)path);
+    return (void *)(long)fchdir(target);
+}
+
+static int made(const char *name) {
+    int fd = open(name, O_CREAT | O_WRONLY, 0644);
+    if (fd >= 0) close(fd);
+    return fd >= 0;
+}
+
+static long moved_by_a_thread(const char *path) {
+    pthread_t t;
+    void *rc;
+    if (pthread_create(&t, 0, move, (void *)path) != 0) return -1;
+    pthread_join(t, &rc);
+    return (long)rc;
+}
+
+int main(void) {
+    only_in_a_sandbox();
+    int ok = made("p");
+    ok &= moved_by_a_thread("t1") == 0;
+    ok &= made("q");
+    target = open("../t2", O_RDONLY | O_DIRECTORY);
+    ok &= moved_by_a_thread(0) == 0;
+    ok &= made("r");
+    int refused = !made(".env");
+    printf("ok=%d refused=%d\n", ok, refused);
+    return 0;
+}
+"#,
+    );
+    let script = format!(
+        "cd a && : > one && cd ../b && : > two && cd .. && : > three && {}",
+        prog.path()
+    );
+    let out = prog.sh(&plugins, w, &[], &script);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert_eq!(reading(&out, "ok"), 1, "{}", both(&out));
+    assert_eq!(reading(&out, "refused"), 1, "{}", both(&out));
+    for made in ["a/one", "b/two", "three", "p", "t1/q", "t2/r"] {
+        assert!(w.join(made).is_file(), "{made} missing\n{}", both(&out));
+    }
+    for stale in ["one", "a/two", "b/three", "a/p", "q", "t1/r", "r"] {
+        assert_absent(&w.join(stale), &out);
+    }
+    assert_absent(&w.join("t2/.env"), &out);
+    assert_reported(&out, "file-write-create", &w.join("t2/.env"));
+}
+
 /// F12, G1: refusals are reported exactly — one `violation` event per
 /// refused call, with the action (`file-write-create` for a new name,
 /// `file-write-data` for writing an existing one, `file-write-unlink` for

@@ -825,11 +825,14 @@ pub const MODE_ARGS: &[(libc::c_long, u8)] = &[
 ];
 
 /// Calls sent to the supervisor only to be ordered (answered CONTINUE):
-/// `umask` (it forgets the umasks it knew) and the xattr writes (an ACL
-/// can give a file an execute bit, see [`MODE_ARGS`]).
+/// `umask` (it forgets the umasks it knew), `chdir`/`fchdir` (it forgets
+/// the working directories it keeps, `guard::bases`) and the xattr writes
+/// (an ACL can give a file an execute bit, see [`MODE_ARGS`]).
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub const BARRIERS: &[libc::c_long] = &[
     libc::SYS_umask,
+    libc::SYS_chdir,
+    libc::SYS_fchdir,
     libc::SYS_setxattr,
     libc::SYS_lsetxattr,
     libc::SYS_fsetxattr,
@@ -1273,7 +1276,7 @@ mod tests {
                 libc::SYS_execve,
                 libc::SYS_getpid,
                 libc::SYS_stat,
-                libc::SYS_chdir,
+                libc::SYS_getcwd,
             ] {
                 assert_eq!(run(&guard, &Data::native(nr, [0; 6])), ALLOW, "{nr}");
             }

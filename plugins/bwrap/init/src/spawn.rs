@@ -357,6 +357,13 @@ unsafe fn child(p: &Prepared<'_>, report: RawFd, joined: bool) -> ! {
             }
             libc::close(adj);
         }
+        // Before the filters: the guard's sends `chdir` to the supervisor (a
+        // barrier, guard::bases), whose thread for this exec starts only
+        // once the exec below has been reported — a chdir after the filter
+        // would wait for it forever.
+        if libc::chdir(p.cwd.as_ptr()) != 0 {
+            fail(report, STAGE_CHDIR);
+        }
         if let Some(filter) = p.hardening
             && seccomp::install(filter).is_err()
         {
@@ -382,9 +389,6 @@ unsafe fn child(p: &Prepared<'_>, report: RawFd, joined: bool) -> ! {
         libc::dup2(p.stderr, 2);
         for &fd in p.inherit {
             libc::fcntl(fd, libc::F_SETFD, 0);
-        }
-        if libc::chdir(p.cwd.as_ptr()) != 0 {
-            fail(report, STAGE_CHDIR);
         }
         let mut denied = false;
         let mut last = libc::ENOENT;

@@ -27,6 +27,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
+use super::bases::{self, Base};
 use super::rules::{Refusal, Rules};
 use super::{timing, tracee};
 
@@ -255,14 +256,16 @@ fn resolve_untimed(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
     let (dir, name) = tracee::split(&path);
     let absolute = path[0] == b'/';
     let base = if absolute {
-        io(tracee::open_proc_entry(tid, "root", true))?
+        io(bases::open(tid, Base::Root))?
     } else {
         match start {
-            Start::Tracee(dirfd) if dirfd == libc::AT_FDCWD => {
-                io(tracee::open_proc_entry(tid, "cwd", true))?
-            }
-            Start::Tracee(dirfd) => io(tracee::open_proc_entry(tid, &format!("fd/{dirfd}"), true))?,
-            Start::Dir(fd) => dup(fd)?,
+            Start::Tracee(dirfd) if dirfd == libc::AT_FDCWD => io(bases::open(tid, Base::Cwd))?,
+            Start::Tracee(dirfd) => std::rc::Rc::new(io(tracee::open_proc_entry(
+                tid,
+                &format!("fd/{dirfd}"),
+                true,
+            ))?),
+            Start::Dir(fd) => std::rc::Rc::new(dup(fd)?),
         }
     };
     let mut resolve_flags = libc::RESOLVE_NO_MAGICLINKS;
@@ -271,7 +274,7 @@ fn resolve_untimed(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
         resolve_flags |= libc::RESOLVE_IN_ROOT;
     }
     let dir_c = CString::new(dir).map_err(|_| Outcome::error(libc::EINVAL))?;
-    let walk = |base: &OwnedFd, flags: u64| {
+    let walk = |base: &std::rc::Rc<OwnedFd>, flags: u64| {
         tracee::openat2(
             base.as_raw_fd(),
             &dir_c,
@@ -283,9 +286,12 @@ fn resolve_untimed(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
     let (parent, walked_from) = if dir_c.is_empty() || dir_c.as_bytes() == b"/" {
         (base, None)
     } else {
-        (io(walk(&base, resolve_flags))?, Some(base))
+        (
+            std::rc::Rc::new(io(walk(&base, resolve_flags))?),
+            Some(base),
+        )
     };
-    let mut parent_path = io(tracee::fd_path(parent.as_raw_fd()))?;
+    let mut parent_path = io(tracee::dir_path(parent.as_raw_fd()))?;
     // `/dev/fd` leads to `/proc/self/fd`, which the supervisor resolves to
     // its *own* /proc entry: the tracee meant its own. Only a symlink on the
     // way can have done that; a path that names PID 1's entry outright
@@ -318,7 +324,7 @@ fn resolve_untimed(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
         });
     }
     Ok(Target {
-        parent: std::rc::Rc::new(parent),
+        parent,
         parent_path,
         name,
     })
@@ -646,6 +652,9 @@ pub fn handle(
         if call.nr == libc::SYS_umask {
             memo.started_with = None;
             memo.umasks.clear();
+        }
+        if call.nr == libc::SYS_chdir || call.nr == libc::SYS_fchdir {
+            bases::moving(call.tid);
         }
         return Outcome {
             answer: Answer::Continue,

@@ -10,6 +10,7 @@
 //! last process of the exec is gone. If PID 1 dies, every notified call
 //! fails (the kernel answers ENOSYS): nothing can be created — fail closed.
 
+pub mod bases;
 pub mod emulate;
 pub mod notify;
 pub mod pending;
@@ -135,6 +136,9 @@ pub fn serve(
     report: &dyn Fn(&Denial, u32),
 ) {
     listener.sync_wake_up();
+    // Parents' paths by `fchdir` + `getcwd` (tracee::dir_path): this
+    // thread's working directory must be its own for that.
+    tracee::own_working_directory();
     let mut memo = emulate::Memo::new(umask);
     let mut storms = Storms::default();
     loop {

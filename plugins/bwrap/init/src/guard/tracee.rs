@@ -161,6 +161,49 @@ pub fn fd_path(fd: RawFd) -> io::Result<PathBuf> {
     Ok(PathBuf::from(OsString::from_vec(buf)))
 }
 
+thread_local! {
+    /// Whether this thread's working directory is its own (see
+    /// [`own_working_directory`]): only then may [`dir_path`] move it.
+    static OWN_CWD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Gives this thread a working directory of its own (`unshare(CLONE_FS)`),
+/// so [`dir_path`] can `fchdir` without moving any other thread's.
+/// `false` when the kernel refused: then `dir_path` reads `/proc` as before.
+pub fn own_working_directory() -> bool {
+    // SAFETY: plain syscall; CLONE_FS affects only this thread's fs state.
+    let own = unsafe { libc::unshare(libc::CLONE_FS) } == 0;
+    OWN_CWD.with(|c| c.set(own));
+    own
+}
+
+/// The path of a directory we hold. On a thread with a working directory
+/// of its own, `fchdir` there and `getcwd`: the same `d_path` as reading
+/// `/proc/self/fd/<fd>`, without the three procfs lookups and the access
+/// check — ~0.9 µs against ~2.8 on this host, and a guarded call resolves
+/// one or two parents (docs/measurements.md). Anything `getcwd` will not
+/// name plainly (a removed directory, one outside our root) is read from
+/// `/proc` as before, so both give the same answers.
+pub fn dir_path(fd: RawFd) -> io::Result<PathBuf> {
+    if OWN_CWD.with(std::cell::Cell::get) {
+        let mut buf = vec![0u8; PATH_MAX];
+        // SAFETY: fchdir on a descriptor we hold; this thread's cwd is its own.
+        let moved = unsafe { libc::fchdir(fd) } == 0;
+        // SAFETY: the raw getcwd syscall into our buffer (glibc's wrapper
+        // would treat an unreachable directory differently).
+        let n =
+            moved.then(|| unsafe { libc::syscall(libc::SYS_getcwd, buf.as_mut_ptr(), buf.len()) });
+        if let Some(n) = n.filter(|&n| n > 1)
+            && buf[0] == b'/'
+        {
+            // The length counts the closing NUL.
+            buf.truncate(n as usize - 1);
+            return Ok(PathBuf::from(OsString::from_vec(buf)));
+        }
+    }
+    fd_path(fd)
+}
+
 /// `openat2(dir, path, flags, resolve)`.
 pub fn openat2(
     dir: RawFd,
@@ -191,16 +234,36 @@ pub fn openat2(
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// A copy of descriptor `n` of thread `tid` (its very file, not a reopen).
-pub fn steal_fd(tid: u32, n: i32) -> io::Result<OwnedFd> {
-    // PIDFD_THREAD (O_EXCL): the pidfd names this thread, as notif.pid does.
-    // SAFETY: plain syscalls with integer arguments.
+/// A pidfd for thread `tid` itself (`PIDFD_THREAD`, Linux 6.9), as
+/// `notif.pid` names a thread: it stays that thread's even once the number
+/// is reused.
+pub fn thread_pidfd(tid: u32) -> io::Result<OwnedFd> {
+    // PIDFD_THREAD is O_EXCL.
+    // SAFETY: plain syscall with integer arguments.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid as libc::pid_t, libc::O_EXCL) };
     if pidfd < 0 {
         return Err(last_error());
     }
     // SAFETY: a fresh descriptor we own.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+    Ok(unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) })
+}
+
+/// Whether the thread of `pidfd` has exited (its pidfd reads ready).
+pub fn exited(pidfd: &OwnedFd) -> bool {
+    let mut p = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no waiting.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    // An error says nothing of the thread: count it as gone (forget, reopen).
+    n != 0
+}
+
+/// A copy of descriptor `n` of thread `tid` (its very file, not a reopen).
+pub fn steal_fd(tid: u32, n: i32) -> io::Result<OwnedFd> {
+    let pidfd = thread_pidfd(tid)?;
     // SAFETY: plain syscall on our pidfd.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), n, 0) };
     if fd < 0 {
