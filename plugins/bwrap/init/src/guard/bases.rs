@@ -142,8 +142,12 @@ impl Bases {
         self.moving.retain(|m| {
             let done = m.tid == tid
                 || m.pidfd.as_ref().is_some_and(tracee::exited)
-                || std::fs::read_to_string(format!("/proc/{}/syscall", m.tid))
-                    .map_or(true, |text| !still_moving(&text));
+                || match std::fs::read_to_string(format!("/proc/{}/syscall", m.tid)) {
+                    Ok(text) => !still_moving(&text),
+                    // Unreadable: past it only if it is gone (no pidfd was
+                    // had for it); else keep waiting — slower, never wrong.
+                    Err(_) => m.pidfd.is_none(),
+                };
             !done
         });
         self.moving.is_empty()
