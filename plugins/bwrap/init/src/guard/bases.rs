@@ -91,44 +91,48 @@ pub fn moving(tid: u32) {
 
 impl Bases {
     fn open(&mut self, tid: u32, base: Base) -> io::Result<Rc<OwnedFd>> {
+        let fresh = || tracee::open_proc_entry(tid, base.entry(), true).map(Rc::new);
         if matches!(base, Base::Cwd) && !self.settled(tid) {
             // A working directory may be changing under us: ask each time.
-            return tracee::open_proc_entry(tid, base.entry(), true).map(Rc::new);
+            return fresh();
         }
-        if let Some(thread) = self.threads.get(&tid) {
-            if tracee::exited(&thread.pidfd) {
-                // That number is another thread's now.
-                self.threads.remove(&tid);
-            } else if let Some(fd) = thread.slot(base) {
-                return Ok(fd.clone());
-            }
+        if self
+            .threads
+            .get(&tid)
+            .is_some_and(|thread| tracee::exited(&thread.pidfd))
+        {
+            // That number is another thread's now.
+            self.threads.remove(&tid);
         }
-        // The pidfd first: if its thread is still there after the open, the
-        // number named that very thread while we opened its entry.
-        let pidfd = match self.threads.remove(&tid) {
-            Some(thread) => thread.pidfd,
-            None => match tracee::thread_pidfd(tid) {
-                Ok(pidfd) => pidfd,
+        if !self.threads.contains_key(&tid) {
+            // The pidfd before the entry: if its thread is still there after
+            // the entry is opened, the number named that very thread.
+            let Ok(pidfd) = tracee::thread_pidfd(tid) else {
                 // No thread pidfds (before Linux 6.9): nothing is kept.
-                Err(_) => return tracee::open_proc_entry(tid, base.entry(), true).map(Rc::new),
-            },
-        };
-        let fd = Rc::new(tracee::open_proc_entry(tid, base.entry(), true)?);
-        if tracee::exited(&pidfd) {
-            return Ok(fd);
+                return fresh();
+            };
+            if self.threads.len() >= KEPT {
+                self.threads.clear();
+            }
+            let thread = Thread {
+                pidfd,
+                cwd: None,
+                root: None,
+            };
+            self.threads.insert(tid, thread);
         }
-        if self.threads.len() >= KEPT {
-            self.threads.clear();
-        }
-        let mut thread = Thread {
-            pidfd,
-            cwd: None,
-            root: None,
+        let Some(thread) = self.threads.get_mut(&tid) else {
+            return fresh();
         };
-        *thread.slot_mut(base) = Some(fd.clone());
-        // Kept only if no chdir started meanwhile (none can: we serve one
-        // call at a time, and this one is stopped).
-        self.threads.insert(tid, thread);
+        if let Some(fd) = thread.slot(base) {
+            return Ok(fd.clone());
+        }
+        let fd = fresh()?;
+        if tracee::exited(&thread.pidfd) {
+            self.threads.remove(&tid);
+        } else {
+            *thread.slot_mut(base) = Some(fd.clone());
+        }
         Ok(fd)
     }
 

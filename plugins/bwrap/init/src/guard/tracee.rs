@@ -186,7 +186,7 @@ pub fn own_working_directory() -> bool {
 /// `/proc` as before, so both give the same answers.
 pub fn dir_path(fd: RawFd) -> io::Result<PathBuf> {
     if OWN_CWD.with(std::cell::Cell::get) {
-        let mut buf = vec![0u8; PATH_MAX];
+        let mut buf = [0u8; PATH_MAX];
         // SAFETY: fchdir on a descriptor we hold; this thread's cwd is its own.
         let moved = unsafe { libc::fchdir(fd) } == 0;
         // SAFETY: the raw getcwd syscall into our buffer (glibc's wrapper
@@ -197,8 +197,8 @@ pub fn dir_path(fd: RawFd) -> io::Result<PathBuf> {
             && buf[0] == b'/'
         {
             // The length counts the closing NUL.
-            buf.truncate(n as usize - 1);
-            return Ok(PathBuf::from(OsString::from_vec(buf)));
+            let path = buf[..n as usize - 1].to_vec();
+            return Ok(PathBuf::from(OsString::from_vec(path)));
         }
     }
     fd_path(fd)
