@@ -8,12 +8,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sandbox_registry::select::SandboxSwitch;
+use sandbox_runtime::StartOptions;
 use serde::Deserialize;
 
 use crate::cli::{Command, Common};
-use crate::command_policy::{OFF_NOTICE, PolicySettings, approvals};
-use crate::dispatch_policy::DispatchPolicy;
-use crate::egress::{EgressError, EgressSettings};
+use sandbox_runtime::command_policy::{OFF_NOTICE, PolicySettings, approvals};
+use sandbox_runtime::dispatch_policy::DispatchPolicy;
+use sandbox_runtime::egress::{EgressError, EgressSettings};
 
 /// The default listen port, on loopback only.
 pub const DEFAULT_PORT: u16 = 7878;
@@ -68,7 +69,7 @@ pub struct OutputSettings {
 impl Default for OutputSettings {
     fn default() -> Self {
         Self {
-            budget_bytes: crate::sessions::budget::DEFAULT_BYTES,
+            budget_bytes: sandbox_runtime::sessions::budget::DEFAULT_BYTES,
         }
     }
 }
@@ -229,7 +230,9 @@ pub struct Settings {
     pub egress: EgressSettings,
     /// The API's listen address.
     pub listen: SocketAddr,
-    /// The bearer token file, when one was given.
+    /// The bearer token file: the one given, else the default
+    /// ([`default_token_path`]); `None` only when neither `XDG_STATE_HOME`
+    /// nor `HOME` is set.
     pub token_file: Option<PathBuf>,
     /// The config file, when one was given.
     pub config_file: Option<PathBuf>,
@@ -237,6 +240,15 @@ pub struct Settings {
     pub api: ApiSettings,
     /// `[output]`.
     pub output: OutputSettings,
+}
+
+/// `$XDG_STATE_HOME/cc_server/token`, else `~/.local/state/cc_server/token`.
+pub fn default_token_path() -> Option<PathBuf> {
+    if let Some(state) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(state).join("cc_server/token"));
+    }
+    let home = std::env::var_os("HOME").filter(|v| !v.is_empty())?;
+    Some(PathBuf::from(home).join(".local/state/cc_server/token"))
 }
 
 /// A config problem, naming the file and the fix.
@@ -350,11 +362,34 @@ impl Settings {
             probe_timeout: Duration::from_secs_f64(probe_timeout),
             backend_options,
             listen,
-            token_file: flags.token_file.clone().or(file.token_file),
+            token_file: flags
+                .token_file
+                .clone()
+                .or(file.token_file)
+                .or_else(default_token_path),
             config_file: common.config.clone(),
             api,
             output,
         })
+    }
+
+    /// What the runtime starts with (`sandbox_runtime::start`).
+    pub fn start_options(&self) -> StartOptions {
+        StartOptions {
+            switch: self.switch,
+            default_backend: self.default_backend.clone(),
+            plugins_dir: self.plugins_dir.clone(),
+            probe_timeout: self.probe_timeout,
+            backend_options: self.backend_options.clone(),
+            dispatch: self.dispatch.clone(),
+            policy: self.policy.clone(),
+            egress: self.egress.clone(),
+            output_budget_bytes: self.output.budget_bytes,
+            token_file: self.token_file.clone(),
+            config_file: self.config_file.clone(),
+            bind_roots: self.api.bind_roots.clone(),
+            after_destroy: Some(crate::heap::give_back),
+        }
     }
 
     /// The lines every start that loads backends logs: a lowered dispatch
@@ -388,7 +423,7 @@ fn add_egress_flags(egress: &mut EgressSettings, flags: &CommandFlags) -> Result
         .allow_private
         .extend(flags.allow_private.iter().cloned());
     for text in &flags.resolve {
-        let pair = crate::egress::parse_resolve(text).map_err(ConfigError::Flag)?;
+        let pair = sandbox_runtime::egress::parse_resolve(text).map_err(ConfigError::Flag)?;
         egress.resolve.push(pair);
     }
     egress.check()?;
@@ -406,7 +441,7 @@ fn resolve_egress(section: Option<&EgressSection>) -> Result<EgressSettings, Str
         resolve: section
             .resolve
             .iter()
-            .map(|r| crate::egress::parse_resolve(r))
+            .map(|r| sandbox_runtime::egress::parse_resolve(r))
             .collect::<Result<_, _>>()
             .map_err(|e| format!("[egress] {}", sandbox_plugin_api::error_chain(&e)))?,
         ssh_known_hosts: section.ssh_known_hosts.clone(),
@@ -518,7 +553,7 @@ fn resolve_output(section: Option<&OutputSection>) -> Result<OutputSettings, Str
         return Err(format!(
             "[output] budget_mib: {mib} is not between 1 and 1048576 (MiB of output all exec \
              streams together may hold; default {})",
-            crate::sessions::budget::DEFAULT_BYTES >> 20
+            sandbox_runtime::sessions::budget::DEFAULT_BYTES >> 20
         ));
     }
     let budget_bytes = usize::try_from(mib << 20).map_err(|_| {
@@ -761,7 +796,7 @@ mod tests {
                 .unwrap();
         let line = format!(
             "budget_mib = {}",
-            crate::sessions::budget::DEFAULT_BYTES >> 20
+            sandbox_runtime::sessions::budget::DEFAULT_BYTES >> 20
         );
         assert!(readme.contains(&line), "README.md does not show `{line}`");
     }

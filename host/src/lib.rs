@@ -6,24 +6,16 @@
 //! public surface is what those two need — everything else stays inside.
 
 mod api;
-mod backends;
 pub mod cli;
-mod command_policy;
 mod commands;
 mod config;
 pub mod descriptors;
-mod dispatch_policy;
-mod egress;
 pub mod entry_points;
 #[cfg(test)]
 mod entry_points_tests;
-mod env;
 pub mod heap;
-mod input;
 mod logging;
 mod open_files;
-mod random;
-mod sessions;
 mod wire;
 
 use std::process::ExitCode;

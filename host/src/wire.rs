@@ -1,4 +1,5 @@
-//! Events as JSON lines: the NDJSON stream of the API and `run --json`.
+//! Events as JSON lines: the NDJSON stream of the API and `run --json`; and
+//! the backends, their probes and the default selection as JSON.
 //!
 //! Output bytes are sent as `data` when they are valid UTF-8, otherwise as
 //! `dataBase64`, so the stream is binary-safe.
@@ -6,9 +7,10 @@
 use base64::Engine as _;
 use sandbox_plugin_api::{Event, EventBody};
 use sandbox_policy::Verdict;
+use sandbox_registry::{Registry, Source};
 use serde_json::{Value, json};
 
-use crate::command_policy::Refusal;
+use sandbox_runtime::command_policy::Refusal;
 
 /// One event as a JSON object.
 pub fn event_json(event: &Event) -> Value {
@@ -38,7 +40,7 @@ pub fn event_json(event: &Event) -> Value {
                 event["remedy"] = e.remedy.into();
                 event["inferred"] = e.inferred.into();
             }
-            if let Some((rule, remedy)) = crate::egress::cap_explanation(v) {
+            if let Some((rule, remedy)) = sandbox_runtime::egress::cap_explanation(v) {
                 event["rule"] = rule.into();
                 event["remedy"] = remedy.into();
             }
@@ -192,6 +194,51 @@ pub fn line(value: &Value) -> String {
     let mut text = value.to_string();
     text.push('\n');
     text
+}
+
+/// The default selection, or why there is none.
+pub type Default =
+    Result<sandbox_registry::select::Selection, sandbox_registry::select::SelectError>;
+
+/// Where a backend came from, as JSON.
+pub fn source_json(source: &Source) -> Value {
+    match source {
+        Source::Builtin => json!({"kind": "builtin"}),
+        Source::File {
+            path,
+            plugin,
+            version,
+            api_version,
+        } => json!({
+            "kind": "file", "path": path, "plugin": plugin, "pluginVersion": version, "apiVersion": api_version,
+        }),
+    }
+}
+
+/// Every backend with its probe, as JSON.
+pub fn backends_json(registry: &Registry) -> Value {
+    registry
+        .entries
+        .iter()
+        .map(|e| json!({"name": e.name(), "source": source_json(&e.source), "probe": e.report}))
+        .collect()
+}
+
+/// Every skipped file, as JSON.
+pub fn problems_json(registry: &Registry) -> Value {
+    registry
+        .problems
+        .iter()
+        .map(|p| json!({"path": p.path, "error": p.error.to_string()}))
+        .collect()
+}
+
+/// The default selection, as JSON.
+pub fn default_json(default: &Default) -> Value {
+    match default {
+        Ok(sel) => json!({"backend": sel.backend, "kind": sel.kind, "notice": sel.notice()}),
+        Err(e) => json!({"error": e.to_string()}),
+    }
 }
 
 #[cfg(test)]

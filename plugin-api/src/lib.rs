@@ -128,13 +128,15 @@ pub mod host;
 mod layout_kept;
 pub mod proxy;
 pub mod sdk;
-pub mod secrets;
-pub mod state_dirs;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 mod types;
 pub mod violation;
-pub mod write_deny;
+
+/// The shared path lists, defined in `sandbox-paths` (one home for every
+/// path rule) and re-exported here so plugins built against plugin-api 1.x
+/// keep their imports.
+pub use sandbox_paths::{secrets, state_dirs, write_deny};
 
 pub use error::{ErrorCode, PluginError, chain as error_chain};
 pub use types::{

@@ -56,10 +56,11 @@ use serde::Deserialize;
 use serde_json::json;
 
 use self::extract::{ApiPath, JsonBody, QueryPairs, only_known};
-use crate::input::{InputError, parse_strict};
-use crate::sessions::budget::ChargedLine;
-use crate::sessions::{SessionError, Sessions};
-use crate::{backends, env, wire};
+use crate::wire;
+use sandbox_runtime::env;
+use sandbox_runtime::input::{InputError, parse_strict};
+use sandbox_runtime::sessions::budget::ChargedLine;
+use sandbox_runtime::sessions::{SessionError, Sessions};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -258,9 +259,9 @@ async fn healthz() -> Json<serde_json::Value> {
 async fn list_backends(State(state): State<AppState>) -> Json<serde_json::Value> {
     let registry = state.sessions.registry();
     Json(json!({
-        "backends": backends::backends_json(registry),
-        "problems": backends::problems_json(registry),
-        "default": backends::default_json(&state.sessions.select(None)),
+        "backends": wire::backends_json(registry),
+        "problems": wire::problems_json(registry),
+        "default": wire::default_json(&state.sessions.select(None)),
     }))
 }
 

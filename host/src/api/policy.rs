@@ -25,8 +25,8 @@ use serde_json::json;
 
 use super::extract::{ApiPath, JsonBody, QueryPairs, only_known};
 use super::{ApiError, AppState};
-use crate::input::parse_strict;
 use crate::wire;
+use sandbox_runtime::input::parse_strict;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -24,7 +24,7 @@ use super::extract::{
     ApiPath, QueryPairs, announces_body, content_type_is, only_known, unsupported_type,
 };
 use super::{ApiError, AppState, ExecPath};
-use crate::sessions::Session;
+use sandbox_runtime::sessions::Session;
 
 /// The execs whose stdin is streamed, by session id and exec id.
 #[derive(Default)]

@@ -3,20 +3,9 @@
 
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context as _, bail};
-
-/// `$XDG_STATE_HOME/cc_server/token`, else `~/.local/state/cc_server/token`.
-pub fn default_path() -> anyhow::Result<PathBuf> {
-    if let Some(state) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(state).join("cc_server/token"));
-    }
-    let home = std::env::var_os("HOME")
-        .filter(|v| !v.is_empty())
-        .context("HOME is not set")?;
-    Ok(PathBuf::from(home).join(".local/state/cc_server/token"))
-}
 
 /// Reads the token, creating it (mode 0600, 256 random bits) if absent.
 /// Refuses a token file that is not a regular file (a link included), that
@@ -97,7 +86,7 @@ fn create(path: &Path) -> anyhow::Result<String> {
                 format!("creating the directory of the token file {}", dir.display())
             })?;
     }
-    let token = crate::random::hex(32).context("reading /dev/urandom")?;
+    let token = sandbox_runtime::random::hex(32).context("reading /dev/urandom")?;
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod ask;
 pub mod policy;
 pub mod probe;
 pub mod run;

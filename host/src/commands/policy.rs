@@ -8,9 +8,9 @@ use std::process::ExitCode;
 use sandbox_policy::Decision;
 
 use crate::cli::CheckArgs;
-use crate::command_policy::{CommandPolicy, OFF_NOTICE, workdir};
 use crate::config::Settings;
 use crate::wire;
+use sandbox_runtime::command_policy::{CommandPolicy, OFF_NOTICE, workdir};
 
 /// Exit statuses: a script can branch on the decision.
 pub const EXIT_PROMPT: u8 = 3;

@@ -7,19 +7,20 @@ use std::process::ExitCode;
 use sandbox_registry::Registry;
 use serde_json::{Value, json};
 
-use crate::backends::{self, Default, backends_json, default_json, problems_json};
+use sandbox_runtime::Sessions;
+use sandbox_runtime::start::{discover, launch_settings, startup};
+
 use crate::config::Settings;
+use crate::wire::{Default, backends_json, default_json, problems_json};
 
 pub async fn run(settings: &Settings, as_json: bool, fresh: bool) -> anyhow::Result<ExitCode> {
-    let settings_for_discovery = settings.clone();
-    let registry = tokio::task::spawn_blocking(move || {
-        backends::discover_with(&settings_for_discovery, fresh)
-    })
-    .await?;
-    let launch = backends::launch_settings(settings, &registry);
-    let sessions = crate::sessions::Sessions::new(std::sync::Arc::new(registry), launch);
+    let options = settings.start_options();
+    let for_discovery = options.clone();
+    let registry = tokio::task::spawn_blocking(move || discover(&for_discovery, fresh)).await?;
+    let launch = launch_settings(&options, &registry);
+    let sessions = Sessions::new(std::sync::Arc::new(registry), launch);
     let registry = sessions.registry();
-    let startup = backends::startup(settings, registry);
+    let startup = startup(settings.switch, registry);
     let default = sessions.select(None);
     if as_json {
         println!(

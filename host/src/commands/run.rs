@@ -7,7 +7,7 @@
 //! not be executed — or that the command policy refused — with 126. `run`
 //! has no owner connection, so a command the policy would ask about is
 //! refused (SPEC H4) — unless `--ask` makes the person at the terminal its
-//! approver ([`Terminal`]; issue 15 item 6).
+//! approver ([`Terminal`]).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -20,27 +20,21 @@ use sandbox_plugin_api::{
 use tokio::io::AsyncReadExt;
 
 use crate::cli::{OnOff, RunArgs};
-use crate::command_policy::CommandPolicy;
-use crate::command_policy::terminal::Terminal;
+use crate::commands::ask::Terminal;
 use crate::config::Settings;
-use crate::sessions::{ExecStream, Session, SessionError, Sessions};
-use crate::{EXIT_FAILURE, backends, env, input, wire};
+use crate::{EXIT_FAILURE, wire};
+use sandbox_runtime::Approver;
+use sandbox_runtime::sessions::{ExecStream, Session, SessionError};
+use sandbox_runtime::start::start;
+use sandbox_runtime::{env, input};
 
 pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let spec = build_spec(&args, &cwd)?;
-    crate::egress::sweep_stale_dirs();
-    let settings_for_discovery = settings.clone();
-    let registry =
-        tokio::task::spawn_blocking(move || backends::discover(&settings_for_discovery)).await?;
-    let mut launch = backends::launch_settings(settings, &registry);
-    if args.ask {
-        let terminal = Terminal::new(settings.policy.approval_timeout);
-        launch.commands = Arc::new(
-            CommandPolicy::from_settings(&settings.policy).answered_by(Arc::new(terminal)),
-        );
-    }
-    let sessions = Sessions::new(Arc::new(registry), launch);
+    let approver = args
+        .ask
+        .then(|| Arc::new(Terminal::new(settings.policy.approval_timeout)) as Arc<dyn Approver>);
+    let sessions = start(&settings.start_options(), approver).await?;
 
     let session = sessions.create(spec, args.backend.as_deref()).await?;
     if let Some(notice) = session.selection.notice() {
@@ -150,7 +144,7 @@ pub const EXIT_REFUSED: u8 = 126;
 
 /// A refusal: the rule and every command with its class, so the user sees
 /// what to change (the guardrails file, the mode, or an owner to ask).
-fn print_refusal(refusal: &crate::command_policy::Refusal, json: bool) {
+fn print_refusal(refusal: &sandbox_runtime::command_policy::Refusal, json: bool) {
     if json {
         print_json(&wire::refusal_json(refusal));
         return;
@@ -261,7 +255,8 @@ async fn relay(stream: &mut ExecStream, session: &Arc<Session>, json: bool) -> E
                     eprintln!("cc_server:   rule: {rule}");
                 }
                 // A refusal past the proxies' connection cap names its own.
-                if !json && let Some((rule, remedy)) = crate::egress::cap_explanation(&v) {
+                if !json && let Some((rule, remedy)) = sandbox_runtime::egress::cap_explanation(&v)
+                {
                     eprintln!("cc_server:   {rule}; to allow: {remedy}");
                 }
                 // The rule and the remedy, once per kind of refusal.

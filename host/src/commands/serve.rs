@@ -1,6 +1,6 @@
 //! `cc_server serve`: the HTTP API, until SIGINT or SIGTERM; then every
 //! sandbox is destroyed before the process exits, within a bound whatever
-//! clients do (`[api] shutdown_timeout_secs`, issue 16 item 3).
+//! clients do (`[api] shutdown_timeout_secs`).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -9,9 +9,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use crate::api::{self, listener, token};
-use crate::backends;
 use crate::config::Settings;
-use crate::sessions::Sessions;
+use sandbox_runtime::start::{start, startup};
 
 /// How long sandboxes still being destroyed get once the connections are
 /// closed (closing an unread exec stream is what lets its destroy end).
@@ -19,20 +18,14 @@ const DESTROY_GRACE: Duration = Duration::from_secs(2);
 
 pub async fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
     let listen = settings.listen;
-    let token_file = match settings.token_file.clone() {
-        Some(path) => path,
-        None => token::default_path().context("choosing a token file; pass --token-file")?,
-    };
+    let token_file = settings.token_file.clone().context(
+        "choosing a token file: neither XDG_STATE_HOME nor HOME is set; pass --token-file",
+    )?;
     let token = token::ensure(&token_file)?;
 
-    crate::egress::sweep_stale_dirs();
-    let settings_for_discovery = settings.clone();
-    let registry =
-        tokio::task::spawn_blocking(move || backends::discover(&settings_for_discovery)).await?;
+    let sessions = Arc::new(start(&settings.start_options(), None).await?);
     // Exactly one of the three lines of SPEC B3.
-    tracing::info!("{}", backends::startup(settings, &registry));
-    let launch = backends::launch_settings(settings, &registry);
-    let sessions = Arc::new(Sessions::new(Arc::new(registry), launch));
+    tracing::info!("{}", startup(settings.switch, sessions.registry()));
 
     if !listen.ip().is_loopback() {
         tracing::warn!(

@@ -34,6 +34,8 @@ pub struct LaunchSettings {
     /// What every session's exec streams may hold together
     /// (`[output] budget_mib`).
     pub output_budget: Arc<OutputBudget>,
+    /// Called on a blocking thread after each sandbox is destroyed.
+    pub after_destroy: Option<fn()>,
 }
 
 impl LaunchSettings {

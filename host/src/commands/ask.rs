@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 
-use super::Approver;
-use super::approvals::Question;
+use sandbox_runtime::command_policy::Approver;
+use sandbox_runtime::command_policy::approvals::Question;
 
 /// The controlling terminal of this process, whatever its stdio are.
 pub const DEVICE: &str = "/dev/tty";

@@ -9,7 +9,6 @@
 //! to answer a prompt.
 
 pub mod approvals;
-pub mod terminal;
 pub mod workdir;
 
 use std::path::PathBuf;
@@ -43,7 +42,7 @@ impl Approver for Approvals {
     }
 }
 
-/// The command policy's settings, resolved (by [`crate::config`], from
+/// The command policy's settings, resolved (by the front-end's config, from
 /// `[policy]` and the flags).
 #[derive(Debug, Clone)]
 pub struct PolicySettings {

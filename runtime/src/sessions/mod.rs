@@ -269,6 +269,7 @@ impl Sessions {
             egress: tokio::sync::Mutex::new(reservation.egress.take()),
             proxy_env,
             commands: Arc::clone(&self.settings.commands),
+            after_destroy: self.settings.after_destroy,
             running: AtomicUsize::new(0),
             fate: Mutex::new(Fate::Live),
         });
@@ -373,6 +374,8 @@ pub struct Session {
     /// `net.proxy-only`; those set their own).
     proxy_env: Vec<(String, String)>,
     commands: Arc<CommandPolicy>,
+    /// The front-end's hook after a destroy ([`LaunchSettings::after_destroy`]).
+    after_destroy: Option<fn()>,
     running: AtomicUsize,
     fate: Mutex<Fate>,
 }
@@ -618,9 +621,11 @@ impl Session {
         }
         *self.fate.lock().unwrap_or_else(|p| p.into_inner()) = fate;
         tracing::info!(session = %self.id, "sandbox destroyed");
-        // What its streams and threads used goes back to the system, not
-        // only to malloc's free lists (issue 16 item 4).
-        let _ = blocking(crate::heap::give_back).await;
+        // The binary gives what the streams and threads used back to the
+        // system here, not only to malloc's free lists.
+        if let Some(after) = self.after_destroy {
+            let _ = blocking(after).await;
+        }
     }
 
     /// How many commands are running.

@@ -1,0 +1,23 @@
+//! Every rule about paths, in one place.
+//!
+//! What a sandboxed command may not read, what it may not create or change
+//! even inside a writable bind, which host paths a spec may bind, where the
+//! server and its backends keep state: backends, the runtime and every
+//! front-end ask this crate, and none keeps a copy of its own.
+//!
+//! - [`secrets`] — what no command may read, and the names kept read-only in
+//!   `$HOME` and every writable root (SPEC C1, D2, G5).
+//! - [`write_deny`] — the dispatch policy's create-time globs and their glob
+//!   language (SPEC C3, G1).
+//! - [`state_dirs`] — the server's and the backends' state and runtime
+//!   directories.
+//!
+//! `sandbox-plugin-api` re-exports `secrets`, `state_dirs` and `write_deny`
+//! under their old paths, so backends built against plugin-api 1.x are
+//! unchanged.
+
+#![deny(missing_docs)]
+
+pub mod secrets;
+pub mod state_dirs;
+pub mod write_deny;
