@@ -11,6 +11,9 @@
 //!   language (SPEC C3, G1).
 //! - [`state_dirs`] — the server's and the backends' state and runtime
 //!   directories.
+//! - [`write_rules`] — what may not be created, changed or removed beneath
+//!   a writable root, judged on a canonical path: the create-time guard's
+//!   rules, and the jail's.
 //!
 //! `sandbox-plugin-api` re-exports `secrets`, `state_dirs` and `write_deny`
 //! under their old paths, so backends built against plugin-api 1.x are
@@ -21,3 +24,4 @@
 pub mod secrets;
 pub mod state_dirs;
 pub mod write_deny;
+pub mod write_rules;

@@ -38,7 +38,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
 
 use sandbox_init::caches::{CacheOverlay, CacheOverlays};
-use sandbox_init::guard::rules::GuardConfig;
+use sandbox_paths::write_rules::GuardConfig;
 use sandbox_plugin_api::SandboxSpec;
 
 use crate::lists::{

@@ -5,8 +5,8 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
 use crate::caches::CacheOverlays;
-use crate::guard::rules::GuardConfig;
 use crate::masks::Masks;
+use sandbox_paths::write_rules::GuardConfig;
 
 /// A loopback TCP port forwarded to a unix socket bound into the sandbox:
 /// how commands reach the session's egress proxies (SPEC E2).

@@ -28,8 +28,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use super::bases::{self, Base};
-use super::rules::{Refusal, Rules};
 use super::{timing, tracee};
+use sandbox_paths::write_rules::{Refusal, Rules};
 
 mod two_names;
 

@@ -13,7 +13,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use sandbox_plugin_api::error_chain;
 
-use super::rules::{GuardConfig, Rules};
+use sandbox_paths::write_rules::{GuardConfig, Rules};
 
 /// Rules that are being made, or made.
 #[derive(Default)]
@@ -95,10 +95,10 @@ impl PendingRules {
 }
 
 /// Compiles the config and records the identities of existing protected
-/// files (see [`super::scan_protected_inodes`]).
+/// files (see [`sandbox_paths::write_rules::scan_protected_inodes`]).
 pub fn make(config: &GuardConfig) -> Result<Rules, String> {
     let mut rules = Rules::new(config).map_err(|e| error_chain(&e))?;
-    if !super::scan_protected_inodes(&mut rules) {
+    if !sandbox_paths::write_rules::scan_protected_inodes(&mut rules) {
         eprintln!(
             "sandbox-init: more files than the scan limit; hard links to some protected files may not be caught"
         );

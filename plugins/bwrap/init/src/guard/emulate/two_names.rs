@@ -10,8 +10,8 @@ use super::{
     AsCommand, Call, Outcome, Start, Step, Target, arg_int, deny, exists, fstat, io, is_dir,
     magic_file, proc_fd_owner, protected_identity, resolve, string, unit_result,
 };
-use crate::guard::rules::{Refusal, Rules};
 use crate::guard::tracee;
+use sandbox_paths::write_rules::{Refusal, Rules};
 
 pub(super) fn link(
     rules: &Rules,

@@ -1,16 +1,24 @@
-//! What the guard refuses, as a pure function of a canonical path.
+//! What a command may not create, change or remove beneath its writable
+//! roots, as a pure function of a canonical path: the rules the Linux
+//! create-time guard applies inside a sandbox (SPEC G1) and the jail applies
+//! to in-server file operations, so both refuse the same things by the same
+//! names. [`scan::scan_protected_inodes`] fills in what exists at start.
+
+mod scan;
+
+pub use scan::scan_protected_inodes;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use sandbox_plugin_api::write_deny::{GlobError, GlobSet};
+use crate::write_deny::{GlobError, GlobSet};
 use serde::{Deserialize, Serialize};
 
 /// What PID 1 is told at start (the backend passes it as an argument).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct GuardConfig {
-    /// The dispatch policy's globs (see `sandbox_plugin_api::write_deny`).
+    /// The dispatch policy's globs (see [`crate::write_deny`]).
     pub globs: Vec<String>,
     /// The directories globs are relative to: every writable root and `$HOME`,
     /// as paths inside the sandbox.
@@ -385,7 +393,7 @@ fn relative_to<'p>(path: &'p Path, root: &Path) -> Option<&'p Path> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sandbox_plugin_api::write_deny::DEFAULT_GLOBS;
+    use crate::write_deny::DEFAULT_GLOBS;
 
     fn rules() -> Rules {
         Rules::new(&GuardConfig {
