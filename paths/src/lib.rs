@@ -5,12 +5,16 @@
 //! server and its backends keep state: backends, the runtime and every
 //! front-end ask this crate, and none keeps a copy of its own.
 //!
+//! - [`binds`] — which host paths a spec may bind, and how (SPEC G5, F7).
 //! - [`secrets`] — what no command may read, and the names kept read-only in
 //!   `$HOME` and every writable root (SPEC C1, D2, G5).
 //! - [`write_deny`] — the dispatch policy's create-time globs and their glob
 //!   language (SPEC C3, G1).
 //! - [`state_dirs`] — the server's and the backends' state and runtime
 //!   directories.
+//! - [`system`] — the host's system view every sandbox sees read-only.
+//! - [`toolchains`] — the toolchain homes and caches the backends show, and
+//!   how.
 //! - [`write_rules`] — what may not be created, changed or removed beneath
 //!   a writable root, judged on a canonical path: the create-time guard's
 //!   rules, and the jail's.
@@ -21,7 +25,10 @@
 
 #![deny(missing_docs)]
 
+pub mod binds;
 pub mod secrets;
 pub mod state_dirs;
+pub mod system;
+pub mod toolchains;
 pub mod write_deny;
 pub mod write_rules;

@@ -72,6 +72,22 @@ pub const HOME_SECRETS: &[(&str, &str)] = &[
     (".config/cc_server", "this server's configuration"),
 ];
 
+/// The terminal's read-deny set (SPEC D2): the four the spec names that
+/// exist off macOS (a macOS backend adds `~/Library/Keychains`), plus the
+/// server's own token and configuration — with those a terminal could drive
+/// the server that sandboxes it.
+pub const TERMINAL_SECRETS: &[(&str, &str)] = &[
+    (".ssh", "SSH private keys and known hosts"),
+    (".aws", "AWS credentials and profiles"),
+    (".gnupg", "GnuPG private keys"),
+    (".config/gh", "the GitHub CLI's OAuth token"),
+    (
+        ".local/state/cc_server",
+        "this server's API token: with it a command could drive the server",
+    ),
+    (".config/cc_server", "this server's configuration"),
+];
+
 /// System secrets (SPEC C1's "rest of the read-deny set"). Sandboxed commands
 /// run as the server's uid, so a server run as root would let them read
 /// these: a backend masks them whatever the uid, and the host refuses a bind
@@ -223,6 +239,7 @@ mod tests {
             .iter()
             .chain(super::MANDATORY_WRITE_DENY)
             .chain(super::HOME_WRITE_DENY)
+            .chain(super::TERMINAL_SECRETS)
         {
             assert!(
                 !path.starts_with('/') && !path.is_empty() && why.len() > 5,
@@ -234,5 +251,26 @@ mod tests {
         }
         assert!(super::is_ssh_host_key("ssh_host_ed25519_key"));
         assert!(!super::is_ssh_host_key("ssh_host_ed25519_key.pub"));
+    }
+
+    /// SPEC C1's and D2's read-deny sets.
+    #[test]
+    fn the_seeds_read_deny_sets_are_covered() {
+        for needed in [".ssh", ".aws", ".gnupg", ".config/gh"] {
+            assert!(
+                super::HOME_SECRETS.iter().any(|(p, _)| *p == needed),
+                "{needed}"
+            );
+            assert!(
+                super::TERMINAL_SECRETS.iter().any(|(p, _)| *p == needed),
+                "{needed}"
+            );
+        }
+        for (terminal, _) in super::TERMINAL_SECRETS {
+            assert!(
+                super::HOME_SECRETS.iter().any(|(p, _)| p == terminal),
+                "{terminal}"
+            );
+        }
     }
 }

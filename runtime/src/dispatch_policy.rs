@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 
-use sandbox_plugin_api::write_deny::DEFAULT_GLOBS as DEFAULT_WRITE_DENY_GLOBS;
+use sandbox_paths::write_deny::DEFAULT_GLOBS as DEFAULT_WRITE_DENY_GLOBS;
 use sandbox_plugin_api::{ProbeReport, SandboxBackend, SandboxSpec, capability};
 
 /// The policy in force.

@@ -111,9 +111,9 @@ pub fn parse_resolve(text: &str) -> Result<(String, IpAddr), EgressError> {
 /// process that no longer runs; a live server's, or one without an owner
 /// file, stays. Run once at start.
 pub fn sweep_stale_dirs() {
-    let removed = sandbox_plugin_api::state_dirs::sweep_gone_owners(
+    let removed = sandbox_paths::state_dirs::sweep_gone_owners(
         &std::env::temp_dir(),
-        sandbox_plugin_api::state_dirs::EGRESS_DIR_PREFIX,
+        sandbox_paths::state_dirs::EGRESS_DIR_PREFIX,
     );
     for dir in removed {
         tracing::info!(dir = %dir.display(), "removed the egress directory a gone server left");
@@ -145,13 +145,13 @@ impl SessionEgress {
         on_violation: ViolationSink,
     ) -> Result<(Self, Reach), EgressError> {
         let dir = tempfile::Builder::new()
-            .prefix(sandbox_plugin_api::state_dirs::EGRESS_DIR_PREFIX)
+            .prefix(sandbox_paths::state_dirs::EGRESS_DIR_PREFIX)
             .tempdir()
             .map_err(EgressError::Dir)?;
         // Names this server, so a start after it was killed removes the
         // directory (`sweep_stale_dirs`); never shown to a sandbox (only
         // the sockets are bound).
-        sandbox_plugin_api::state_dirs::write_owner(dir.path()).map_err(EgressError::Dir)?;
+        sandbox_paths::state_dirs::write_owner(dir.path()).map_err(EgressError::Dir)?;
         let listen = Listen::Unix {
             dir: dir.path().to_path_buf(),
         };

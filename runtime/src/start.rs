@@ -17,9 +17,9 @@ use sandbox_registry::{
 use crate::command_policy::{Approver, CommandPolicy, PolicySettings};
 use crate::dispatch_policy::DispatchPolicy;
 use crate::egress::EgressSettings;
-use crate::sessions::binds::ServerPaths;
 use crate::sessions::budget::OutputBudget;
 use crate::sessions::{LaunchSettings, SessionError, Sessions};
+use sandbox_paths::binds::ServerPaths;
 
 // `none` is compiled in, so the fallback never depends on a file (SPEC C4).
 inventory::submit! {

@@ -14,7 +14,7 @@
 //!
 //! Where: this user's runtime directory, the one every backend keeps its
 //! state in and the host never lets a bind show
-//! (`sandbox_plugin_api::state_dirs::runtime_dir`:
+//! (`sandbox_paths::state_dirs::runtime_dir`:
 //! `$XDG_RUNTIME_DIR/cc_server`, else `<temp dir>/cc_server-<uid>`), created
 //! 0700. A directory or file that is a link, not ours, or writable by group
 //! or others is refused — the probe then runs afresh and says why nothing
@@ -163,7 +163,7 @@ impl std::fmt::Display for NoDir {
 /// This user's runtime directory (see the module doc), created 0700 when
 /// missing; `Err` says why it is not used.
 pub fn dir() -> Result<PathBuf, NoDir> {
-    let dir = sandbox_plugin_api::state_dirs::runtime_dir(
+    let dir = sandbox_paths::state_dirs::runtime_dir(
         euid(),
         std::env::var_os("XDG_RUNTIME_DIR").as_deref(),
         &std::env::temp_dir(),

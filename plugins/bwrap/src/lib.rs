@@ -23,7 +23,6 @@ pub mod host_facts;
 pub mod identity;
 pub mod kept;
 pub mod limits;
-pub mod lists;
 pub mod plan;
 pub mod probe;
 mod sandbox;

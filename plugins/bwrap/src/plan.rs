@@ -41,11 +41,11 @@ use sandbox_init::caches::{CacheOverlay, CacheOverlays};
 use sandbox_paths::write_rules::GuardConfig;
 use sandbox_plugin_api::SandboxSpec;
 
-use crate::lists::{
-    HOME_SECRETS, HOME_WRITE_DENY, MANDATORY_WRITE_DENY, SSH_HOST_KEY_DIR, SYSTEM_GIT_TEMPLATE,
-    SYSTEM_LINKS, SYSTEM_SECRETS, SYSTEM_VIEW,
-};
 use crate::toolchains::Found;
+use sandbox_paths::secrets::{
+    HOME_SECRETS, HOME_WRITE_DENY, MANDATORY_WRITE_DENY, SSH_HOST_KEY_DIR, SYSTEM_SECRETS,
+};
+use sandbox_paths::system::{SYSTEM_GIT_TEMPLATE, SYSTEM_LINKS, SYSTEM_VIEW};
 
 /// Where `sandbox-init` appears inside every sandbox.
 pub const INIT_IN_SANDBOX: &str = "/.sandbox-init";
@@ -924,7 +924,7 @@ fn secrets(
     let key_dir = Path::new(SSH_HOST_KEY_DIR);
     for name in host.list(key_dir) {
         let text = name.to_string_lossy();
-        if sandbox_plugin_api::secrets::is_ssh_host_key(&text) {
+        if sandbox_paths::secrets::is_ssh_host_key(&text) {
             candidates.push(key_dir.join(&name));
         }
     }

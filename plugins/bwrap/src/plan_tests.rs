@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use sandbox_plugin_api::{SandboxBindMount, SandboxMode};
 
 use super::*;
-use crate::lists::SYSTEM_GIT_TEMPLATE;
+use sandbox_paths::system::SYSTEM_GIT_TEMPLATE;
 
 /// A host made of a few paths.
 #[derive(Default)]

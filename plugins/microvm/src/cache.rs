@@ -67,7 +67,7 @@ pub fn key(qemu: Option<&Path>, accel: &str, image: &str) -> String {
 pub fn dir() -> Option<PathBuf> {
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
-    let dir = sandbox_plugin_api::state_dirs::runtime_dir(
+    let dir = sandbox_paths::state_dirs::runtime_dir(
         uid,
         std::env::var_os("XDG_RUNTIME_DIR").as_deref(),
         &std::env::temp_dir(),

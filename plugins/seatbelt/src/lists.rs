@@ -1,77 +1,14 @@
 //! The paths and programs the macOS profile treats specially, each with the
 //! reason.
 //!
-//! These mirror the shared lists (`sandbox_plugin_api::secrets`, which the
-//! Linux backends use), with macOS additions marked "macOS"; they are kept
-//! here because the golden profiles fix their order and wording. A test
-//! below fails when a shared entry is missing here.
+//! The path lists are the shared ones (`sandbox_paths::secrets`, which the
+//! Linux backends and the host use) with the macOS entries added here, each
+//! marked "macOS"; the programs, services and devices are macOS's alone.
 
-/// Secrets under `$HOME` no sandboxed command may read or write (SPEC C1).
-pub const HOME_SECRETS: &[(&str, &str)] = &[
-    (".ssh", "SSH private keys and known hosts"),
-    (".aws", "AWS credentials and profiles"),
-    (".gnupg", "GnuPG private keys"),
-    (".config/gh", "the GitHub CLI's OAuth token"),
-    (".config/hub", "the hub CLI's GitHub token"),
-    (".netrc", "passwords for curl, git and ftp"),
-    (".git-credentials", "git's stored HTTPS credentials"),
-    (
-        ".config/git/credentials",
-        "git's stored HTTPS credentials (XDG location)",
-    ),
-    (".docker/config.json", "registry auth tokens"),
-    (".kube", "Kubernetes cluster credentials"),
-    (".npmrc", "npm registry tokens"),
-    (".yarnrc.yml", "yarn registry tokens"),
-    (".pypirc", "PyPI upload tokens"),
-    (".cargo/credentials.toml", "crates.io publish token"),
-    (".cargo/credentials", "crates.io publish token (old name)"),
-    (".gem/credentials", "RubyGems API key"),
-    (".m2/settings.xml", "Maven repository passwords"),
-    (".m2/settings-security.xml", "Maven's master password"),
-    (
-        ".gradle/gradle.properties",
-        "Gradle publishing and signing credentials",
-    ),
-    (".ivy2/.credentials", "sbt and Ivy repository credentials"),
-    (
-        ".config/composer/auth.json",
-        "Composer (PHP) registry tokens",
-    ),
-    (
-        ".composer/auth.json",
-        "Composer registry tokens (old location)",
-    ),
-    (
-        ".nuget/NuGet/NuGet.Config",
-        "NuGet API keys and feed passwords",
-    ),
-    (
-        ".config/pypoetry/auth.toml",
-        "Poetry repository credentials (without a keyring)",
-    ),
-    (
-        ".config/containers/auth.json",
-        "Podman and Buildah registry auth",
-    ),
-    (".config/gcloud", "Google Cloud credentials"),
-    (".azure", "Azure CLI tokens"),
-    (".oci", "Oracle Cloud keys"),
-    (".config/doctl", "DigitalOcean token"),
-    (
-        ".terraform.d/credentials.tfrc.json",
-        "Terraform Cloud token",
-    ),
-    (".vault-token", "HashiCorp Vault token"),
-    (".config/op", "1Password CLI session"),
-    (".password-store", "pass password store"),
-    (".pgpass", "PostgreSQL passwords"),
-    (".my.cnf", "MySQL passwords"),
-    (
-        ".local/state/cc_server",
-        "this server's API token: with it a command could drive the server",
-    ),
-    (".config/cc_server", "this server's configuration"),
+use sandbox_paths::secrets;
+
+/// Secrets under `$HOME` only macOS has (SPEC C1: `~/Library/Keychains`).
+pub const MACOS_HOME_SECRETS: &[(&str, &str)] = &[
     (
         "Library/Keychains",
         "macOS: the login and local-items keychains",
@@ -82,35 +19,33 @@ pub const HOME_SECRETS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The terminal's read-deny set (SPEC D2): the five the spec names, plus the
-/// server's own token and configuration — with those a terminal could drive
-/// the server that sandboxes it.
-pub const TERMINAL_SECRETS: &[(&str, &str)] = &[
-    (".ssh", "SSH private keys and known hosts"),
-    (".aws", "AWS credentials and profiles"),
-    (".gnupg", "GnuPG private keys"),
-    (".config/gh", "the GitHub CLI's OAuth token"),
-    (
-        "Library/Keychains",
-        "macOS: the login and local-items keychains",
-    ),
-    (
-        ".local/state/cc_server",
-        "this server's API token: with it a command could drive the server",
-    ),
-    (".config/cc_server", "this server's configuration"),
-];
+/// Secrets under `$HOME` no sandboxed command may read or write (SPEC C1):
+/// the shared list, then macOS's.
+pub fn home_secrets() -> Vec<(&'static str, &'static str)> {
+    secrets::HOME_SECRETS
+        .iter()
+        .chain(MACOS_HOME_SECRETS)
+        .copied()
+        .collect()
+}
 
-/// System secrets (SPEC C1's "rest of the read-deny set"). Written as the
-/// user would (`/etc/…`); the profile also carries the resolved spelling
-/// (`/private/etc/…`).
-pub const SYSTEM_SECRETS: &[(&str, &str)] = &[
+/// The terminal's read-deny set (SPEC D2): the shared one, then the login
+/// keychain.
+pub fn terminal_secrets() -> Vec<(&'static str, &'static str)> {
+    secrets::TERMINAL_SECRETS
+        .iter()
+        .chain(&MACOS_HOME_SECRETS[..1])
+        .copied()
+        .collect()
+}
+
+/// System secrets only macOS has. Written as the user would (`/etc/…`);
+/// the profile also carries the resolved spelling (`/private/etc/…`).
+pub const MACOS_SYSTEM_SECRETS: &[(&str, &str)] = &[
     (
         "/etc/master.passwd",
         "macOS: password hashes (the BSD shadow file)",
     ),
-    ("/etc/sudoers", "sudo rules"),
-    ("/etc/sudoers.d", "sudo rules"),
     (
         "/var/db/dslocal/nodes/Default/users",
         "macOS: local accounts, with their password hashes",
@@ -121,6 +56,16 @@ pub const SYSTEM_SECRETS: &[(&str, &str)] = &[
     ),
 ];
 
+/// System secrets (SPEC C1's "rest of the read-deny set"): the shared list,
+/// then macOS's.
+pub fn system_secrets() -> Vec<(&'static str, &'static str)> {
+    secrets::SYSTEM_SECRETS
+        .iter()
+        .chain(MACOS_SYSTEM_SECRETS)
+        .copied()
+        .collect()
+}
+
 /// System secrets named by a pattern: regexes written as constants (no
 /// input reaches them), covering both spellings.
 pub const SYSTEM_SECRET_PATTERNS: &[(&str, &str)] = &[(
@@ -129,90 +74,27 @@ pub const SYSTEM_SECRET_PATTERNS: &[(&str, &str)] = &[(
 )];
 
 /// Names kept read-only at the top of every writable root and of `$HOME`
-/// (SPEC C1's mandatory denies). Writing them would run code later, outside
-/// the sandbox: a shell rc file on the next login, a git hook on the next
-/// commit, an agent's config on its next start, a launch agent at the next
-/// login. The profile denies them whether they exist or not.
-pub const MANDATORY_WRITE_DENY: &[(&str, &str)] = &[
-    (".bashrc", "runs in every interactive bash"),
-    (".bash_profile", "runs at every bash login"),
-    (".bash_login", "runs at every bash login"),
-    (".bash_logout", "runs at every bash logout"),
-    (".profile", "runs at every login shell"),
-    (
-        ".zshrc",
-        "runs in every interactive zsh (the macOS default shell)",
-    ),
-    (".zshenv", "runs in every zsh"),
-    (".zprofile", "runs at every zsh login"),
-    (".zlogin", "runs at every zsh login"),
-    (".zlogout", "runs at every zsh logout"),
-    (".cshrc", "runs in every csh"),
-    (".tcshrc", "runs in every tcsh"),
-    (".kshrc", "runs in every ksh"),
-    (".mkshrc", "runs in every interactive mksh"),
-    (".login", "runs at every csh and tcsh login"),
-    (".logout", "runs at every csh and tcsh logout"),
-    (".config/fish", "fish configuration runs in every fish"),
-    (".inputrc", "readline key bindings can run commands"),
-    (".xprofile", "runs at every graphical login (XQuartz)"),
-    (".xsessionrc", "runs at every X session start"),
-    (".xinitrc", "runs at every startx (XQuartz)"),
-    (
-        ".pam_environment",
-        "sets the environment (PATH, LD_PRELOAD) of every login",
-    ),
-    (
-        ".gitconfig",
-        "git aliases, hooks path and fsmonitor run commands",
-    ),
-    (
-        ".config/git/config",
-        "git's XDG config: aliases, hooks path and fsmonitor run commands",
-    ),
-    (".gitmodules", "points git at other repositories"),
-    (".git/hooks", "git runs these on commit, merge, checkout"),
-    (
-        ".git/config",
-        "git aliases, hooks path, fsmonitor and filters run commands",
-    ),
-    (
-        ".git/config.worktree",
-        "per-worktree git config: hooks path and fsmonitor run commands",
-    ),
-    (".envrc", "direnv runs it on entering the directory"),
-    (
-        ".cargo/config.toml",
-        "cargo runs its runner, rustc-wrapper and linker keys",
-    ),
-    (
-        ".cargo/config",
-        "cargo's config (old name): runners and wrappers",
-    ),
-    (".npmrc", "npm's script-shell and node-options run programs"),
-    (".yarnrc", "yarn's yarn-path runs a program"),
-    (".yarnrc.yml", "yarn's yarnPath runs a program"),
-    (".exrc", "vim and neovim run it with 'exrc' set"),
-    (".nvimrc", "neovim runs it with 'exrc' set"),
-    (".nvim.lua", "neovim runs it with 'exrc' set"),
-    (
-        ".ripgreprc",
-        "ripgrep options, including preprocessors that run commands",
-    ),
-    (".mcp.json", "MCP servers an agent starts"),
-    (".claude", "an agent's settings, hooks and commands"),
-    (".vscode", "editor tasks and settings that run commands"),
-    (".idea", "IDE run configurations"),
-    (
-        "Library/LaunchAgents",
-        "macOS: launchd starts these at login, outside any sandbox",
-    ),
-];
+/// only macOS has.
+pub const MACOS_MANDATORY_WRITE_DENY: &[(&str, &str)] = &[(
+    "Library/LaunchAgents",
+    "macOS: launchd starts these at login, outside any sandbox",
+)];
+
+/// Names kept read-only at the top of every writable root and of `$HOME`
+/// (SPEC C1's mandatory denies): the shared list, then macOS's. The profile
+/// denies them whether they exist or not.
+pub fn mandatory_write_deny() -> Vec<(&'static str, &'static str)> {
+    secrets::MANDATORY_WRITE_DENY
+        .iter()
+        .chain(MACOS_MANDATORY_WRITE_DENY)
+        .copied()
+        .collect()
+}
 
 /// Names denied in `$HOME` only (`PATH` directories, units, editor startup
 /// files): the shared list as it is, since every entry means the same on
-/// macOS or is harmless there (`sandbox_plugin_api::secrets`).
-pub use sandbox_plugin_api::secrets::HOME_WRITE_DENY;
+/// macOS or is harmless there.
+pub use sandbox_paths::secrets::HOME_WRITE_DENY;
 
 /// Programs no sandboxed command may start, whatever its grants. Most of
 /// them ask a system service to act *outside* the sandbox; the profile also
@@ -318,41 +200,33 @@ pub const DNS_SOCKET: &str = "/var/run/mDNSResponder";
 
 #[cfg(test)]
 mod tests {
-    /// Every shared entry is here too (the GNOME keyring is Linux-only).
-    #[test]
-    fn the_shared_lists_are_all_here() {
-        use sandbox_plugin_api::secrets;
-        let has = |list: &[(&str, &str)], name: &str| list.iter().any(|(n, _)| *n == name);
-        for (name, _) in secrets::HOME_SECRETS {
-            if *name != ".local/share/keyrings" {
-                assert!(has(super::HOME_SECRETS, name), "{name}");
-            }
-        }
-        for (name, _) in secrets::MANDATORY_WRITE_DENY {
-            assert!(has(super::MANDATORY_WRITE_DENY, name), "{name}");
-        }
-    }
-
     use super::*;
 
     #[test]
     fn every_entry_has_a_reason() {
-        for (path, why) in HOME_SECRETS
+        for (path, why) in home_secrets()
             .iter()
-            .chain(TERMINAL_SECRETS)
-            .chain(MANDATORY_WRITE_DENY)
+            .chain(&terminal_secrets())
+            .chain(&mandatory_write_deny())
         {
             assert!(
                 !path.starts_with('/') && !path.is_empty() && why.len() > 5,
                 "{path}"
             );
         }
-        for (path, why) in SYSTEM_SECRETS
+        for (path, why) in system_secrets()
             .iter()
             .chain(DANGEROUS_BINARIES)
             .chain(DEVICE_WRITES)
         {
             assert!(path.starts_with('/') && why.len() > 5, "{path}");
+        }
+        for (path, why) in MACOS_HOME_SECRETS
+            .iter()
+            .chain(MACOS_SYSTEM_SECRETS)
+            .chain(MACOS_MANDATORY_WRITE_DENY)
+        {
+            assert!(why.starts_with("macOS: "), "{path}: mark it macOS");
         }
         for (name, why) in LAUNCH_SERVICES {
             assert!(name.starts_with("com.apple.") && why.len() > 5, "{name}");
@@ -363,17 +237,17 @@ mod tests {
     fn the_seeds_sets_are_covered() {
         for needed in [".ssh", ".aws", ".gnupg", ".config/gh", "Library/Keychains"] {
             assert!(
-                HOME_SECRETS.iter().any(|(p, _)| *p == needed),
+                home_secrets().iter().any(|(p, _)| *p == needed),
                 "C1 {needed}"
             );
             assert!(
-                TERMINAL_SECRETS.iter().any(|(p, _)| *p == needed),
+                terminal_secrets().iter().any(|(p, _)| *p == needed),
                 "D2 {needed}"
             );
         }
         for needed in [".bashrc", ".zshrc", ".git/hooks", ".git/config", ".claude"] {
             assert!(
-                MANDATORY_WRITE_DENY.iter().any(|(p, _)| *p == needed),
+                mandatory_write_deny().iter().any(|(p, _)| *p == needed),
                 "{needed}"
             );
         }

@@ -30,7 +30,7 @@
 //! 5. **Unlink** (rename and remove) denied on every denied path, each of its
 //!    ancestors, each glob root and every directory a glob could match
 //!    inside (the structural-prefix rule of
-//!    [`sandbox_plugin_api::write_deny::GlobSet::guards_inside`]), so a rename
+//!    [`sandbox_paths::write_deny::GlobSet::guards_inside`]), so a rename
 //!    cannot move a protected name out from under its rule.
 //! 6. **Exec**: denied in every writable directory, re-opened under
 //!    `execGrantRoots` (F5), and denied for [`DANGEROUS_BINARIES`] whatever
@@ -68,13 +68,13 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
+use sandbox_paths::write_deny::{DEPENDENCY_DIRS, Glob, GlobError, Segment};
 use sandbox_plugin_api::SandboxSpec;
-use sandbox_plugin_api::write_deny::{DEPENDENCY_DIRS, Glob, GlobError, Segment};
 
 use crate::lists::{
-    DANGEROUS_BINARIES, DEVICE_WRITE_PATTERNS, DEVICE_WRITES, DNS_SOCKET, HOME_SECRETS,
-    HOME_WRITE_DENY, LAUNCH_SERVICES, LAUNCH_SERVICES_PATTERN, MANDATORY_WRITE_DENY,
-    SYSTEM_SECRET_PATTERNS, SYSTEM_SECRETS, TERMINAL_SECRETS,
+    DANGEROUS_BINARIES, DEVICE_WRITE_PATTERNS, DEVICE_WRITES, DNS_SOCKET, HOME_WRITE_DENY,
+    LAUNCH_SERVICES, LAUNCH_SERVICES_PATTERN, SYSTEM_SECRET_PATTERNS, home_secrets,
+    mandatory_write_deny, system_secrets, terminal_secrets,
 };
 use crate::logparse::SessionTag;
 use crate::sexpr::{CheckError, CheckedProfile};
@@ -658,9 +658,9 @@ pub fn generate(
 
     // 3. Reads: secrets.
     let secret_list = if terminal {
-        TERMINAL_SECRETS
+        terminal_secrets()
     } else {
-        HOME_SECRETS
+        home_secrets()
     };
     let mut secrets: Vec<String> = Vec::new();
     for (rel, _) in secret_list {
@@ -671,7 +671,7 @@ pub fn generate(
         }
     }
     if !terminal {
-        for (path, _) in SYSTEM_SECRETS {
+        for (path, _) in system_secrets() {
             for p in spellings("secret", Path::new(path), resolver)? {
                 if !secrets.contains(&p) {
                     secrets.push(p);
@@ -808,7 +808,7 @@ pub fn generate(
         }
         let mut mandatory = Vec::new();
         for root in &anchors {
-            for (name, _) in MANDATORY_WRITE_DENY {
+            for (name, _) in mandatory_write_deny() {
                 for p in spellings("mandatory deny", &Path::new(root).join(name), resolver)? {
                     if !mandatory.contains(&p) {
                         mandatory.push(p);

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use sandbox_plugin_api::write_deny::{DEFAULT_GLOBS, GlobSet};
+use sandbox_paths::write_deny::{DEFAULT_GLOBS, GlobSet};
 use sandbox_plugin_api::{SandboxBindMount, SandboxMode, SandboxSpec};
 
 use super::*;
@@ -255,7 +255,7 @@ fn every_deny_carries_the_session_tag() {
 #[test]
 fn secret_reads_are_denied_in_both_spellings() {
     let c = checked(&chat_spec(), Variant::Dispatch);
-    for (rel, _) in HOME_SECRETS {
+    for (rel, _) in home_secrets() {
         let path = format!("{HOME}/{rel}");
         assert!(
             c.has_rule(Decision::Deny, "file-read*", &filter("subpath", &c, &path)),
@@ -414,7 +414,7 @@ fn mandatory_denies_hold_inside_every_writable_root_and_home() {
             anchors.extend([PROJ, REPOS, REPOS_RESOLVED]);
         }
         for root in anchors {
-            for (name, _) in MANDATORY_WRITE_DENY {
+            for (name, _) in mandatory_write_deny() {
                 let path = format!("{root}/{name}");
                 assert!(
                     c.has_rule(Decision::Deny, "file-write*", &filter("subpath", &c, &path)),
@@ -675,7 +675,7 @@ impl Oracle {
         });
         let mandatory = self.mandatory
             && self.roots.iter().any(|root| {
-                MANDATORY_WRITE_DENY
+                mandatory_write_deny()
                     .iter()
                     .any(|(name, _)| is_under(path, &format!("{root}/{name}")))
             });
@@ -722,7 +722,7 @@ fn glob_denies_agree_with_the_shared_glob_language() {
         globs: GlobSet::parse(&spec.write_deny_globs).unwrap(),
         mandatory: true,
         protected: vec![],
-        secrets: HOME_SECRETS
+        secrets: home_secrets()
             .iter()
             .map(|(s, _)| format!("{HOME}/{s}"))
             .collect(),
@@ -803,7 +803,7 @@ fn in_the_terminal_home_relative_and_workdir_relative_globs_combine() {
         globs: GlobSet::parse(&spec.write_deny_globs).unwrap(),
         mandatory: false,
         protected: vec![],
-        secrets: TERMINAL_SECRETS
+        secrets: terminal_secrets()
             .iter()
             .map(|(s, _)| format!("{HOME}/{s}"))
             .collect(),
@@ -1136,7 +1136,7 @@ fn the_terminal_profile_follows_d2() {
         "workdir writable"
     );
     assert_eq!(write(&c, "/private/tmp/x"), Decision::Deny);
-    for (rel, _) in TERMINAL_SECRETS {
+    for (rel, _) in terminal_secrets() {
         let p = format!("{HOME}/{rel}/x");
         assert_eq!(
             c.decide("file-read-data", Request::file(&p)),

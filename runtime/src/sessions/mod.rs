@@ -2,7 +2,7 @@
 //! and the HTTP API both go through here, so every dispatch path gets the
 //! same selection, the same checks and the same wrapping (SPEC B10).
 
-pub mod binds;
+mod binds;
 pub mod budget;
 mod plan;
 pub(crate) mod router;
@@ -183,7 +183,7 @@ impl Sessions {
         explicit: Option<&str>,
     ) -> Result<Arc<Session>, SessionError> {
         let offers = self.registry.offers();
-        let facts = binds::PathFacts::gather(&spec, &self.settings.paths);
+        let facts = binds::gather(&spec, &self.settings.paths);
         let plan = plan_launch(
             spec,
             explicit,

@@ -6,16 +6,17 @@
 use std::sync::Arc;
 
 use sandbox_egress::Policy as EgressPolicy;
-use sandbox_plugin_api::write_deny::check_globs;
+use sandbox_paths::write_deny::check_globs;
 use sandbox_plugin_api::{SandboxBackend, SandboxSpec, capability};
 use sandbox_registry::select::{Offer, Platform, Request, SandboxSwitch, Selection, select};
 
 use super::SessionError;
-use super::binds::{PathFacts, ServerPaths, check_binds};
+use super::binds::check_binds;
 use super::budget::OutputBudget;
 use crate::command_policy::CommandPolicy;
 use crate::dispatch_policy::DispatchPolicy;
 use crate::egress::EgressSettings;
+use sandbox_paths::binds::{PathFacts, ServerPaths};
 
 /// What the server decides launches with: the selection rules' inputs, the
 /// dispatch and command policies, and the egress settings.

@@ -10,7 +10,7 @@ use super::*;
 use crate::command_policy::CommandPolicy;
 use crate::dispatch_policy::DispatchPolicy;
 use crate::egress::EgressSettings;
-use crate::sessions::binds::{PathFacts, ServerPaths, lexical};
+use sandbox_paths::binds::{PathFacts, ServerPaths, lexical};
 
 fn report(kind: SandboxBackend, caps: &[&str]) -> ProbeReport {
     ProbeReport {
@@ -228,7 +228,7 @@ fn the_spec_gets_the_policy_globs_an_id_and_the_network_rule() {
     let on = settings(SandboxSwitch::On);
     let chat = plan(spec(""), None, &on).unwrap();
     assert_eq!(chat.spec.session_id, "s-fresh");
-    for glob in sandbox_plugin_api::write_deny::DEFAULT_GLOBS {
+    for glob in sandbox_paths::write_deny::DEFAULT_GLOBS {
         assert!(
             chat.spec.write_deny_globs.iter().any(|g| g == glob),
             "{glob}"

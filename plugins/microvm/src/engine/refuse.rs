@@ -17,8 +17,8 @@
 
 use std::path::{Path, PathBuf};
 
+use sandbox_paths::secrets::{HOME_SECRETS, HOME_WRITE_DENY, MANDATORY_WRITE_DENY};
 use sandbox_plugin_api::SandboxSpec;
-use sandbox_plugin_api::secrets::{HOME_SECRETS, HOME_WRITE_DENY, MANDATORY_WRITE_DENY};
 
 /// A repository's `.git`, refused in a writable bind after the mandatory
 /// names (which name the usual reason first).
