@@ -45,6 +45,7 @@ pub mod env;
 pub mod input;
 pub mod random;
 pub mod sessions;
+pub mod spec;
 pub mod start;
 
 pub use command_policy::{Approver, CommandPolicy, PolicySettings, Refusal};

@@ -440,3 +440,87 @@ fn no_source_file_over_a_thousand_lines_before_its_tests() {
         long.join("\n  ")
     );
 }
+
+/// The `[package] name` of a member's manifest.
+fn package_name(root: &Path, member: &str) -> String {
+    let manifest = std::fs::read_to_string(root.join(member).join("Cargo.toml")).unwrap();
+    manifest
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("name = \""))
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// `plugins/` holds backends only: each crate directly in it is a backend
+/// (`sandbox-backend-<dir>`, a cdylib), and anything deeper is a part of
+/// the backend whose directory holds it (bwrap's PID 1, the microVM's
+/// guest agent). Helper crates shared by several backends or by the host
+/// sit at the top level.
+#[test]
+fn plugins_holds_backends_only() {
+    let root = repo();
+    let mut wrong = Vec::new();
+    let mut backends = 0;
+    for member in members(&root) {
+        let Some(rest) = member.strip_prefix("plugins/") else {
+            continue;
+        };
+        let top = rest.split('/').next().unwrap_or_default();
+        let manifest = std::fs::read_to_string(root.join("plugins").join(top).join("Cargo.toml"))
+            .unwrap_or_default();
+        let is_backend = package_name(&root, &format!("plugins/{top}"))
+            == format!("sandbox-backend-{top}")
+            && manifest.contains("\"cdylib\"");
+        if !is_backend {
+            wrong.push(format!(
+                "{member}: `plugins/{top}` is not a backend (a `sandbox-backend-{top}` cdylib)"
+            ));
+        } else if !rest.contains('/') {
+            backends += 1;
+        }
+    }
+    assert!(backends >= 4, "found {backends} backends under plugins/");
+    assert!(
+        wrong.is_empty(),
+        "move these to the top level (plugins/ holds backends and their own parts):\n  {}",
+        wrong.join("\n  ")
+    );
+}
+
+/// The runtime is a library every front-end drives: it depends on no
+/// front-end — not the binary, not any crate that does — so a front-end can
+/// never become the way a decision is made.
+#[test]
+fn the_runtime_imports_nothing_from_the_binary() {
+    let root = repo();
+    let manifest = std::fs::read_to_string(root.join("runtime/Cargo.toml")).unwrap();
+    assert!(
+        !manifest.contains("cc-server"),
+        "runtime/Cargo.toml depends on the binary crate"
+    );
+    let mut files = Vec::new();
+    rust_files(&root.join("runtime/src"), &mut files);
+    assert!(files.len() > 5, "the runtime's sources were not found");
+    for file in files {
+        let code = code_only(&std::fs::read_to_string(&file).unwrap());
+        assert!(
+            !code.contains("cc_server::"),
+            "{}: the runtime names the binary crate",
+            file.display()
+        );
+    }
+    // Nothing the runtime depends on depends on the binary either.
+    for member in members(&root) {
+        if member == "host" || member == "tests" || member == "bench" {
+            continue;
+        }
+        let text = std::fs::read_to_string(root.join(&member).join("Cargo.toml")).unwrap();
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.trim_start().starts_with("cc-server")),
+            "{member} depends on the binary crate"
+        );
+    }
+}
