@@ -18,6 +18,18 @@
 //! - [`write_rules`] — what may not be created, changed or removed beneath
 //!   a writable root, judged on a canonical path: the create-time guard's
 //!   rules, and the jail's.
+//! - [`jail`] (Linux) — every file operation the server itself makes on an
+//!   agent's files: in-server file tools, clones, remote file APIs.
+//!
+//! The jail is how the server touches files outside any sandbox without
+//! becoming a way around it (SPEC H2, G5): each root is opened once, every
+//! path beneath it is resolved by the kernel (`openat2` with
+//! `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`) from that descriptor, and
+//! every change is judged on the canonical path the kernel reports by the
+//! same [`write_rules`] the sandbox's create-time guard applies, and by
+//! identity against the files protected at start and the registered
+//! checkouts. Reads refuse [`secrets`]. A path is never judged as a string
+//! alone, and a kernel without `openat2` is an error, not a fallback.
 //!
 //! `sandbox-plugin-api` re-exports `secrets`, `state_dirs` and `write_deny`
 //! under their old paths, so backends built against plugin-api 1.x are
@@ -26,6 +38,8 @@
 #![deny(missing_docs)]
 
 pub mod binds;
+#[cfg(target_os = "linux")]
+pub mod jail;
 pub mod secrets;
 pub mod state_dirs;
 pub mod system;
