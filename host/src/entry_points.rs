@@ -10,7 +10,13 @@
 //! backend's `exec`.
 
 /// Entry points that run a command in a sandbox.
-pub const DISPATCHING: &[&str] = &["cli run", "api POST /v1/sandboxes/{id}/exec"];
+pub const DISPATCHING: &[&str] = &[
+    "cli run",
+    "api POST /v1/sandboxes/{id}/execs",
+    // The route's first name, an alias to the same handler: driven on its
+    // own all the same, so an alias can never drift to another path.
+    "api POST /v1/sandboxes/{id}/exec",
+];
 
 /// Entry points that run no command, with why.
 pub const NOT_DISPATCHING: &[(&str, &str)] = &[

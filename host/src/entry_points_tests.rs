@@ -16,23 +16,36 @@ fn listed() -> BTreeSet<String> {
     all
 }
 
-/// `(METHOD, PATH)` of every `.route(PATH, method(…).method(…))` in the
-/// API's source, with `/v1` prefixed to the routes nested under it.
+/// `(METHOD, PATH)` of every `.route(PATH, method(…).method(…))` in one
+/// area module of the API, which carries its full paths.
 fn api_routes(source: &str) -> BTreeSet<String> {
     let mut routes = BTreeSet::new();
-    for chunk in source.split(".route(\"").skip(1) {
-        let Some((path, rest)) = chunk.split_once('"') else {
+    for chunk in source.split(".route(").skip(1) {
+        let Some((path, rest)) = chunk
+            .trim_start()
+            .strip_prefix('"')
+            .and_then(|c| c.split_once('"'))
+        else {
             continue;
         };
-        let call = &rest[..rest.find("))").unwrap_or(rest.len())];
-        let path = if path == "/healthz" {
-            path.to_owned()
-        } else {
-            format!("/v1{path}")
-        };
+        // Up to the parenthesis closing `.route(`.
+        let mut depth = 1;
+        let end = rest
+            .char_indices()
+            .find(|&(_, c)| {
+                depth += match c {
+                    '(' => 1,
+                    ')' => -1,
+                    _ => 0,
+                };
+                depth == 0
+            })
+            .map_or(rest.len(), |(at, _)| at);
+        let call = &rest[..end];
         for method in ["get", "post", "put", "patch", "delete"] {
-            let used =
-                call.contains(&format!(" {method}(")) || call.contains(&format!(".{method}("));
+            let used = [' ', '.', '\n']
+                .iter()
+                .any(|before| call.contains(&format!("{before}{method}(")));
             if used {
                 routes.insert(format!("api {} {path}", method.to_uppercase()));
             }
@@ -48,9 +61,12 @@ fn every_cli_subcommand_and_api_route_is_listed() {
         .get_subcommands()
         .map(|c| format!("cli {}", c.get_name()))
         .collect();
-    let api = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/api/mod.rs"))
-        .unwrap();
-    let routes = api_routes(&api);
+    let mut routes = BTreeSet::new();
+    for entry in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/api")).unwrap() {
+        routes.extend(api_routes(
+            &std::fs::read_to_string(entry.unwrap().path()).unwrap(),
+        ));
+    }
     assert!(
         routes.len() >= 10,
         "the route scan found too little: {routes:?}"

@@ -59,7 +59,12 @@ fn drive(
                 },
             }
         }
-        "api POST /v1/sandboxes/{id}/exec" => {
+        // The exec route and its first name, an alias: each is driven.
+        "api POST /v1/sandboxes/{id}/execs" | "api POST /v1/sandboxes/{id}/exec" => {
+            let path = entry
+                .strip_prefix("api POST ")
+                .unwrap_or(entry)
+                .replace("{id}", "b10");
             let server = Server::start(plugins);
             let created = server.call(
                 "POST",
@@ -73,7 +78,7 @@ fn drive(
                 .collect();
             let response = server.call(
                 "POST",
-                "/v1/sandboxes/b10/exec",
+                &path,
                 Some(&json!({"argv": argv, "env": env}).to_string()),
             );
             if response.status == 403 {
@@ -262,7 +267,7 @@ fn remote_has(work: &Path, branch: &str) -> bool {
 /// POSTs an exec of `argv` in a background thread (it may wait on an owner).
 fn exec_later(server: &Server, id: &str, argv: &[&str]) -> std::thread::JoinHandle<Response> {
     let (addr, token) = (server.addr, server.token.clone());
-    let path = format!("/v1/sandboxes/{id}/exec");
+    let path = format!("/v1/sandboxes/{id}/execs");
     let body = json!({ "argv": argv }).to_string();
     std::thread::spawn(move || http(addr, "POST", &path, Some(&body), Some(&token)))
 }
@@ -588,7 +593,7 @@ fn turning_the_policy_off_is_loud() {
     assert_eq!(created.json()["details"]["commandPolicy"], "off");
     let events = server.call(
         "POST",
-        "/v1/sandboxes/off/exec",
+        "/v1/sandboxes/off/execs",
         Some(r#"{"argv": ["sh", "-c", "echo sudo-free"]}"#),
     );
     assert_eq!(events.status, 200);
