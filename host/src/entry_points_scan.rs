@@ -47,6 +47,10 @@
 //!   whose `package` is `pkg` is `rpc pkg.Service/Name`.
 //!
 //! CLI subcommands are not read as text: the test asks clap.
+//!
+//! The same walk finds where a crate reaches a backend without
+//! `Session::exec` ([`backend_reaches`]): every `.rs` file of every member
+//! but the backends and [`BACKEND_SIDE`], as code.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -227,6 +231,20 @@ impl Lexed {
             code: String::from_utf8(code).unwrap_or_default(),
             literals,
         }
+    }
+
+    /// The code with its literals blanked too: only what the compiler reads
+    /// as code.
+    pub fn bare(&self) -> String {
+        let mut bytes = self.code.as_bytes().to_vec();
+        for range in &self.literals {
+            for c in &mut bytes[range.clone()] {
+                if *c != b'\n' {
+                    *c = b' ';
+                }
+            }
+        }
+        String::from_utf8(bytes).unwrap_or_default()
     }
 
     fn literal_containing(&self, at: usize) -> Option<&Range<usize>> {
@@ -781,4 +799,72 @@ fn scan_proto(text: &str, file: &str, scan: &mut Scan) {
             _ => {}
         }
     }
+}
+
+/// Crates on the backends' side of the boundary, which may hold a
+/// `SandboxObject` without going through `Session::exec`: directory, why.
+pub const BACKEND_SIDE: &[(&str, &str)] = &[
+    (
+        "plugin-api",
+        "defines the boundary: `SandboxObject` and `launch` are its host side, and its \
+         conformance kit drives a backend bare",
+    ),
+    (
+        "bench",
+        "measures a backend bare, the baseline the runtime's cost is reported against; a \
+         binary of its own, not a way into cc_server",
+    ),
+];
+
+/// The one file that reaches a backend: it owns `Session::exec`.
+pub const SESSIONS: &str = "runtime/src/sessions/mod.rs";
+
+/// What reaches a backend directly: a `SandboxObject`, a backend's
+/// `launch`, a sandbox's `exec`.
+const REACHES: &[&str] = &["SandboxObject", ".launch(", "sandbox.exec("];
+
+/// Where the workspace reaches a backend, but through the sessions.
+#[derive(Debug, Default)]
+pub struct Reach {
+    /// `file: needle`, outside [`SESSIONS`].
+    pub offenders: Vec<String>,
+    /// The Rust files read.
+    pub files: usize,
+    /// Whether [`SESSIONS`] was read and reaches the backend, as it must.
+    pub sessions_reach: bool,
+}
+
+/// Reads every `.rs` file of every member but the backends and
+/// [`BACKEND_SIDE`] (its `src/`, tests and benches alike) as code: comments
+/// and literals do not count.
+pub fn backend_reaches(root: &Path) -> Reach {
+    let mut reach = Reach::default();
+    let members = front_members(root)
+        .into_iter()
+        .filter(|m| !BACKEND_SIDE.iter().any(|(side, _)| side == m));
+    for member in members {
+        for file in member_files(root, &member, &["rs"]) {
+            let Ok(text) = std::fs::read_to_string(&file) else {
+                continue;
+            };
+            reach.files += 1;
+            let rel = file
+                .strip_prefix(root)
+                .unwrap_or(&file)
+                .display()
+                .to_string();
+            let code = Lexed::new(&text).bare();
+            for needle in REACHES {
+                if !code.contains(needle) {
+                    continue;
+                }
+                if rel == SESSIONS {
+                    reach.sessions_reach = true;
+                } else {
+                    reach.offenders.push(format!("{rel}: {needle}"));
+                }
+            }
+        }
+    }
+    reach
 }

@@ -336,37 +336,64 @@ fn what_the_scan_cannot_read_fails_the_check() {
 }
 
 /// Only the sessions module touches a backend's `launch` or a sandbox's
-/// `exec`: everything else goes through `Session::exec`.
+/// `exec`: everything else, in every crate but the backends and the
+/// boundary's own (`BACKEND_SIDE`), goes through `Session::exec`.
 #[test]
 fn only_sessions_reach_the_backend() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut stack = vec![src.clone()];
-    let mut offenders = Vec::new();
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            let relative = path
-                .strip_prefix(&src)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            if relative == "sessions/mod.rs" || relative == "entry_points_tests.rs" {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            for needle in ["SandboxObject", ".launch(", "sandbox.exec("] {
-                if text.contains(needle) {
-                    offenders.push(format!("{relative}: {needle}"));
-                }
-            }
-        }
-    }
+    let reach = scan::backend_reaches(&root());
+    // Not vacuous: the scan reads the runtime, where the one reach is.
     assert!(
-        offenders.is_empty(),
-        "backend reached outside sessions: {offenders:?}"
+        reach.sessions_reach,
+        "{} was not read, or reaches no backend: the scan looks in the wrong place",
+        scan::SESSIONS
+    );
+    assert!(reach.files >= 100, "the scan read {} files", reach.files);
+    assert!(
+        reach.offenders.is_empty(),
+        "a backend reached outside {}: {:?}",
+        scan::SESSIONS,
+        reach.offenders
+    );
+}
+
+/// A front-end crate that reaches a backend — in its sources or its tests —
+/// fails; the sessions, a backend, the boundary's own crate, comments and
+/// literals do not.
+#[test]
+fn a_front_end_reaching_the_backend_fails() {
+    let dir = tree(&[
+        (
+            "Cargo.toml",
+            "[workspace]\nmembers = [\"runtime\", \"front\", \"plugin-api\", \"plugins/x\"]\n",
+        ),
+        (
+            "runtime/src/sessions/mod.rs",
+            "fn f(b: &B) { let sandbox = b.launch(&spec); sandbox.exec(&r); }\n",
+        ),
+        (
+            "front/src/lib.rs",
+            "// sandbox.exec( in a comment\nconst S: &str = \"sandbox.exec(\";\n\
+             fn f(b: &B) -> SandboxObject { b.launch(&spec) }\n",
+        ),
+        (
+            "front/tests/t.rs",
+            "fn t(sandbox: &S) { sandbox.exec(&r); }\n",
+        ),
+        ("plugin-api/src/host.rs", "pub struct SandboxObject;\n"),
+        (
+            "plugins/x/src/lib.rs",
+            "fn f(sandbox: &S) { sandbox.exec(&r); }\n",
+        ),
+    ]);
+    let reach = scan::backend_reaches(dir.path());
+    assert!(reach.sessions_reach);
+    assert_eq!(reach.files, 3);
+    assert_eq!(
+        reach.offenders,
+        [
+            "front/src/lib.rs: SandboxObject",
+            "front/src/lib.rs: .launch(",
+            "front/tests/t.rs: sandbox.exec("
+        ]
     );
 }
