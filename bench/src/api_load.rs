@@ -259,7 +259,7 @@ pub fn run(sandboxes: usize, execs: usize, kib: usize) {
         let line = line_of(s, e);
         let argv = json!({"argv": ["sh", "-c", script(&line, bytes)]});
         let (status, stream) =
-            server.call("POST", &format!("/v1/sandboxes/{}/exec", ids[s]), &argv);
+            server.call("POST", &format!("/v1/sandboxes/{}/execs", ids[s]), &argv);
         assert_eq!(
             status,
             200,

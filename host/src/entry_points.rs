@@ -2,15 +2,43 @@
 //!
 //! The seeds record that feeding only one dispatch seam once left the
 //! others unwrapped. So the list is checked both ways: a unit test
-//! (`entry_points_tests.rs`) fails when a CLI subcommand or an API route
-//! exists that is not listed here, and the black-box test
-//! (tests/integration/policy.rs, through the library) drives every
-//! [`DISPATCHING`] entry and fails on one it has no driver for. Every
-//! dispatching entry ends in `Session::exec`, the only caller of a
-//! backend's `exec`.
+//! (`entry_points_tests.rs`) fails when a way in is registered anywhere in
+//! the workspace and not listed here, or listed and gone — it asks clap for
+//! the CLI and reads every other registration from the sources of every
+//! crate but the backends, by the conventions `entry_points_scan.rs` sets
+//! out; and the black-box test (tests/integration/policy.rs, through the
+//! library) drives every [`DISPATCHING`] entry and fails on one it has no
+//! driver for. Every dispatching entry ends in `Session::exec`, the only
+//! caller of a backend's `exec`.
+//!
+//! An entry is written as the scan reports it:
+//!
+//! - `cli run`, `cli policy check` — a subcommand, nested ones by their path;
+//! - `api POST /v1/sandboxes/{id}/execs` — an HTTP route, full path;
+//! - `ws GET /v1/…` — a route that upgrades to a WebSocket;
+//! - `mcp tool exec` — an MCP tool, by the name it is called by;
+//! - `rpc sandboxd.v1.Sandboxes/Exec` — an RPC method of a `.proto` service.
+//!
+//! Each is in exactly one of the three lists.
 
 /// Entry points that run a command in a sandbox.
-pub const DISPATCHING: &[&str] = &["cli run", "api POST /v1/sandboxes/{id}/exec"];
+pub const DISPATCHING: &[&str] = &[
+    "cli run",
+    "api POST /v1/sandboxes/{id}/execs",
+    // The route's first name, an alias to the same handler: driven on its
+    // own all the same, so an alias can never drift to another path.
+    "api POST /v1/sandboxes/{id}/exec",
+];
+
+/// Entry points that start a shell for a person (a terminal over a
+/// WebSocket, `cc_server shell`), with what each starts. Not a command the
+/// black-box drivers can send once and look at: what the person types goes
+/// through the shell, so each needs a test of its own proving that the
+/// shell itself runs in the sandbox under `Session::exec` (the policy on
+/// its start, the sanitized environment), named in
+/// tests/integration/policy.rs. An entry here is never also in
+/// [`DISPATCHING`] or [`NOT_DISPATCHING`].
+pub const INTERACTIVE: &[(&str, &str)] = &[];
 
 /// Entry points that run no command, with why.
 pub const NOT_DISPATCHING: &[(&str, &str)] = &[
@@ -19,7 +47,7 @@ pub const NOT_DISPATCHING: &[(&str, &str)] = &[
         "cli serve",
         "serves the API: its routes are listed one by one",
     ),
-    ("cli policy", "classifies a line; runs nothing"),
+    ("cli policy check", "classifies a line; runs nothing"),
     ("api GET /healthz", "liveness"),
     ("api GET /v1/backends", "lists backends"),
     ("api GET /v1/sandboxes", "lists sandboxes"),

@@ -12,6 +12,8 @@ mod config;
 pub mod descriptors;
 pub mod entry_points;
 #[cfg(test)]
+mod entry_points_scan;
+#[cfg(test)]
 mod entry_points_tests;
 pub mod heap;
 mod logging;

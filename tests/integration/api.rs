@@ -21,7 +21,7 @@ fn create(server: &Server, body: &Value) -> Value {
 fn exec(server: &Server, id: &str, body: &Value) -> Vec<Value> {
     let response = server.call(
         "POST",
-        &format!("/v1/sandboxes/{id}/exec"),
+        &format!("/v1/sandboxes/{id}/execs"),
         Some(&body.to_string()),
     );
     assert_eq!(response.status, 200, "{}", text(&response.body));
@@ -234,7 +234,7 @@ fn sandbox_lifecycle() {
     assert_eq!(server.call("DELETE", "/v1/sandboxes/t1", None).status, 404);
     let gone = server.call(
         "POST",
-        "/v1/sandboxes/t1/exec",
+        "/v1/sandboxes/t1/execs",
         Some(r#"{"argv":["true"]}"#),
     );
     assert_eq!(gone.status, 404, "{}", text(&gone.body));
@@ -269,6 +269,34 @@ fn a_session_id_is_chosen_when_none_is_given() {
     );
 }
 
+/// B10: `POST …/exec`, the exec route's first name, is an alias of `POST
+/// …/execs`: the same handler, so the same refusals and the same stream
+/// (tests/integration/policy.rs drives both through the policy).
+#[test]
+fn the_exec_alias_is_the_execs_route() {
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let tmp = tempfile::tempdir().unwrap();
+    create(
+        &server,
+        &json!({"sessionId": "alias", "guestWorkdir": tmp.path()}),
+    );
+    let body = json!({"argv": ["sh", "-c", "echo same; exit 3"]}).to_string();
+    let mut outcomes = Vec::new();
+    for path in ["/v1/sandboxes/alias/execs", "/v1/sandboxes/alias/exec"] {
+        let response = server.call("POST", path, Some(&body));
+        assert_eq!(response.status, 200, "{path}: {}", text(&response.body));
+        let events = response.lines();
+        assert_eq!(events[0]["type"], "started", "{path}: {events:?}");
+        outcomes.push((joined(&events, "stdout"), exit_code(&events)));
+        let empty = server.call("POST", path, Some(r#"{"argv":[]}"#));
+        assert_eq!(empty.status, 400, "{path}: {}", text(&empty.body));
+        assert_eq!(empty.json()["field"], "argv", "{path}");
+    }
+    assert_eq!(outcomes[0], ("same\n".to_owned(), 3));
+    assert_eq!(outcomes[0], outcomes[1]);
+}
+
 /// F10: a bad exec request is refused with 400 and starts nothing.
 #[test]
 fn bad_exec_requests_are_refused() {
@@ -279,7 +307,7 @@ fn bad_exec_requests_are_refused() {
         &server,
         &json!({"sessionId": "e1", "guestWorkdir": tmp.path()}),
     );
-    let post = |body: &str| server.call("POST", "/v1/sandboxes/e1/exec", Some(body));
+    let post = |body: &str| server.call("POST", "/v1/sandboxes/e1/execs", Some(body));
 
     let empty = post(r#"{"argv":[]}"#);
     assert_eq!(empty.status, 400, "{}", text(&empty.body));
@@ -291,7 +319,7 @@ fn bad_exec_requests_are_refused() {
 
     let no_such = server.call(
         "POST",
-        "/v1/sandboxes/nope/exec",
+        "/v1/sandboxes/nope/execs",
         Some(r#"{"argv":["true"]}"#),
     );
     assert_eq!(no_such.status, 404, "{}", text(&no_such.body));
@@ -472,7 +500,7 @@ fn a_third_party_backend_is_reported_as_itself() {
         json!({"argv": ["cat"], "input": "x"}),
         json!({"argv": ["true"], "timeoutMs": 1000}),
     ] {
-        let refused = server.call("POST", "/v1/sandboxes/f/exec", Some(&body.to_string()));
+        let refused = server.call("POST", "/v1/sandboxes/f/execs", Some(&body.to_string()));
         assert_eq!(refused.status, 422, "{body}: {}", text(&refused.body));
         assert!(
             refused.json()["error"]
@@ -566,7 +594,7 @@ fn start_sleeper(
     let mut stream = http_open(
         server.addr,
         "POST",
-        &format!("/v1/sandboxes/{id}/exec"),
+        &format!("/v1/sandboxes/{id}/execs"),
         Some(&body),
         Some(&server.token),
     );
@@ -880,7 +908,7 @@ fn a_terminal_from_a_backend_without_pty_is_refused_with_the_reason() {
         "argv": ["touch", touched],
         "pty": {"cols": 80, "rows": 24},
     });
-    let refused = server.call("POST", "/v1/sandboxes/nopty/exec", Some(&body.to_string()));
+    let refused = server.call("POST", "/v1/sandboxes/nopty/execs", Some(&body.to_string()));
     assert!(
         (400..500).contains(&refused.status) && text(&refused.body).contains("`pty` capability"),
         "{} {}",
@@ -1507,7 +1535,7 @@ fn shutdown_ends_while_a_client_holds_an_unread_exec_stream() {
         let unread = http_open(
             server.addr,
             "POST",
-            "/v1/sandboxes/flood/exec",
+            "/v1/sandboxes/flood/execs",
             Some(&body.to_string()),
             Some(&server.token),
         );
@@ -1636,7 +1664,7 @@ fn env_names_a_command_would_misread_are_refused_naming_them() {
         let id = format!("envkeys-{backend}");
         create_on(&server, backend, &id, work.path());
         let post =
-            |body: &str| server.call("POST", &format!("/v1/sandboxes/{id}/exec"), Some(body));
+            |body: &str| server.call("POST", &format!("/v1/sandboxes/{id}/execs"), Some(body));
         let argv = json!(["touch", work.path().join("ran")]);
         for (key, value) in [
             ("LD_PRELOAD=/nonexistent-cc-test.so:y", ""),
@@ -1764,8 +1792,8 @@ fn every_error_is_json_whatever_layer_makes_it() {
             None,
         ),
         (
-            "GET …/exec",
-            server.call("GET", "/v1/sandboxes/j/exec", None),
+            "GET …/execs",
+            server.call("GET", "/v1/sandboxes/j/execs", None),
             405,
             None,
         ),
@@ -1793,7 +1821,7 @@ fn every_error_is_json_whatever_layer_makes_it() {
         ),
         (
             "malformed JSON",
-            server.call("POST", "/v1/sandboxes/j/exec", Some("{\"argv\":")),
+            server.call("POST", "/v1/sandboxes/j/execs", Some("{\"argv\":")),
             400,
             None,
         ),
@@ -1822,7 +1850,7 @@ fn every_error_is_json_whatever_layer_makes_it() {
     let raw = |content_type: Option<&str>| {
         let body = r#"{"argv":["true"]}"#;
         let mut request = format!(
-            "POST /v1/sandboxes/j/exec HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+            "POST /v1/sandboxes/j/execs HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
              Authorization: Bearer {}\r\nContent-Length: {}\r\n",
             server.token,
             body.len()
@@ -1851,7 +1879,7 @@ fn every_error_is_json_whatever_layer_makes_it() {
     // One byte over the limit: 413, naming the limit and the way round it.
     let mut big = String::from("{\"argv\":[\"true\"]}");
     big.push_str(&" ".repeat((2 << 20) + 1 - big.len()));
-    let too_big = http(addr, "POST", "/v1/sandboxes/j/exec", Some(&big), token);
+    let too_big = http(addr, "POST", "/v1/sandboxes/j/execs", Some(&big), token);
     let body = json_error(&too_big, 413, "a body over the limit");
     let said = body["error"].as_str().unwrap();
     assert!(
@@ -1914,7 +1942,7 @@ fn start_streamed(
     let mut stream = http_open(
         server.addr,
         "POST",
-        &format!("/v1/sandboxes/{id}/exec"),
+        &format!("/v1/sandboxes/{id}/execs"),
         Some(&body),
         Some(&server.token),
     );
@@ -2044,7 +2072,7 @@ fn streamed_stdin_comes_in_pieces_and_only_where_asked_for() {
         let mut stream = http_open(
             server.addr,
             "POST",
-            "/v1/sandboxes/p/exec",
+            "/v1/sandboxes/p/execs",
             Some(r#"{"argv":["sleep","30"]}"#),
             Some(&server.token),
         );
@@ -2064,7 +2092,7 @@ fn streamed_stdin_comes_in_pieces_and_only_where_asked_for() {
 
     let both = server.call(
         "POST",
-        "/v1/sandboxes/p/exec",
+        "/v1/sandboxes/p/execs",
         Some(r#"{"argv":["cat"],"input":"x","stdin":"stream"}"#),
     );
     assert_eq!(json_error(&both, 400, "input and stream")["field"], "stdin");
@@ -2118,7 +2146,7 @@ fn a_table_of_malformed_requests_each_gets_a_json_4xx() {
         &json!({"sessionId": "t", "guestWorkdir": tmp.path()}),
     );
     let (addr, token) = (server.addr, server.token.clone());
-    let run = "/v1/sandboxes/t/exec";
+    let run = "/v1/sandboxes/t/execs";
     // (method, path, body, status); the body goes as JSON.
     let rows: &[(&str, &str, &str, u16)] = &[
         ("GET", "/", "", 404),
@@ -2197,7 +2225,7 @@ fn a_table_of_malformed_requests_each_gets_a_json_4xx() {
         ),
         (
             "POST",
-            "/v1/sandboxes/nope/exec",
+            "/v1/sandboxes/nope/execs",
             r#"{"argv":["true"]}"#,
             404,
         ),
@@ -2442,7 +2470,7 @@ fn none_commands_die_with_a_killed_server() {
     let mut stream = http_open(
         server.addr,
         "POST",
-        "/v1/sandboxes/kd/exec",
+        "/v1/sandboxes/kd/execs",
         Some(&body),
         Some(&server.token),
     );
@@ -2500,7 +2528,7 @@ fn one_output_budget_bounds_unread_streams_and_loses_no_byte() {
         http_open(
             server.addr,
             "POST",
-            "/v1/sandboxes/budget/exec",
+            "/v1/sandboxes/budget/execs",
             Some(&body),
             Some(&server.token),
         )

@@ -178,7 +178,7 @@ fn create_bwrap(server: &Server, id: &str, dir: &Path) -> Value {
 fn api_exec(server: &Server, id: &str, argv: &[&str]) -> Vec<Value> {
     let response = server.call(
         "POST",
-        &format!("/v1/sandboxes/{id}/exec"),
+        &format!("/v1/sandboxes/{id}/execs"),
         Some(&json!({ "argv": argv }).to_string()),
     );
     assert_eq!(response.status, 200, "{}", text(&response.body));
@@ -1259,7 +1259,7 @@ fn suspend_stops_the_sandbox_and_resume_continues_it() {
     );
     let refused = server.call(
         "POST",
-        "/v1/sandboxes/sr/exec",
+        "/v1/sandboxes/sr/execs",
         Some(&json!({"argv": ["true"]}).to_string()),
     );
     assert!(

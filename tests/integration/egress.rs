@@ -365,7 +365,7 @@ fn sessions_do_not_share_grants() {
         let script = format!("curl -s -o /dev/null -w '%{{http_code}}' http://{host}:{port}/");
         let response = server.call(
             "POST",
-            &format!("/v1/sandboxes/{id}/exec"),
+            &format!("/v1/sandboxes/{id}/execs"),
             Some(&json!({"argv": ["sh", "-c", script]}).to_string()),
         );
         assert_eq!(response.status, 200, "{}", text(&response.body));
@@ -573,7 +573,7 @@ fn destroying_a_session_ends_its_handed_off_tunnels() {
     std::thread::scope(|scope| {
         let exec = scope.spawn(|| {
             let argv = json!({ "argv": ["bash", "-c", script] }).to_string();
-            server.call("POST", "/v1/sandboxes/held/exec", Some(&argv))
+            server.call("POST", "/v1/sandboxes/held/execs", Some(&argv))
         });
         let (what, upstream_port) = events
             .recv_timeout(Duration::from_secs(30))

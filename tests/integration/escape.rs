@@ -292,7 +292,7 @@ fn a_descriptor_the_server_inherited_reaches_no_exec() {
     let exec = json!({"argv": ["/usr/bin/python3", "-c", OPEN_FDS]});
     let response = server.call(
         "POST",
-        "/v1/sandboxes/fd-test/exec",
+        "/v1/sandboxes/fd-test/execs",
         Some(&exec.to_string()),
     );
     assert_eq!(response.status, 200, "{}", text(&response.body));

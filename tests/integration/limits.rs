@@ -63,7 +63,7 @@ fn exec_sh(server: &Server, id: &str, script: &str) -> Vec<Value> {
 fn exec(server: &Server, id: &str, argv: &[&str]) -> Vec<Value> {
     let response = server.call(
         "POST",
-        &format!("/v1/sandboxes/{id}/exec"),
+        &format!("/v1/sandboxes/{id}/execs"),
         Some(&json!({ "argv": argv, "timeoutMs": 60_000 }).to_string()),
     );
     assert_eq!(response.status, 200, "{}", text(&response.body));

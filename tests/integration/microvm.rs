@@ -494,7 +494,7 @@ fn suspend_pauses_the_vm_and_resume_continues_it() {
     let exec = |argv: serde_json::Value| {
         server.call(
             "POST",
-            "/v1/sandboxes/pause/exec",
+            "/v1/sandboxes/pause/execs",
             Some(&serde_json::json!({ "argv": argv }).to_string()),
         )
     };
@@ -636,7 +636,7 @@ fn the_kill_route_ends_a_command_in_the_guest() {
     let mut stream = http_open(
         server.addr,
         "POST",
-        "/v1/sandboxes/k/exec",
+        "/v1/sandboxes/k/execs",
         Some(&exec),
         Some(&server.token),
     );
@@ -661,7 +661,7 @@ fn the_kill_route_ends_a_command_in_the_guest() {
     assert_eq!(last["signal"], 15, "{rest}");
     let after = server.call(
         "POST",
-        "/v1/sandboxes/k/exec",
+        "/v1/sandboxes/k/execs",
         Some(&serde_json::json!({"argv": ["echo", "still"]}).to_string()),
     );
     assert_eq!(after.status, 200, "{}", text(&after.body));
@@ -695,7 +695,7 @@ fn a_terminal_in_the_guest_has_its_size_and_follows_resize() {
     let mut stream = http_open(
         server.addr,
         "POST",
-        "/v1/sandboxes/tty/exec",
+        "/v1/sandboxes/tty/execs",
         Some(&exec),
         Some(&server.token),
     );
@@ -759,7 +759,7 @@ fn an_unread_exec_stream_stalls_only_its_own_command() {
     let mut unread = http_open(
         server.addr,
         "POST",
-        "/v1/sandboxes/flow/exec",
+        "/v1/sandboxes/flow/execs",
         Some(&exec),
         Some(&server.token),
     );
@@ -767,7 +767,7 @@ fn an_unread_exec_stream_stalls_only_its_own_command() {
     assert_eq!(events[0]["type"], "started", "{events:?}");
     let other = server.call(
         "POST",
-        "/v1/sandboxes/flow/exec",
+        "/v1/sandboxes/flow/execs",
         Some(&serde_json::json!({"argv": ["echo", "meanwhile"]}).to_string()),
     );
     assert_eq!(other.status, 200, "{}", text(&other.body));
@@ -777,7 +777,7 @@ fn an_unread_exec_stream_stalls_only_its_own_command() {
     // The first command has not got through its output: it waits.
     let still = server.call(
         "POST",
-        "/v1/sandboxes/flow/exec",
+        "/v1/sandboxes/flow/execs",
         Some(
             &serde_json::json!({"argv": ["sh", "-c", "ps | grep -c '[h]ead -c 200000000'"]})
                 .to_string(),
@@ -791,7 +791,7 @@ fn an_unread_exec_stream_stalls_only_its_own_command() {
     let gone = serde_json::json!({
         "argv": ["sh", "-c", "for i in $(seq 100); do ps | grep -q '[h]ead -c 200000000' || exit 0; sleep 0.1; done; exit 1"],
     });
-    let gone = server.call("POST", "/v1/sandboxes/flow/exec", Some(&gone.to_string()));
+    let gone = server.call("POST", "/v1/sandboxes/flow/execs", Some(&gone.to_string()));
     assert_eq!(
         exit_code(&gone.lines()),
         0,
@@ -828,7 +828,7 @@ fn a_checkpoint_frees_the_vm_and_restore_continues_a_waiting_shell() {
         http_open(
             server.addr,
             "POST",
-            "/v1/sandboxes/ck/exec",
+            "/v1/sandboxes/ck/execs",
             Some(&body.to_string()),
             Some(&server.token),
         )
@@ -876,7 +876,7 @@ fn a_checkpoint_frees_the_vm_and_restore_continues_a_waiting_shell() {
     );
     let refused = server.call(
         "POST",
-        "/v1/sandboxes/ck/exec",
+        "/v1/sandboxes/ck/execs",
         Some(&serde_json::json!({"argv": ["true"]}).to_string()),
     );
     assert!(
@@ -890,7 +890,7 @@ fn a_checkpoint_frees_the_vm_and_restore_continues_a_waiting_shell() {
     assert_ne!(resumed.json()["state"], "suspended");
     let seen = server.call(
         "POST",
-        "/v1/sandboxes/ck/exec",
+        "/v1/sandboxes/ck/execs",
         Some(
             &serde_json::json!({"argv": ["sh", "-c", "cat from-host && touch /tmp/go"]})
                 .to_string(),
@@ -935,7 +935,7 @@ fn launches_load_a_template_with_fresh_randomness_and_the_hosts_time() {
         assert!(handle["details"]["restoreMs"].is_u64(), "{handle}");
         let out = server.call(
             "POST",
-            &format!("/v1/sandboxes/{id}/exec"),
+            &format!("/v1/sandboxes/{id}/execs"),
             Some(
                 &serde_json::json!({"argv": ["sh", "-c", "date +%s; head -c 16 /dev/urandom | od -An -tx1"]})
                     .to_string(),
@@ -1008,7 +1008,7 @@ fn protected_paths_are_absent_or_read_only_in_the_guest() {
     );
     let out = server.call(
         "POST",
-        "/v1/sandboxes/prot/exec",
+        "/v1/sandboxes/prot/execs",
         Some(&serde_json::json!({"argv": ["sh", "-c", script]}).to_string()),
     );
     let stdout = joined(&out.lines(), "stdout");

@@ -59,7 +59,12 @@ fn drive(
                 },
             }
         }
-        "api POST /v1/sandboxes/{id}/exec" => {
+        // The exec route and its first name, an alias: each is driven.
+        "api POST /v1/sandboxes/{id}/execs" | "api POST /v1/sandboxes/{id}/exec" => {
+            let path = entry
+                .strip_prefix("api POST ")
+                .unwrap_or(entry)
+                .replace("{id}", "b10");
             let server = Server::start(plugins);
             let created = server.call(
                 "POST",
@@ -73,7 +78,7 @@ fn drive(
                 .collect();
             let response = server.call(
                 "POST",
-                "/v1/sandboxes/b10/exec",
+                &path,
                 Some(&json!({"argv": argv, "env": env}).to_string()),
             );
             if response.status == 403 {
@@ -98,15 +103,63 @@ fn drive(
     }
 }
 
+/// The test of each interactive entry point, by its name in this suite.
+/// An entry of `entry_points::INTERACTIVE` starts a shell for a person: the
+/// drivers above cannot send one command through it and look at the
+/// outcome, so each has a test of its own (the policy on the shell's start
+/// and on what it runs, the sanitized environment), named here.
+const INTERACTIVE_TESTS: &[(&str, &str)] = &[];
+
+/// B10: the interactive entry points are their own case, never driven as
+/// dispatching ones: none is also listed as dispatching, and each has its
+/// own test, which exists in this suite.
+#[test]
+fn every_interactive_entry_point_has_its_own_test() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("integration");
+    let mut suite = String::new();
+    for file in std::fs::read_dir(&dir).unwrap() {
+        suite.push_str(&std::fs::read_to_string(file.unwrap().path()).unwrap());
+    }
+    assert!(suite.contains("fn every_interactive_entry_point_has_its_own_test("));
+    for (entry, starts) in entry_points::INTERACTIVE {
+        assert!(
+            !entry_points::DISPATCHING.contains(entry),
+            "{entry} is listed as interactive and as dispatching: it is one or the other"
+        );
+        let Some((_, test)) = INTERACTIVE_TESTS.iter().find(|(e, _)| e == entry) else {
+            panic!(
+                "the interactive entry point `{entry}` ({starts}) has no test: write one of \
+                 its own and name it in INTERACTIVE_TESTS"
+            );
+        };
+        assert!(
+            suite.contains(&format!("fn {test}(")),
+            "{entry}: its test `{test}` is not in tests/integration"
+        );
+    }
+    for (entry, _) in INTERACTIVE_TESTS {
+        assert!(
+            entry_points::INTERACTIVE.iter().any(|(e, _)| e == entry),
+            "INTERACTIVE_TESTS names `{entry}`, which is not an interactive entry point"
+        );
+    }
+}
+
 /// B10, H3–H6, H9: every entry point that runs commands applies the policy
 /// and the environment sanitization; a refused command never reaches the
-/// backend (its first step, creating a file, does not happen).
+/// backend (its first step, creating a file, does not happen). The
+/// interactive ones are not driven here (see
+/// `every_interactive_entry_point_has_its_own_test`).
 #[test]
 fn every_dispatching_entry_point_is_wrapped() {
     require_bwrap!();
     let plugins = Plugins::with_bwrap();
     assert!(!entry_points::DISPATCHING.is_empty());
     for entry in entry_points::DISPATCHING {
+        assert!(
+            !entry_points::INTERACTIVE.iter().any(|(e, _)| e == entry),
+            "{entry} is listed as dispatching and as interactive"
+        );
         let work = tempfile::tempdir().unwrap();
 
         // A hard deny in chat: privilege escalation, after a harmless step.
@@ -262,7 +315,7 @@ fn remote_has(work: &Path, branch: &str) -> bool {
 /// POSTs an exec of `argv` in a background thread (it may wait on an owner).
 fn exec_later(server: &Server, id: &str, argv: &[&str]) -> std::thread::JoinHandle<Response> {
     let (addr, token) = (server.addr, server.token.clone());
-    let path = format!("/v1/sandboxes/{id}/exec");
+    let path = format!("/v1/sandboxes/{id}/execs");
     let body = json!({ "argv": argv }).to_string();
     std::thread::spawn(move || http(addr, "POST", &path, Some(&body), Some(&token)))
 }
@@ -588,7 +641,7 @@ fn turning_the_policy_off_is_loud() {
     assert_eq!(created.json()["details"]["commandPolicy"], "off");
     let events = server.call(
         "POST",
-        "/v1/sandboxes/off/exec",
+        "/v1/sandboxes/off/execs",
         Some(r#"{"argv": ["sh", "-c", "echo sudo-free"]}"#),
     );
     assert_eq!(events.status, 200);

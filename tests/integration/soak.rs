@@ -294,7 +294,7 @@ fn destroy(server: &Server, backend: &str, id: &str) {
 fn exec(server: &Server, backend: &str, id: &str, argv: &[&str]) -> String {
     let response = server.call(
         "POST",
-        &format!("/v1/sandboxes/{id}/exec"),
+        &format!("/v1/sandboxes/{id}/execs"),
         Some(&json!({ "argv": argv }).to_string()),
     );
     assert_eq!(

@@ -413,7 +413,7 @@ fn the_handle_lists_toolchains_and_an_api_exec_finds_cargo() {
     let exec = |argv: &[&str]| {
         let response = server.call(
             "POST",
-            "/v1/sandboxes/tc/exec",
+            "/v1/sandboxes/tc/execs",
             Some(&json!({ "argv": argv }).to_string()),
         );
         assert_eq!(response.status, 200, "{}", text(&response.body));
@@ -467,7 +467,7 @@ fn the_handle_lists_toolchains_and_an_api_exec_finds_cargo() {
     assert_eq!(created.status, 201, "{}", text(&created.body));
     let response = server.call(
         "POST",
-        "/v1/sandboxes/tc2/exec",
+        "/v1/sandboxes/tc2/execs",
         Some(&json!({ "argv": ["sh", "-c", &planted] }).to_string()),
     );
     let events = response.lines();

@@ -1164,7 +1164,7 @@ pub fn setsid_cannot_outlive_a_timeout(server: &Server, id: &str) {
     let script = format!("setsid sleep {marker} & sleep {marker}");
     let response = server.call(
         "POST",
-        &format!("/v1/sandboxes/{id}/exec"),
+        &format!("/v1/sandboxes/{id}/execs"),
         Some(&serde_json::json!({"argv": ["sh", "-c", script], "timeoutMs": 500}).to_string()),
     );
     assert_eq!(response.status, 200, "{}", text(&response.body));
@@ -1190,7 +1190,7 @@ pub fn setsid_cannot_outlive_a_kill(server: &Server, id: &str) {
     let mut stream = http_open(
         server.addr,
         "POST",
-        &format!("/v1/sandboxes/{id}/exec"),
+        &format!("/v1/sandboxes/{id}/execs"),
         Some(&body),
         Some(&server.token),
     );

@@ -13,10 +13,12 @@
 use std::convert::Infallible;
 
 use axum::Json;
+use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 use futures_util::StreamExt as _;
 use sandbox_plugin_api::SandboxMode;
 use sandbox_policy::Decision;
@@ -27,6 +29,15 @@ use super::extract::{ApiPath, JsonBody, QueryPairs, only_known};
 use super::{ApiError, AppState};
 use crate::wire;
 use sandbox_runtime::input::parse_strict;
+
+/// The area's routes, with their full paths (the entry-point scan reads them
+/// as written: see `entry_points`).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/policy/check", post(check))
+        .route("/v1/approvals", get(approvals))
+        .route("/v1/approvals/{id}", post(answer))
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -45,7 +56,7 @@ fn bad_query(message: String, field: &str) -> ApiError {
     }
 }
 
-pub async fn check(
+async fn check(
     State(state): State<AppState>,
     QueryPairs(query): QueryPairs,
     JsonBody(body): JsonBody,
@@ -109,7 +120,7 @@ pub async fn check(
     }
 }
 
-pub async fn approvals(State(state): State<AppState>) -> Response {
+async fn approvals(State(state): State<AppState>) -> Response {
     let commands = state.sessions.commands();
     let (approver, prompts) = commands.approvals.connect();
     let hello = json!({"type": "connected", "owners": commands.approvals.connected()});
@@ -140,7 +151,7 @@ struct AnswerCall {
     decision: String,
 }
 
-pub async fn answer(
+async fn answer(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
     JsonBody(body): JsonBody,
