@@ -20,10 +20,12 @@ use std::fmt::Display;
 /// `false` or `no` (any case). `.ci/run` is run with `CI=true`, as most CI
 /// services set it.
 pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| {
-        let v = v.trim().to_ascii_lowercase();
-        !matches!(v.as_str(), "" | "0" | "false" | "no")
-    })
+    let v = ci().trim().to_ascii_lowercase();
+    !matches!(v.as_str(), "" | "0" | "false" | "no")
+}
+
+fn ci() -> String {
+    std::env::var("CI").unwrap_or_default()
 }
 
 /// A test cannot run (or cannot run part of itself) for want of `reason`.
@@ -39,8 +41,8 @@ pub fn skip_or_fail(reason: impl Display) {
     let test = test_name();
     if in_ci() {
         panic!(
-            "{test}: {reason} — under CI a test may not skip: give this host what it needs \
-             (`bash .ci/install-deps` as root installs the packages and makes the test account)"
+            "{test}: {reason} — with CI={} a test may not skip: CI must provide this",
+            ci()
         );
     }
     let at = std::panic::Location::caller();
