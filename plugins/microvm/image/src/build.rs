@@ -622,7 +622,9 @@ mod tests {
     #[ignore = "downloads the kernel and busybox packages through apt (~70 MB)"]
     fn full_build_from_debian_packages() {
         let Some(agent) = std::env::var_os("CC_MICROVM_AGENT") else {
-            eprintln!("skipped: set CC_MICROVM_AGENT to a static binary or a #! script");
+            sandbox_test_support::skip_or_fail(
+                "CC_MICROVM_AGENT is not set: point it at a static agent binary or a #! script",
+            );
             return;
         };
         let tmp = tempfile::tempdir().unwrap();
