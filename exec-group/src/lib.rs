@@ -443,7 +443,9 @@ mod tests {
         let hierarchy = match Hierarchy::find() {
             Ok(h) => h,
             Err(why) => {
-                eprintln!("SKIPPED: no usable cgroup v2 hierarchy here: {why}");
+                sandbox_test_support::skip_or_fail(format!(
+                    "no writable cgroup v2 group for this process ({why}): CI must run the tests as root on a host with a cgroup2 mount (pure v2, or the hybrid `/sys/fs/cgroup/unified`)"
+                ));
                 return;
             }
         };

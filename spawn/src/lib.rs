@@ -325,7 +325,9 @@ mod tests {
         let hierarchy = match sandbox_exec_group::Hierarchy::find() {
             Ok(h) => h,
             Err(why) => {
-                eprintln!("skipped: {why}");
+                sandbox_test_support::skip_or_fail(format!(
+                    "no writable cgroup v2 group for this process ({why}): CI must run the tests as root on a host with a cgroup2 mount (pure v2, or the hybrid `/sys/fs/cgroup/unified`)"
+                ));
                 return;
             }
         };

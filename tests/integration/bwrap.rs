@@ -1840,7 +1840,10 @@ fn a_kept_probe_in_a_loose_or_foreign_directory_is_refused() {
 
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: a directory owned by another user needs root to make");
+        skip_or_fail(
+            "its foreign-directory case needs root to make a directory owned by another user: \
+             CI runs the tests as root",
+        );
         return;
     }
     let foreign = KeptProbe::new();
@@ -1937,8 +1940,8 @@ fn a_kept_capability_that_no_longer_holds_fails_closed_and_is_dropped() {
 }
 
 /// The directory of a bwrap sandbox's exec groups, from its handle; `None`
-/// (and the test says it skips) where the host gives the server no cgroup
-/// v2 group, in which case the handle says what escapes.
+/// (the test skips, or fails under CI) where the host gives the server no
+/// cgroup v2 group, in which case the handle says what escapes.
 fn exec_groups_of(handle: &Value) -> Option<PathBuf> {
     let tracking = handle["details"]["processTracking"]
         .as_str()
@@ -1947,7 +1950,9 @@ fn exec_groups_of(handle: &Value) -> Option<PathBuf> {
         return Some(PathBuf::from(dir));
     }
     assert!(tracking.starts_with("process groups only"), "{tracking}");
-    eprintln!("SKIPPED: this host gives the server no cgroup v2 group: {tracking}");
+    skip_or_fail(format!(
+        "this host gives the server no cgroup v2 group ({tracking}): CI must run the tests as root on a host with a cgroup2 mount (pure v2, or the hybrid `/sys/fs/cgroup/unified`)"
+    ));
     None
 }
 

@@ -152,6 +152,7 @@ fn a_configured_microvm_default_steps_down_and_still_runs() {
     );
 
     // With bwrap beside it: down to the native backend, when its probe passes.
+    // Without bwrap, `bwrap_installed` says this part is skipped.
     if !bwrap_installed() {
         return;
     }

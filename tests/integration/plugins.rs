@@ -269,7 +269,8 @@ fn a_writable_plugins_directory_is_refused() {
 fn a_plugin_owned_by_someone_else_is_refused() {
     // SAFETY: plain syscall.
     if unsafe { libc::geteuid() } != 0 {
-        return; // only root can give a file away; CI runs as root
+        skip_or_fail("only root can give a file away: CI runs the tests as root");
+        return;
     }
     let plugins = Plugins::empty();
     let lib = plugins.add(&fixtures().third_party);

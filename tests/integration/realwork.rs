@@ -77,14 +77,15 @@ fn invoking() -> Account {
 }
 
 /// `cc-test`, when the tests run as root (as CI does); when they do not,
-/// `None` after saying the unprivileged case is skipped. Root without the
-/// account is a failure: install-deps makes it.
+/// `None` after saying the unprivileged case is skipped (a failure under
+/// CI). Root without the account is a failure: install-deps makes it.
 fn test_user() -> Option<Account> {
     // SAFETY: plain getter.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!(
-            "SKIPPED: the unprivileged real-work cases run as `{TEST_USER}`, which needs the tests to run as root (CI does)"
-        );
+        skip_or_fail(format!(
+            "the unprivileged real-work cases run as `{TEST_USER}`, which needs the tests \
+             to run as root: CI runs them as root, after `.ci/install-deps` made `{TEST_USER}`"
+        ));
         return None;
     }
     let (name, uid, gid, home) = passwd(|n, _| n == TEST_USER).unwrap_or_else(|| {

@@ -136,10 +136,10 @@ mod tests {
         let name = sandbox_exec_group::owner_name(std::process::id(), "spare-test");
         let groups = ExecGroups::new(&name);
         let Some(sandbox) = groups.sandbox.as_ref().map(|g| g.path().to_path_buf()) else {
-            eprintln!(
-                "SKIPPED: no usable cgroup v2 hierarchy here: {}",
-                groups.tracking
-            );
+            sandbox_test_support::skip_or_fail(format!(
+                "no writable cgroup v2 group for this process ({why}): CI must run the tests as root on a host with a cgroup2 mount (pure v2, or the hybrid `/sys/fs/cgroup/unified`)",
+                why = groups.tracking
+            ));
             return;
         };
         groups.make_spare();
