@@ -524,3 +524,193 @@ fn the_runtime_imports_nothing_from_the_binary() {
         );
     }
 }
+
+/// Crates that never act on a path an agent names, so their file access is
+/// the server's own: the file-access check below skips them.
+const SERVER_SIDE_CRATES: &[(&str, &str)] = &[
+    (
+        "paths",
+        "the path crate itself: the jail every agent's file goes through",
+    ),
+    (
+        "plugin-api",
+        "the ABI, the SDK and the conformance kit: plugin files and its own markers",
+    ),
+    (
+        "registry",
+        "loads the plugin libraries the operator installed",
+    ),
+    ("policy", "pure: no I/O"),
+    (
+        "egress",
+        "the proxies: sockets in the server's own egress dirs",
+    ),
+    ("fdpass", "descriptors over a socket"),
+    ("spawn", "starts processes"),
+    ("relay", "reads a command's pipes"),
+    ("exec-group", "the server's own cgroup files"),
+    ("tests", "the black-box tests"),
+    ("bench", "the benchmarks"),
+    ("test-support", "tests only"),
+];
+
+/// Files of the remaining crates that open files, each on the server's own
+/// (never below a sandbox's roots), with what it opens.
+const SERVER_FILES: &[(&str, &str)] = &[
+    ("host/src/api/token.rs", "the API token file"),
+    (
+        "host/src/commands/ask.rs",
+        "/dev/tty: the terminal of the person who ran `run --ask`",
+    ),
+    (
+        "host/src/commands/run.rs",
+        "the spec file `run --spec` names: the user's own input",
+    ),
+    (
+        "host/src/config.rs",
+        "the config and guardrails files the operator named",
+    ),
+    (
+        "host/src/descriptors.rs",
+        "/proc/self/fd: the server's own descriptors",
+    ),
+    (
+        "host/src/entry_points_scan.rs",
+        "compiled for tests only: the workspace's own sources",
+    ),
+    ("host/src/open_files.rs", "/proc/sys/fs/nr_open"),
+    (
+        "runtime/src/egress.rs",
+        "a session's known_hosts, in the server's own egress dir",
+    ),
+    ("runtime/src/random.rs", "/dev/urandom"),
+];
+
+/// The calls that open, read, change or look up a file by path.
+const FILE_ACCESS: &[&str] = &[
+    "std::fs::",
+    "fs::read",
+    "fs::write",
+    "fs::create_dir",
+    "fs::remove",
+    "fs::rename",
+    "fs::copy",
+    "fs::hard_link",
+    "fs::metadata",
+    "fs::symlink",
+    "fs::canonicalize",
+    "fs::set_permissions",
+    "File::open",
+    "File::create",
+    "OpenOptions::new",
+    "DirBuilder::new",
+    "libc::open",
+    "libc::openat",
+    "libc::unlink",
+    "libc::rename",
+    "libc::mkdir",
+    ".canonicalize()",
+    ".read_dir()",
+    ".read_link()",
+    ".symlink_metadata()",
+];
+
+/// Each file's code before its `#[cfg(test)] mod … {` (a `*_tests.rs`
+/// file is all tests), comments and strings blanked.
+fn code_before_tests(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .windows(2)
+        .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod "))
+        .unwrap_or(lines.len());
+    code_only(&lines[..end].join("\n"))
+}
+
+/// Where `code` accesses a file by path: the call's text, each once.
+fn file_access(code: &str) -> BTreeSet<&'static str> {
+    FILE_ACCESS
+        .iter()
+        .filter(|call| code.contains(**call))
+        .copied()
+        .collect()
+}
+
+/// No crate but the path crate opens files below a sandbox's roots on an
+/// agent's behalf (SPEC H2, G5): a front-end, a layer or the runtime that
+/// touches an agent's file does it through `sandbox_paths::jail`, whose
+/// calls are not file access by path. Every other file access in those
+/// crates is listed in [`SERVER_FILES`] with what it opens, so a new one is
+/// a decision someone wrote down. Backends are the boundary itself and are
+/// not scanned; neither are the crates of [`SERVER_SIDE_CRATES`].
+#[test]
+fn no_crate_but_the_path_crate_opens_an_agents_files() {
+    let root = repo();
+    let mut unlisted = Vec::new();
+    let mut scanned = 0;
+    let mut used = BTreeSet::new();
+    for member in members(&root) {
+        if member.starts_with("plugins/") || SERVER_SIDE_CRATES.iter().any(|(c, _)| *c == member) {
+            continue;
+        }
+        let mut files = Vec::new();
+        rust_files(&root.join(&member).join("src"), &mut files);
+        for file in files {
+            let rel = file.strip_prefix(&root).unwrap().display().to_string();
+            if rel.ends_with("_tests.rs") {
+                continue;
+            }
+            scanned += 1;
+            let code = code_before_tests(&std::fs::read_to_string(&file).unwrap());
+            let calls = file_access(&code);
+            if calls.is_empty() {
+                continue;
+            }
+            if SERVER_FILES.iter().any(|(f, _)| *f == rel) {
+                used.insert(rel);
+            } else {
+                unlisted.push(format!(
+                    "{rel}: {}",
+                    calls.into_iter().collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+    }
+    assert!(scanned > 40, "scanned only {scanned} files");
+    assert!(
+        unlisted.is_empty(),
+        "these files access files by path: an agent's files go through \
+         sandbox_paths::jail; a file of the server's own is listed in SERVER_FILES \
+         (tests/integration/structure.rs) with what it is:\n  {}",
+        unlisted.join("\n  ")
+    );
+    let stale: Vec<_> = SERVER_FILES
+        .iter()
+        .filter(|(f, _)| !used.contains(*f))
+        .map(|(f, _)| *f)
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "listed but no longer accessing files: {stale:?}"
+    );
+    for (krate, _) in SERVER_SIDE_CRATES {
+        assert!(
+            members(&root).iter().any(|m| m == krate),
+            "{krate} is no member"
+        );
+    }
+}
+
+/// The check sees a file access: a call by path in code, not one in a
+/// comment or string, and none in the tests below `#[cfg(test)]`.
+#[test]
+fn the_file_access_check_sees_an_access() {
+    let text = "// std::fs::read(x)\nfn f() { let s = \"File::open\"; let t = std::fs::read_to_string(p); }\n\
+                #[cfg(test)]\nmod tests {\n fn g() { File::create(p); }\n}\n";
+    let found = file_access(&code_before_tests(text));
+    assert_eq!(
+        found,
+        BTreeSet::from(["fs::read", "std::fs::"]),
+        "{found:?}"
+    );
+    assert!(file_access(&code_before_tests("fn f() { jail.read(&p); }")).is_empty());
+}

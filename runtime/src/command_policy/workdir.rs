@@ -1,5 +1,5 @@
 //! What the host reads from a command's working directory before the
-//! classifier sees the line ([`sandbox_policy::Workdir`], issue 15 item 6):
+//! classifier sees the line ([`sandbox_policy::Workdir`], SPEC H6):
 //! the bins in `node_modules/.bin`, so `npx vite` in a project that has
 //! vite installed is local code, not a download.
 //!
@@ -13,6 +13,7 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
+use sandbox_paths::jail::{Jail, JailConfig, JailPath, RootConfig};
 use sandbox_plugin_api::SandboxBindMount;
 use sandbox_policy::Workdir;
 
@@ -62,41 +63,41 @@ pub fn matters_for(line: &str) -> bool {
 /// to `place.root`, as npm looks them up (regular files, links followed).
 /// Only names that occur in `line` are checked (an operand the classifier
 /// looks up is in the line), so a project with thousands of bins costs a
-/// directory listing, not a `stat` per bin.
+/// directory listing, not a `stat` per bin. The directory is an agent's:
+/// it is read through the path crate's jail, rooted at the bind, so a link
+/// leading out of the bind is refused by the kernel, not by a string check.
 pub fn look(place: &HostDir, line: &str) -> Workdir {
     let mut npm_bins = BTreeSet::new();
-    let Ok(root) = place.root.canonicalize() else {
+    let Ok(rest) = place.dir.strip_prefix(&place.root) else {
         return Workdir::default();
     };
-    let Ok(dir) = place.dir.canonicalize() else {
+    let config = JailConfig::new(vec![RootConfig::read_only(ROOT, &place.root)]);
+    let Ok(jail) = Jail::new(config) else {
         return Workdir::default();
     };
-    if !dir.starts_with(&root) {
-        return Workdir::default();
-    }
-    for level in dir.ancestors().take_while(|d| d.starts_with(&root)) {
+    for level in rest.ancestors() {
         let bin_dir = level.join("node_modules").join(".bin");
-        let Ok(entries) = std::fs::read_dir(&bin_dir) else {
+        let Ok(entries) = jail.list(&JailPath::in_root(ROOT, &bin_dir)) else {
             continue;
         };
-        for entry in entries.flatten().take(MAX_BINS) {
-            let Ok(name) = entry.file_name().into_string() else {
+        for entry in entries.into_iter().take(MAX_BINS) {
+            let Ok(name) = entry.name.into_string() else {
                 continue;
             };
             if !line.contains(name.as_str()) {
                 continue;
             }
-            let inside = entry
-                .path()
-                .canonicalize()
-                .is_ok_and(|target| target.starts_with(&root) && target.is_file());
-            if inside {
+            let target = JailPath::in_root(ROOT, bin_dir.join(&name));
+            if jail.stat(&target, true).is_ok_and(|meta| meta.is_file()) {
                 npm_bins.insert(name);
             }
         }
     }
     Workdir { npm_bins }
 }
+
+/// The jail's label for the bind it reads beneath.
+const ROOT: &str = "workdir";
 
 #[cfg(test)]
 mod tests {
