@@ -175,6 +175,8 @@ pub fn fixture_against_api(version: &str) -> PathBuf {
     let ws = target_dir().join(format!("fixture-api-{version}"));
     let _ = std::fs::remove_dir_all(&ws);
     copy_tree(&root.join("plugin-api"), &ws.join("plugin-api"));
+    // plugin-api re-exports the path lists of `sandbox-paths`.
+    copy_tree(&root.join("paths"), &ws.join("paths"));
     copy_tree(
         &root.join("tests/fixtures/third-party"),
         &ws.join("third-party"),
