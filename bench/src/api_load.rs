@@ -1,10 +1,10 @@
-//! `sandbox-bench api-load [SANDBOXES] [EXECS] [KIB]`: the concurrent load
-//! of issue 18 item 4 — SANDBOXES sandboxes × EXECS execs at once (default
-//! 32 × 10), each writing KIB KiB (default 1024) of its own 8-byte lines,
-//! read over the API by one client thread per exec, every byte checked —
-//! against the same commands run on the host at once, their pipes read by
-//! the same number of threads (the baseline). Prints aggregate MiB/s and
-//! exec latency of both, and their ratio.
+//! `sandbox-bench api-load [SANDBOXES] [EXECS] [KIB]`: many exec streams over
+//! the API at once (SPEC F10) — SANDBOXES sandboxes × EXECS execs (default 32
+//! × 10), each writing KIB KiB (default 1024) of its own 8-byte lines, read
+//! over the API by one client thread per exec, every byte checked — against
+//! the same commands run on the host at once, their pipes read by the same
+//! number of threads (the baseline). Prints aggregate MiB/s and exec latency
+//! of both, and their ratio.
 //!
 //! The server is `cc_server serve` beside this binary, on a loopback port
 //! of its own; `BACKEND` picks the backend (default: bwrap where

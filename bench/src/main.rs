@@ -305,7 +305,7 @@ fn main() {
     row("bwrap backend: launch → ready", &stats(launch_times), &raw);
     row("bwrap backend: destroy", &stats(destroy_times), &raw);
     // What showing the user's toolchains and mounting the cache overlays
-    // costs (issue 15 item 3): the same launches with `toolchains = false`.
+    // costs (SPEC G4): the same launches with `toolchains = false`.
     let off = ProbeContext {
         options: serde_json::json!({ "toolchains": false }),
         ..ProbeContext::default()

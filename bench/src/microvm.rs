@@ -1,5 +1,5 @@
 //! `sandbox-bench microvm [EXECS]`: the microvm backend against the bwrap
-//! backend in the same run (issue "microvm backend", Measure): cold boot to
+//! backend in the same run (SPEC C5, G2, G3): cold boot to
 //! ready, exec round trip of `true`, stdout throughput. Needs a guest image
 //! and, on hosts without hardware virtualisation, the TCG opt-in:
 //! `CC_SERVER_MICROVM_ACCEL=tcg CC_SERVER_MICROVM_IMAGES=DIR`. Template

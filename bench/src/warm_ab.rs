@@ -1,13 +1,13 @@
 //! `sandbox-bench warm-ab OTHER_INIT|OTHER_BUILD_DIR [EXECS]`: the warm
 //! exec round trip of two builds, this one's and the other, measured exec
-//! by exec in alternation (issue 18 item 2), with and without the
+//! by exec in alternation (SPEC G2), with and without the
 //! create-time guard, against a bare fork/exec in the same rounds. The
 //! other is a sandbox-init (this build's bwrap plugin starts it), or a
 //! directory holding another build's `libsandbox_backend_bwrap.so` and
 //! `sandbox-init` (both are that build's: a change on the host's side of
 //! an exec is measured too). Two runs of the whole bench minutes apart
-//! differ on this host by more than a change of 100 µs; alternation puts
-//! both builds under the same load.
+//! can differ by more than the change being measured (docs/measurements.md);
+//! alternation puts both builds under the same load.
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;

@@ -1,10 +1,10 @@
-//! Hand-off of a decided tunnel to the bwrap sandbox's forwarder (issue 18
-//! item 3): a CONNECT or SOCKS connection that came over the forwarder's
-//! channel ([`Handoff::Offer`]) is given its upstream socket once the
-//! request is decided, dialled and answered, and the forwarder splices
-//! between the command and the upstream itself — one relay instead of
-//! three. Every other connection (the unix sockets by path, the microvm's,
-//! the `none` backend's TCP ports, plain HTTP) is relayed here as before.
+//! Hand-off of a decided tunnel to the bwrap sandbox's forwarder (SPEC E1,
+//! threat model T8): a CONNECT or SOCKS connection that came over the
+//! forwarder's channel ([`Handoff::Offer`]) is given its upstream socket once
+//! the request is decided, dialled and answered, and the forwarder splices
+//! between the command and the upstream itself — one relay instead of three.
+//! Every other connection (the unix sockets by path, the microvm's, the `none`
+//! backend's TCP ports, plain HTTP) is relayed here as before.
 //!
 //! The wire is [`sandbox_fdpass::handoff`]. Only the forwarder holds the
 //! channel, so nothing a command sends can make the proxy hand it a socket:

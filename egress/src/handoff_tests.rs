@@ -1,4 +1,4 @@
-//! The hand-off of decided tunnels to the forwarder (issue 18 item 3), over
+//! The hand-off of decided tunnels to the forwarder (SPEC E1, T8), over
 //! real sockets: the test plays the forwarder's side of the wire by hand
 //! (`sandbox_fdpass::handoff`), so every step of it is checked here, and
 //! the forwarder's own tests check it against a fake proxy.

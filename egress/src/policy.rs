@@ -479,8 +479,8 @@ fn single(ip: IpAddr) -> Net {
 /// A `*` directly over an ICANN public suffix allows every domain anyone can
 /// register there (`*.com`, `*.co.uk`, `www.*.com`): refused. Over a PSL
 /// *private* suffix (`*.githubusercontent.com`) third parties create the
-/// hosts: warned. The `psl` crate measured ~3.5 s clean build on the 2-core
-/// box, so the real list is used rather than a hand-kept table.
+/// hosts: warned. The `psl` crate costs only a few seconds of clean build,
+/// so the real list is used rather than a hand-kept table.
 fn check_wildcard_suffix(
     pattern: &str,
     rest: &str,

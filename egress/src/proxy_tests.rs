@@ -861,7 +861,7 @@ async fn connect_tunnel_echo_both_listeners() {
 }
 
 /// A tunnel's 200 is the status line alone — curl reads it a byte per
-/// call (issue 18 item 3: a new CONNECT's latency) — and the proxy's own
+/// call, so every byte of it is a new CONNECT's latency — and the proxy's own
 /// answers still carry a Date (RFC 9110 §6.6.1).
 #[tokio::test]
 async fn a_tunnels_200_is_bare_and_a_refusal_is_dated() {
@@ -1470,7 +1470,7 @@ async fn session_task_limit_holds_accepting() {
     assert_eq!(&buf, b"HTTP/1.1 403");
 }
 
-/// Issue 16 item 2: with a cap of 2, a CONNECT tunnel and a SOCKS5 tunnel
+/// T29 (SPEC E1, F11): with a cap of 2, a CONNECT tunnel and a SOCKS5 tunnel
 /// fill the session (the tunnel counts after the upgrade, when the HTTP
 /// connection's own task is done); a third connection is refused in its
 /// protocol — 403 with `X-Proxy-Error: connection-cap`, SOCKS "not allowed

@@ -1,6 +1,6 @@
 //! An exec's processes as a cgroup v2 group of their own, so that its
-//! timeout, a kill or a destroy ends every process it started (issue 16
-//! item 6).
+//! timeout, a kill or a destroy ends every process it started (SPEC G6,
+//! threat model T31).
 //!
 //! A command can leave its process group and its session (`setsid`), and
 //! its children are reparented out of any tree when it dies (a double

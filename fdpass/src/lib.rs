@@ -145,7 +145,7 @@ pub fn recv(socket: RawFd, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::Result
     Ok(n)
 }
 
-/// The bytes of the egress hand-off (issue 18 item 3), between the bwrap
+/// The bytes of the egress hand-off (SPEC E1, T8), between the bwrap
 /// forwarder (`sandbox-init`) and the session's proxy (`sandbox-egress`),
 /// here because both sides use them and neither depends on the other.
 ///
@@ -172,12 +172,11 @@ pub mod handoff {
 }
 
 /// Grows this process's descriptor table to `slots` (or the soft
-/// `RLIMIT_NOFILE`, if lower) now. Call it while the process has one
-/// thread: the kernel grows a table shared by threads only after an RCU
-/// grace period (`expand_fdtable`), 15–40 ms on hosts like ours, in the
-/// middle of whatever call crossed the old size (64, then 128, …); a
-/// table of one thread grows without waiting. Best effort: nothing is
-/// lost when it cannot.
+/// `RLIMIT_NOFILE`, if lower) now. Call it while the process has one thread:
+/// the kernel grows a table shared by threads only after an RCU grace period
+/// (`expand_fdtable`) — milliseconds, see docs/measurements.md — in the middle
+/// of whatever call crossed the old size (64, then 128, …); a table of one
+/// thread grows without waiting. Best effort: nothing is lost when it cannot.
 pub fn reserve_table(slots: u64) {
     // SAFETY: an all-zero rlimit is a valid out-parameter.
     let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };

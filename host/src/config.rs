@@ -712,7 +712,7 @@ mod tests {
         }
     }
 
-    /// Issue 16 items 2 and 3: the connection keys, their defaults, and a
+    /// T28: the connection keys, their defaults, and a
     /// reserve that follows a smaller cap.
     #[test]
     fn the_connection_keys_resolve() {
@@ -765,7 +765,7 @@ mod tests {
         }
     }
 
-    /// Issue 16 item 4: `[output] budget_mib`, 64 MiB unless set, checked.
+    /// T33: `[output] budget_mib`, 64 MiB unless set, checked.
     #[test]
     fn the_output_budget_is_read_and_checked() {
         let dir = tempfile::tempdir().unwrap();

@@ -1,28 +1,28 @@
-//! Memory returned to the system after load (issue 16 item 4).
+//! Memory returned to the system after load (threat model T33).
 //!
 //! Output passes through the server in 64 KiB chunks allocated and freed on
 //! many threads (one reader per pipe, tokio's workers and blocking pool).
 //! glibc's malloc gives threads that allocate concurrently arenas of their
 //! own — up to eight per core — and an arena gives memory back only from
 //! the top of its heap, so after a burst most of what was freed stays in
-//! the process, scattered over arenas (`bench/memory` before this: 126 MB
-//! after unread streams on bwrap, 248 MB on none, 180 MB after ordinary
-//! load, from 12 MB at start).
+//! the process, scattered over arenas (`bench/memory` shows it; its
+//! figures before and after each measure are in docs/measurements.md).
 //!
 //! Three measures, each measured with `bench/memory` (the third also by
 //! the page faults of one API stream):
 //! - `malloc_trim(0)` ([`give_back`]) after a sandbox is destroyed: glibc
 //!   returns the free pages of every arena, not only each heap's top. This
-//!   is what brings RSS back (14–19 MB after either load, start 10 MB);
+//!   is what brings RSS back near where it started;
 //! - fewer arenas ([`tune_malloc`], at start): less memory spread where the
-//!   next burst cannot reuse it (peak under 100 unread streams 111 MB
-//!   instead of 133 MB with glibc's default). Alone, without the trim and
-//!   the output budget, it does not help (964 MB kept);
+//!   next burst cannot reuse it (a lower peak under unread streams than
+//!   with glibc's default). Alone, without the trim and the output budget,
+//!   it does not help: nearly all of the peak stays;
 //! - a trim threshold of [`TRIM_THRESHOLD`] ([`tune_malloc`]): glibc's
 //!   default (128 KiB, raised only as `mmap`ed blocks are freed) gave the top
 //!   of a heap back after nearly every 64 KiB chunk, to be faulted in again
-//!   for the next: 52,000 page faults and their TLB shoot-downs per GiB of
-//!   one API stream, up to a fifth of the server's CPU time (issue 18 item 4).
+//!   for the next: tens of thousands of page faults and their TLB
+//!   shoot-downs per GiB of one API stream, a large share of the server's
+//!   CPU time (SPEC F10).
 //!   What load leaves is still given back, by the trim above.
 //!
 //! All are glibc's; elsewhere they do nothing.

@@ -1,7 +1,7 @@
 //! The server's soft `RLIMIT_NOFILE`, raised to its hard limit at start
-//! (issue 16 item 2): every API connection, egress tunnel and sandbox pipe
-//! is a descriptor, and at the usual soft default of 1,024 about a thousand
-//! bare connects would leave none for anyone.
+//! (threat model T28, T29): every API connection, egress tunnel and sandbox
+//! pipe is a descriptor, and at the usual soft default of 1,024 about a
+//! thousand bare connects would leave none for anyone.
 
 /// The soft limit to set: the hard one, bounded by the kernel's
 /// `fs.nr_open` (an unlimited hard limit cannot be the soft one); `None`
@@ -20,8 +20,8 @@ const RESERVED_SLOTS: u64 = 4096;
 /// For `serve`, while the process has one thread: the soft limit raised,
 /// then the descriptor table grown to [`RESERVED_SLOTS`] at once — grown
 /// later, with the runtime's threads sharing it, each doubling from 64 on
-/// would wait for an RCU grace period (15–40 ms here) inside whichever
-/// request crossed it.
+/// would wait for an RCU grace period (milliseconds; docs/measurements.md)
+/// inside whichever request crossed it.
 pub fn prepare() {
     raise();
     sandbox_fdpass::reserve_table(RESERVED_SLOTS);

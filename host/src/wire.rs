@@ -120,9 +120,10 @@ pub fn event_line(event: &Event) -> Vec<u8> {
 }
 
 /// Appends `text` as a JSON string, quotes included: the same bytes as
-/// `serde_json`'s, but looked at eight bytes at a time. Output is mostly
-/// text that needs no escape, and `serde_json` looks at it a byte at a time:
-/// a fifth of the server's time on a 1 GiB stream (issue 18 item 4).
+/// `serde_json`'s, but looked at eight bytes at a time. Output is mostly text
+/// that needs no escape, and `serde_json` looks at it a byte at a time, a large
+/// share of the server's time on a long output stream (SPEC F10; figures in
+/// docs/measurements.md).
 fn push_json_string(out: &mut Vec<u8>, text: &str) {
     let bytes = text.as_bytes();
     out.reserve(bytes.len() + 2);

@@ -1,4 +1,5 @@
-//! The repository's docs resolve inside the repository (issue 17 item 4):
+//! The repository's docs resolve inside the repository, so a citation in a
+//! comment, a test name or a doc can always be followed:
 //!
 //! - every requirement cited as `SPEC X#` (lists and ranges included) is an
 //!   entry of `docs/requirements.md`;

@@ -115,7 +115,8 @@ pub fn is_ssh_host_key(name: &str) -> bool {
 /// (SPEC C1's mandatory denies), when they exist. Writing them would run
 /// code later, outside the sandbox: a shell rc file on the next login, a
 /// git hook on the next commit, an agent's config on its next start, a
-/// tool's config that names a program to run (SPEC G5, issue 14 item 5).
+/// tool's config that names a program to run (SPEC G5; code the host runs
+/// later, docs/threat-model.md §4).
 /// Git's other config files (a submodule's, a worktree's, a `.git` file)
 /// sit deeper; backends find them in each repository (bwrap's plan) or
 /// refuse what they cannot keep (microvm).

@@ -60,9 +60,9 @@ use std::path::{Component, Path, PathBuf};
 pub const DEPENDENCY_DIRS: &[&str] = &["node_modules", "site-packages", "dist-packages", ".venv"];
 
 /// The default globs (docs/design.md §8): secrets a command must not create,
-/// and files that would run code outside the sandbox later (SPEC G5, issue 14
-/// item 5). The families, and which are left writable on purpose, are
-/// inventoried in the threat model; each has a black-box test in
+/// and files that would run code outside the sandbox later (SPEC G5). The
+/// families, and which are left writable on purpose, are inventoried in
+/// docs/threat-model.md §4; each has a black-box test in
 /// `tests/integration/guard.rs`.
 pub const DEFAULT_GLOBS: &[&str] = &[
     // Secrets, anywhere.
@@ -920,7 +920,7 @@ mod tests {
         assert!(s.guards_inside("bin", true), "~/bin is a PATH directory");
     }
 
-    /// Issue 14 item 5: the secret names match in any case (macOS shares
+    /// SPEC G5: the secret names match in any case (macOS shares
     /// these globs and ignores case); so does every other name.
     #[test]
     fn names_match_in_any_case() {
@@ -940,7 +940,7 @@ mod tests {
         assert!(!match_name(b"*.pem", b"a.pex"));
     }
 
-    /// Issue 15 item 5: an empty hooks directory may be made (libgit2,
+    /// SPEC G4, G5: an empty hooks directory may be made (libgit2,
     /// JGit, `cargo new`), nothing inside it, in a submodule's either; and
     /// no directory can be renamed or symlinked into its place.
     #[test]
@@ -975,7 +975,7 @@ mod tests {
         );
     }
 
-    /// Issue 14 item 5: what git reads as config in a repository that
+    /// SPEC G5: what git reads as config in a repository that
     /// existed is protected, while a new repository's may be written.
     #[test]
     fn every_git_config_of_an_existing_repository_is_protected() {
@@ -999,7 +999,7 @@ mod tests {
         assert!(s.matching(".git/worktrees/wt/HEAD", false).is_none());
     }
 
-    /// Issue 14 item 5: the home's own families apply at `$HOME` only.
+    /// SPEC G5: the home's own families apply at `$HOME` only.
     #[test]
     fn home_only_globs_apply_at_home_only() {
         let s = set();

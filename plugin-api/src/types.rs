@@ -379,7 +379,7 @@ pub mod capability {
     pub const NET_PROXY_ONLY: &str = "net.proxy-only";
     /// The backend honours [`super::ExecRequest::host_fds`]: it copies
     /// between descriptors of the host process and the command's own pipes
-    /// (issue 18 item 4). Only in-process plugins can announce it.
+    /// at pipe speed (SPEC F10). Only in-process plugins can announce it.
     pub const HOST_FDS: &str = "exec.host-fds";
 }
 

@@ -88,7 +88,7 @@ fn table_decisions_per_mode() {
     );
 }
 
-/// Issue 15 item 6: the rows run in a project whose `node_modules/.bin`
+/// SPEC H7: the rows run in a project whose `node_modules/.bin`
 /// holds [`PROJECT_BINS`]; every row's class and decision in every mode.
 #[test]
 fn table_in_a_project_with_local_bins() {

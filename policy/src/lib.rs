@@ -361,7 +361,7 @@ pub fn analyze_in(line: &str, workdir: &Workdir) -> Analysis {
 /// only fact about the file system the classifier takes, given as data so
 /// the crate stays pure and table-testable.
 ///
-/// It exists for one misclassification (issue 15 item 6): `npx vite` in a
+/// It exists for one misclassification (SPEC H7): `npx vite` in a
 /// project whose `node_modules/.bin/vite` exists runs that local file and
 /// downloads nothing (npm's `libnpmexec` looks for the name in
 /// `node_modules/.bin` of the project and its ancestors before it asks the

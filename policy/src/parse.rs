@@ -17,8 +17,8 @@ use brush_parser::ast::Program;
 use brush_parser::word::WordPieceWithSource;
 use brush_parser::{Parser, ParserOptions};
 
-/// Longest command line looked at; longer is opaque. Parsing is linear in
-/// width (about 30 µs a token in a debug build), so this bounds the time.
+/// Longest command line looked at; longer is opaque. Parsing is linear in width
+/// (tens of microseconds a token in a debug build), so this bounds the time.
 pub(crate) const MAX_LINE_BYTES: usize = 64 * 1024;
 
 fn options() -> ParserOptions {
@@ -37,11 +37,11 @@ fn options() -> ParserOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Shape {
     /// The deepest nesting of brackets and compound commands. Balanced
-    /// nesting costs polynomial time (debug build: 16 nested `if` ≈ 40 ms,
-    /// 64 ≈ 2 s; 128 overflow a 2 MiB stack).
+    /// nesting costs polynomial time, and deep enough nesting overflows a
+    /// 2 MiB stack (figures in docs/measurements.md).
     pub depth: usize,
-    /// Openers never closed. Each doubles the time (16 unclosed `(` ≈ 13 ms,
-    /// 28 ≈ 52 s; 16 unclosed `case x in x)` ≈ 0.7 s).
+    /// Openers never closed. Each doubles the time (figures in
+    /// docs/measurements.md).
     pub unclosed: usize,
     /// A reason brush-parser must not see this text at all.
     pub hazard: Option<&'static str>,

@@ -176,7 +176,7 @@ pub(crate) const TABLE: &[Row] = &[
     t("yum install gcc", "install", P, D),
     t("apk add curl", "install", P, D),
     t("npx create-react-app x", "install", P, D),
-    // issue 15 item 6: what installs nothing is not an install.
+    // H7: what installs nothing is not an install.
     t("npm init", "other", A, D),
     t("npm init -y", "other", A, D),
     t("npm init -w packages/web --yes", "other", A, D),
@@ -398,7 +398,7 @@ pub(crate) const TABLE: &[Row] = &[
 pub(crate) const PROJECT_BINS: &[&str] = &["vite", "jest"];
 
 /// Rows classified in a project where `node_modules/.bin` holds
-/// [`PROJECT_BINS`] (issue 15 item 6): running an installed bin downloads
+/// [`PROJECT_BINS`] (SPEC H7): running an installed bin downloads
 /// nothing, and every form that may still fetch stays an install.
 #[cfg(test)]
 #[rustfmt::skip]

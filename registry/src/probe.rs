@@ -12,7 +12,7 @@ use sandbox_plugin_api::{API_VERSION, ErrorCode, ProbeContext, ProbeReport};
 /// Probes started one by one as their backends are found, each on a
 /// thread of its own under a timeout of its own, and gathered at the end:
 /// the first plugin's probe (bwrap's is the longest) runs while the next
-/// plugins load instead of after them (issue 18 item 1).
+/// plugins load instead of after them, so a start waits less (SPEC B1).
 pub(crate) struct Probes<'a> {
     options: &'a BTreeMap<String, serde_json::Value>,
     fresh: bool,

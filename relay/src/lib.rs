@@ -17,7 +17,7 @@
 //! for a pipe no process can write any more — every write end closed
 //! (`POLLHUP` on the read end: the command and everything it started are
 //! gone), so its end will come, however late its reader is scheduled on a
-//! starved host (issue 16: once, one 64 KiB chunk was lost that way). The
+//! starved host (SPEC F10: no byte is lost, however late). The
 //! grace only counts time the readers wait for a pipe that something still
 //! holds open and silent (or that a background process trickles into). What
 //! a reader may still read once `finish` began is capped at
@@ -27,7 +27,7 @@
 //! A relay is made with [`Relay::prepare`] and its readers started with
 //! [`Readers::start`]: a backend starts them once its command runs, so
 //! their start is not on the exec's way in (the pipes hold what the
-//! command writes meanwhile; issue 18 item 2). Dropped unstarted, the pipes
+//! command writes meanwhile; SPEC G2). Dropped unstarted, the pipes
 //! close.
 //!
 //! Where the host hands over a descriptor of its own for stdout (`cc_server
@@ -297,7 +297,7 @@ impl Relay {
     /// both pipes have ended already — the usual case, a command's pipes
     /// close as it exits, before its end is reported — so the caller needs
     /// no thread of its own for it (one thread start less on every exec's
-    /// way to its `exit`, issue 18 item 2). Gives `terminal` back while a
+    /// way to its `exit`, SPEC G2). Gives `terminal` back while a
     /// pipe is still open: then [`Relay::finish`], where waiting is fine.
     pub fn finish_if_drained(&self, terminal: EventBody) -> Result<(), EventBody> {
         debug_assert!(terminal.is_terminal());
@@ -501,7 +501,7 @@ mod tests {
         signal: None,
     };
 
-    /// Issue 16: the command wrote 256 KiB and exited; the last 60 KiB are
+    /// F10: the command wrote 256 KiB and exited; the last 60 KiB are
     /// in the pipe when `finish` begins, and the reader is not scheduled
     /// for longer than every grace. No process can write the pipe any
     /// more, so its end is waited for: nothing is lost, exit comes last.
@@ -597,7 +597,7 @@ mod tests {
         );
     }
 
-    /// Issue 18 item 2: with a pipe still open the end waits for
+    /// G2: with a pipe still open the end waits for
     /// `finish`; once both pipes have ended it is emitted at once, after
     /// the output, and only once.
     #[test]

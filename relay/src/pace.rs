@@ -3,8 +3,8 @@
 //! A reader that returns to `poll`/`read` as soon as it has moved what was
 //! there is woken again by the command's very next write — every 4–8 KiB
 //! for `seq`, `yes | head` or stdio's buffers. On a small host those
-//! wake-ups, not the copying, were most of a stream's cost (issue 18 item
-//! 4: 188–215 k `poll` + `splice` pairs per GiB). While a command streams,
+//! wake-ups, not the copying, were most of a stream's cost (SPEC F10; the
+//! counts are in docs/measurements.md). While a command streams,
 //! the reader pauses briefly before it reads again, so one read moves what
 //! several writes put in the pipe. The first read after a quiet spell is
 //! never delayed, so interactive output keeps its latency; a read that

@@ -10,11 +10,11 @@
 //! NoSandboxAdapter passed the host env through, and here even the `none`
 //! backend gets the sanitized one.
 //!
-//! Stripping holds whatever the spelling (issue 16 item 1). A command gets
-//! its environment as `NAME=value` strings, so a name is what the command
-//! reads up to the first `=` and a string ends at NUL: the name
-//! `LD_PRELOAD=/x.so:y` arrives as `LD_PRELOAD`, and `LD_PRELOAD\0x` too.
-//! Each spelling is either refused or stripped:
+//! Stripping holds whatever the spelling (SPEC H5; threat model T11). A
+//! command gets its environment as `NAME=value` strings, so a name is what the
+//! command reads up to the first `=` and a string ends at NUL: the name
+//! `LD_PRELOAD=/x.so:y` arrives as `LD_PRELOAD`, and `LD_PRELOAD\0x` too. Each
+//! spelling is either refused or stripped:
 //!
 //! - **refused** ([`check`], before the command policy or a backend sees
 //!   the exec): an empty name, a name with `=`, NUL or another control
@@ -413,7 +413,7 @@ mod tests {
         assert_eq!(base["LANG"], "C.UTF-8");
     }
 
-    /// Issue 16 item 1: what a command would read as another name is refused.
+    /// H5, T11: what a command would read as another name is refused.
     #[test]
     fn names_a_command_would_misread_are_refused() {
         let one = |k: &str, v: &str| BTreeMap::from([(k.to_owned(), v.to_owned())]);
@@ -438,7 +438,7 @@ mod tests {
         }
     }
 
-    /// Issue 16 item 1: stripping does not depend on the case of a name.
+    /// H5, T11: stripping does not depend on the case of a name.
     #[test]
     fn stripping_ignores_case() {
         for name in [

@@ -1,10 +1,10 @@
-//! Processes made the way `posix_spawn` makes them (issue 18 item 2): the
+//! Processes made the way `posix_spawn` makes them (SPEC G2): the
 //! child shares its parent's memory (`CLONE_VM`) on a stack of its own
 //! until it execs, and the calling thread waits for that (`CLONE_VFORK`).
 //! A `fork` copies the parent's page tables for every command, and the
 //! exec throws the copy away again, with copy-on-write faults on both sides
-//! between — on this host ~0.1–0.6 ms per command, growing with the
-//! parent's resident memory (docs/measurements.md). Made straight into a
+//! between — a cost that grows with the parent's resident memory
+//! (docs/measurements.md). Made straight into a
 //! cgroup (`CLONE_INTO_CGROUP`) where the kernel allows: joining one by
 //! writing `cgroup.procs` waits out an RCU grace period.
 //!

@@ -412,7 +412,7 @@ fn exec_timeout_ends_with_killed() {
 
 /// B6, B7: `?backend=microvm` that cannot run is a 422 naming microvm (no
 /// silent downgrade; the request cannot be served, the server is fine —
-/// issue 16 item 7) with the remedy; an unknown name gets `none`; unknown
+/// T19) with the remedy; an unknown name gets `none`; unknown
 /// query params are 400.
 #[test]
 fn backend_query_parameter() {
@@ -937,7 +937,7 @@ fn post_bind(server: &Server, host_path: &Path, read_only: bool) -> Response {
     server.call("POST", "/v1/sandboxes", Some(&body.to_string()))
 }
 
-/// G5, F6, F7 (issue 14 item 6): a bind the server will not give — the
+/// G5, F6, F7 (T13–T17): a bind the server will not give — the
 /// host's root, a kernel interface, a system directory writable (also
 /// through a link), a secret (also through a link), the token's directory,
 /// a plugins directory writable — is a 400 naming `bindMounts`, with the
@@ -1003,7 +1003,7 @@ fn hostile_binds_are_refused_with_400_and_nothing_launches() {
     }
 }
 
-/// G5 (issue 14 item 6): with `[api] bind_roots`, a bind outside every root
+/// G5 (T13–T17): with `[api] bind_roots`, a bind outside every root
 /// — also one that leaves a root through a link — is a 400 naming the key;
 /// one below a root launches.
 #[test]
@@ -1034,7 +1034,7 @@ fn bind_roots_restrict_every_bind() {
     assert_eq!(response.status, 201, "{}", text(&response.body));
 }
 
-/// G5 (issue 14 item 8): a `Host` that is neither loopback nor the listen
+/// G5 (T22): a `Host` that is neither loopback nor the listen
 /// address is a 421 naming the rule (DNS rebinding), on every route; the
 /// loopback names and addresses, with any port, are served.
 #[test]
@@ -1097,7 +1097,7 @@ fn a_foreign_host_header_is_refused_with_421() {
     }
 }
 
-/// G5 (issue 14 item 8): a request carrying `Origin` (a browser page's) is a
+/// G5 (T22): a request carrying `Origin` (a browser page's) is a
 /// 403 naming the rule and `[api] allowed_origins`, before the token is
 /// looked at; a listed origin is served.
 #[test]
@@ -1132,7 +1132,7 @@ fn a_request_with_an_origin_is_refused_unless_listed() {
     assert_eq!(listed.status, 200, "{}", text(&listed.body));
 }
 
-/// G5 (issue 14 item 8): a token file another user owns, one the group can
+/// G5 (T21): a token file another user owns, one the group can
 /// read, or a link is refused at start (125), naming the file, the owner or
 /// mode, and the fix.
 #[test]
@@ -1219,7 +1219,7 @@ fn closed_now(stream: &std::net::TcpStream) -> bool {
     closed
 }
 
-/// Issue 16 item 2: a connection that sends nothing, one that sends half a
+/// T28: a connection that sends nothing, one that sends half a
 /// header, and a keep-alive connection idle after its request are closed
 /// (`[api] header_read_timeout_secs`, `idle_timeout_secs`, here 1 s, checked
 /// within a generous 10 s) — while an exec stream and the approvals stream
@@ -1340,7 +1340,7 @@ fn read_one_response(stream: &mut std::net::TcpStream) -> Result<Response, Strin
     }
 }
 
-/// Issue 16, the defect the soak found: the header-read and idle deadlines
+/// T28, the defect the soak found: the header-read and idle deadlines
 /// punish a slow client, never a slow server. A CPU-starved server, made
 /// deterministic: the server is stopped (SIGSTOP) while 40 clients each
 /// send a whole request — 20 on fresh connections (the header-read
@@ -1412,7 +1412,7 @@ fn requests_sent_whole_to_a_stalled_server_are_answered_not_reset() {
     );
 }
 
-/// Issue 16 item 2 and 7: a client that began its request and did not
+/// T28, T19: a client that began its request and did not
 /// finish the head within `[api] header_read_timeout_secs` (1 s) is told
 /// so — a JSON 408 naming the key — before the close; one that sent
 /// nothing is closed without an answer (a request it sends just then is
@@ -1444,7 +1444,7 @@ fn a_half_sent_head_gets_a_json_408_and_a_silent_connection_nothing() {
     assert!(nothing.is_empty(), "{}", text(&nothing));
 }
 
-/// Issue 16 item 2: with `[api] max_connections = 20`, 40 bare connects
+/// T28: with `[api] max_connections = 20`, 40 bare connects
 /// without a token (idle, never sending a byte) do not lock anyone out:
 /// the oldest idle ones are closed to make room, `/healthz` answers and an
 /// exec on a live sandbox runs. When every connection is busy, one more is
@@ -1513,7 +1513,7 @@ fn idle_unauthenticated_connections_do_not_lock_out_healthz_or_an_exec() {
     );
 }
 
-/// Issue 16 item 3: SIGTERM ends the server within a bound
+/// T28: SIGTERM ends the server within a bound
 /// (`[api] shutdown_timeout_secs`, here 2 s; checked within `stop`'s
 /// generous 30 s) while a client holds the stream of a command that writes
 /// endlessly and never reads it; the command is gone afterwards.
@@ -1582,7 +1582,7 @@ fn shutdown_ends_while_a_client_holds_an_unread_exec_stream() {
     }
 }
 
-/// Issue 16 item 2: `serve` raises its soft `RLIMIT_NOFILE` to the hard
+/// T28: `serve` raises its soft `RLIMIT_NOFILE` to the hard
 /// limit (started here with a soft limit of 256) and logs it once.
 #[test]
 fn serve_raises_its_open_files_limit_to_the_hard_one() {
@@ -1611,7 +1611,7 @@ fn serve_raises_its_open_files_limit_to_the_hard_one() {
     );
 }
 
-// ------------------------------------------------ issue 16 items 1 and 7
+// -------------------------- the environment's names (T11) and errors (T19)
 
 /// A server with `none`, and `bwrap` when this machine has it; the
 /// backends to drive, with the spec each sandbox gets over `dir`.
@@ -1657,7 +1657,7 @@ fn json_error(response: &Response, status: u16, what: &str) -> Value {
     body
 }
 
-/// Issue 16 item 1 (H5): an env name a command would read as another —
+/// H5, T11: an env name a command would read as another —
 /// with `=`, NUL or a line break, or empty — or a value with NUL, is a 400
 /// naming it; so is a name given twice. Nothing runs, on either backend.
 #[test]
@@ -1705,7 +1705,7 @@ fn env_names_a_command_would_misread_are_refused_naming_them() {
     }
 }
 
-/// Issue 16 item 1 (H5): stripping holds whatever the spelling — a
+/// H5, T11: stripping holds whatever the spelling — a
 /// lower-case or mixed-case name, a value that holds a line break and
 /// `LD_PRELOAD=` after it — on both backends: the loader never sees
 /// `LD_PRELOAD` (it would say so on stderr), and the command's own
@@ -1754,7 +1754,7 @@ fn stripping_holds_whatever_the_spelling() {
     }
 }
 
-/// Issue 16 item 7: every error is the API's JSON with
+/// T19: every error is the API's JSON with
 /// `Content-Type: application/json` and the status meaning what it says —
 /// from the router (404, 405), the body limit (413), a body of another type
 /// (415), a bad path or query (400) — and the server stays healthy.
@@ -2015,7 +2015,7 @@ fn rest_of(stream: &mut std::io::BufReader<std::net::TcpStream>) -> Vec<Value> {
     read_until(stream, "\"exit\"")
 }
 
-/// Issue 16 item 7: stdin beyond the body limit streams in —
+/// Streamed stdin: stdin beyond the body limit streams in —
 /// `"stdin": "stream"`, then a chunked `POST …/stdin` of 16 MiB — with
 /// every byte intact (`sha256sum` inside equals the host's), on both
 /// backends; the end of the upload closes stdin, after which another
@@ -2047,7 +2047,7 @@ fn a_16_mib_stdin_streams_in_with_every_byte_intact() {
     }
 }
 
-/// Issue 16 item 7: `?close=false` keeps stdin open for the next upload;
+/// T19: `?close=false` keeps stdin open for the next upload;
 /// an exec that was not started with `"stdin": "stream"` takes none (409),
 /// `input` and `"stdin": "stream"` together are a 400, and the upload's
 /// body must be `application/octet-stream` (415).
@@ -2136,7 +2136,7 @@ fn streamed_stdin_comes_in_pieces_and_only_where_asked_for() {
     assert_eq!(events.last().unwrap()["type"], "killed", "{events:?}");
 }
 
-/// Issue 16 (tests): a table of malformed requests — every route, wrong
+/// T19: a table of malformed requests — every route, wrong
 /// methods, bodies, types, paths, queries, tokens and headers, and requests
 /// the HTTP layer cannot parse — each answered with its own 4xx as the
 /// API's JSON, the server healthy after.
@@ -2349,7 +2349,7 @@ fn a_table_of_malformed_requests_each_gets_a_json_4xx() {
     assert_eq!(joined(&events, "stdout"), "ok\n");
 }
 
-/// Issue 16 item 5: egress directories of servers from before owner files
+/// T32: egress directories of servers from before owner files
 /// (`cc_server-egress-*` without `.owner`, planted here) are removed by a
 /// start once they are an hour old and nobody listens on their sockets; one
 /// whose server still listens, and a young one, stay.
@@ -2416,7 +2416,7 @@ fn none_tracks_by_cgroup(handle: &Value) -> bool {
     false
 }
 
-/// F10, issue 16 item 6: a `none` exec's timeout ends every process it
+/// F10, T31: a `none` exec's timeout ends every process it
 /// started — here one that left the exec's session and process group with
 /// `setsid` — not only its process group.
 #[test]
@@ -2434,7 +2434,7 @@ fn a_none_exec_timeout_ends_what_it_started_with_setsid() {
     setsid_cannot_outlive_a_timeout(&server, "ts");
 }
 
-/// F10, issue 16 item 6: the kill route ends every process of a `none`
+/// F10, T31: the kill route ends every process of a `none`
 /// exec, the `setsid` one too, with the signal asked for.
 #[test]
 fn killing_a_none_exec_ends_what_it_started_with_setsid() {
@@ -2451,7 +2451,7 @@ fn killing_a_none_exec_ends_what_it_started_with_setsid() {
     setsid_cannot_outlive_a_kill(&server, "ks");
 }
 
-/// Issue 16 item 5: `none` commands die with a server killed by SIGKILL —
+/// T32: `none` commands die with a server killed by SIGKILL —
 /// the command and what it started, in its session or in one of its own.
 #[test]
 fn none_commands_die_with_a_killed_server() {
@@ -2504,12 +2504,13 @@ fn blocked_writing(pid: i32) -> bool {
         .is_ok_and(|w| w.trim().ends_with("pipe_write"))
 }
 
-/// Issue 16 item 4 (SPEC G6): one budget for the output of all exec streams
+/// T33 (SPEC G6): one budget for the output of all exec streams
 /// together, on top of each stream's cap. 32 clients that never read, each
 /// of an endless writer, with `[output] budget_mib = 4`: every writer ends
 /// up held, asleep writing into its full pipe (backpressure — nothing is
 /// killed), and the server's RSS stays within the budget plus a generous
-/// 200 MB (before the budget: ~12 MB per unread stream, over 400 MB here).
+/// 200 MB (without the budget each unread stream held megabytes;
+/// docs/measurements.md).
 /// Eight streams beside them, each of a command writing a known 2 MiB text,
 /// unread all that time, deliver every byte in order when read afterwards,
 /// and end with exit 0.

@@ -805,7 +805,7 @@ fn unguarded_sh(plugins: &Plugins, cwd: &Path, script: &str) -> Output {
     out
 }
 
-/// G5, issue 14 item 5 (the plan's half, which holds with the guard off):
+/// G5, threat model §4 (the plan's half, which holds with the guard off):
 /// in a repository at the top of the writable bind, a submodule's `config`
 /// and hooks and the per-worktree `config.worktree` are read-only mounts;
 /// in a worktree bound on its own, its `.git` file (`gitdir:`) is. Host:
@@ -1490,7 +1490,7 @@ fn the_bwrap_probe_is_available_without_a_kernel_boundary() {
     assert_eq!(bwrap[0]["probe"]["kernelBoundary"], false, "{body}");
 }
 
-/// Issue 15 item 4: the private `$HOME` gets the host user's `user.name` and
+/// G4: the private `$HOME` gets the host user's `user.name` and
 /// `user.email` and nothing else of the host's git config, so `git commit`
 /// works; the host's own file is neither visible nor written.
 #[test]
@@ -1528,7 +1528,7 @@ fn commits_carry_the_host_users_identity_and_nothing_else_of_their_config() {
     assert_eq!(std::fs::read_to_string(&host_config).unwrap(), original);
 }
 
-/// G5 (issue 14 item 6): `run` in a directory that holds a plugins
+/// G5 (T15): `run` in a directory that holds a plugins
 /// directory the server searches (a checkout with its build inside, as in
 /// the README's first command) runs, with that directory read-only inside:
 /// a library planted there would be loaded, unsandboxed, at the next start.
@@ -1564,7 +1564,7 @@ fn a_plugins_directory_inside_the_workdir_stays_read_only() {
     assert!(!plugins.join("libsandbox_backend_evil.so").exists());
 }
 
-/// G4 (issue 15): a rename and a hard link across directories of the
+/// G4: a rename and a hard link across directories of the
 /// workspace — what rustc does with every `.rmeta`, what `git`, `pip` and
 /// `npm` do with their temporary files — work with the guard on and off.
 /// With the guard off the commands' own `rename(2)` reaches the kernel, and
@@ -1676,7 +1676,7 @@ fn has_guard(probe: &Value) -> bool {
         .any(|c| c == "fs.deny-glob-on-create")
 }
 
-/// Issue 18 item 1: the canary and the guard's self-test run once per boot
+/// B1, T30: the canary and the guard's self-test run once per boot
 /// and are kept in a 0700 directory; a second `run` uses them (the self-test
 /// is not run again: the run's log says so), `probe` shows it, and
 /// `probe --fresh` runs them again.
@@ -1956,7 +1956,7 @@ fn exec_groups_of(handle: &Value) -> Option<PathBuf> {
     None
 }
 
-/// F10, issue 16 item 6: a bwrap exec's timeout ends every process it
+/// F10, T31: a bwrap exec's timeout ends every process it
 /// started — here one that left its session with `setsid`, which PID 1's
 /// process-group signal alone does not reach — and the sandbox lives on.
 #[test]
@@ -1974,7 +1974,7 @@ fn a_bwrap_exec_timeout_ends_what_it_started_with_setsid() {
     assert_eq!(joined(&events, "stdout"), "still here\n", "{events:?}");
 }
 
-/// F10, issue 16 item 6: the kill route ends every process of a bwrap
+/// F10, T31: the kill route ends every process of a bwrap
 /// exec with the signal asked for, the one in a session of its own too.
 #[test]
 fn killing_a_bwrap_exec_ends_what_it_started_with_setsid() {
@@ -1989,7 +1989,7 @@ fn killing_a_bwrap_exec_ends_what_it_started_with_setsid() {
     setsid_cannot_outlive_a_kill(&server, "ks");
 }
 
-/// Issue 16 item 5: a start after a server was killed removes the runtime
+/// T32: a start after a server was killed removes the runtime
 /// state it left — its sessions' egress directories and its execs' cgroups
 /// — and keeps a live server's, by the owner each names.
 #[test]

@@ -440,7 +440,7 @@ fn none_sessions_get_credentialed_loopback_proxies() {
     assert_eq!(violations(&out), [format!("no.test:{c}")], "{}", both(&out));
 }
 
-/// Issue 16 item 2: the session's proxies take at most `[egress]
+/// T29 (SPEC E1): the session's proxies take at most `[egress]
 /// max_connections` open connections (here 2, held open by the command);
 /// one more is refused in its protocol (403, `X-Proxy-Error:
 /// connection-cap`) with a `network-outbound` violation naming the cap and
@@ -532,7 +532,7 @@ fn holders_of_connection(local: u16, remote: u16) -> Vec<String> {
     holders
 }
 
-/// Issue 18 item 3: a CONNECT tunnel from a bwrap sandbox is handed to the
+/// E1, T8: a CONNECT tunnel from a bwrap sandbox is handed to the
 /// sandbox's forwarder — the upstream socket is held by the forwarder and,
 /// as its kept handle, by the server, and by nothing else — and destroying
 /// the session still ends it: the host's server sees the connection close.

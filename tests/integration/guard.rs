@@ -591,7 +591,7 @@ fn links_cannot_reach_a_protected_name() {
 
 /// G1: mknod (a fifo, a regular file made by mknod) and mkdir cannot make a
 /// protected name: `*.pem`, `*.key`, `.env`, `.env.*`, `.claude`. A missing
-/// `.git/hooks` may be made as an empty directory (issue 15 item 5:
+/// `.git/hooks` may be made as an empty directory (G4:
 /// libgit2, JGit and `cargo new` do), but nothing can be made in it — a hook
 /// planted there would run on the host — and no symlink can take its place
 /// (it would lead the hooks out of the rules' sight). Host: none of the
@@ -1070,7 +1070,7 @@ int main(void) {
     assert!(w.join("after.txt").exists(), "{}", both(&out));
 }
 
-/// Issue 18 item 3 (threat model T4, T8): the forwarder holds its channel
+/// Threat model T4, T8: the forwarder holds its channel
 /// to the proxy and every handed-off upstream socket — host sockets, which
 /// could be disconnected and connected anywhere. A command holding a live
 /// handed-off tunnel finds the forwarder by its `/proc` entry (the sandbox's
@@ -2066,7 +2066,7 @@ fn a_fresh_script_in_the_work_dir_cannot_be_executed() {
     assert!(work.path().join("copied-true").exists(), "{}", both(&out));
 }
 
-/// F5 on Linux (issue 15 item 1): `run` grants its work dir and the
+/// F5 on Linux: `run` grants its work dir and the
 /// private /tmp by default, so what a build writes there runs — a script,
 /// a copied binary, through the loader too; what the grants open stays
 /// closed elsewhere: another writable bind, a bound `$HOME`, and a
@@ -2139,7 +2139,7 @@ fn exec_grants_open_the_work_dir_and_nothing_else() {
     assert!(!text(&out.stdout).contains("READY-RAN"), "{}", both(&out));
 }
 
-/// Issue 15 item 2: an exec refusal explains itself. The command itself
+/// G4, F12, H14: an exec refusal explains itself. The command itself
 /// refused: the error names the exec rule and the grant that would allow
 /// it (from the kernel's EACCES and the file's mode, not from the rules); a
 /// program a shell could not start, or the loader could not map: a
@@ -2393,7 +2393,7 @@ fn assert_host_git_runs_nothing(w: &Path, marker: &Path, out: &Output) {
     }
 }
 
-/// G5, issue 14 item 5 (the create-time guard's half): in a repository that
+/// G5, threat model §4 (the create-time guard's half): in a repository that
 /// existed at launch — nested in the work dir, so the plan's mounts do not
 /// reach it and the guard's start-up scan alone protects it — a submodule's
 /// `config` (`core.fsmonitor`), a hook in `.git/modules/sub/hooks`, the
@@ -2425,7 +2425,7 @@ fn an_existing_repositorys_submodule_and_worktree_config_cannot_be_changed() {
     assert_host_git_runs_nothing(w, &marker, &out);
 }
 
-/// G5, issue 14 item 5 and 15 item 5 (what keeps working): `git init`,
+/// G5, G4 (what keeps working): `git init`,
 /// `git clone --recurse-submodules` of a local repository with a
 /// submodule, `git submodule update --init` in a fresh clone, `git worktree
 /// add` (in a new repository and in one that existed at launch), and a
@@ -2547,7 +2547,7 @@ fn git_workflows_that_make_repositories_work_and_leave_no_hook() {
     assert!(status.status.success(), "{}", text(&status.stderr));
 }
 
-/// Issue 15 item 5: `cargo new demo` (libgit2 makes the empty
+/// G4: `cargo new demo` (libgit2 makes the empty
 /// `.git/hooks`) works inside the guard, with cargo from the host's
 /// toolchain in the system view (`system_paths`). Host: the crate and its
 /// repository are there, and the hooks directory is empty.
@@ -2590,7 +2590,7 @@ fn cargo_new_works_inside_the_guard_and_leaves_no_hook() {
     );
 }
 
-/// Issue 14 item 5: the secret-name globs match in any case (`X.PEM`,
+/// G5: the secret-name globs match in any case (`X.PEM`,
 /// `id.KEY`, `.ENV`: macOS shares the globs and ignores case). Host: none
 /// was made, each refusal reported.
 #[test]
@@ -2638,7 +2638,7 @@ fn guard_sh_home(
     out
 }
 
-/// G5, issue 14 item 5: with `$HOME` bound writable (a temp home the test
+/// G5, threat model §4: with `$HOME` bound writable (a temp home the test
 /// made), none of the home's families that run code later can be written:
 /// git's global config (an existing `~/.gitconfig` and a new
 /// `~/.config/git/config`), `~/.ssh/authorized_keys` and `~/.ssh/config`,
@@ -2895,7 +2895,7 @@ static void find_sandbox_processes(void) {
 }
 "#;
 
-/// G1 (issue 14 item 4, no confused deputy): the supervisor keeps
+/// G1 (T5, no confused deputy): the supervisor keeps
 /// CAP_SYS_PTRACE and sits above the commands' Landlock domain, so if it
 /// opened `/proc` files for them it would hand over what they may not open
 /// — the forwarder's or PID 1's memory, writable. Every route to another
@@ -3043,7 +3043,7 @@ int main(void) {
     assert_eq!(made, expected, "{}", both(&guarded));
 }
 
-/// G1 (issue 14 item 4): the sandbox's long-lived processes — PID 1 (the
+/// G1 (T4, T5): the sandbox's long-lived processes — PID 1 (the
 /// supervisor), the egress forwarder and the commands' namespace reaper —
 /// are out of the commands' reach: `ptrace` and `process_vm_writev` are
 /// refused (EPERM, the hardening filter), and signals sent through a
@@ -3144,7 +3144,7 @@ echo "proxy-reply=$reply"
     );
 }
 
-/// Issue 18 item 1: the egress forwarder starts at the first connection to
+/// E2, kept off a start: the egress forwarder starts at the first connection to
 /// a proxy port, not with every sandbox — before one no `--forwarder`
 /// process runs; that first connection is relayed all the same (the
 /// session's proxy answers a CONNECT to a loopback port with its refusal,
@@ -3178,7 +3178,7 @@ echo "after=$(forwarders)"
     assert_line(&out, "after=1");
 }
 
-/// C1, G1 (issue 14 item 8): a program written into a memfd does not run,
+/// C1, G1 (T7): a program written into a memfd does not run,
 /// any more than one written to a file. As root, the reaper of the
 /// commands' pid namespace sets `vm.memfd_noexec = 2` there:
 /// `memfd_create(MFD_EXEC)` is refused (EACCES) and every other memfd is
@@ -3335,7 +3335,7 @@ int main(void) {
     }
 }
 
-/// Issue 14 item 5, the nested-repository chain: in a repository that
+/// G5, the nested-repository chain: in a repository that
 /// existed at launch, the index stays writable (`git add` needs it), so a
 /// command could register a submodule and give it a git directory of its
 /// own — a new `sub/.git` directory, a `sub/.git` file pointing anywhere
@@ -3453,7 +3453,7 @@ int main(void) {
 }
 "##;
 
-/// G1 (issue 18 item 5): the supervisor answers some injected descriptors
+/// G1: the supervisor answers some injected descriptors
 /// in one step and drops its copy a moment later; a file written and exec'd
 /// at once must still never be "busy" (ETXTBSY) — whether it was created
 /// executable, or made so with `fchmod` or `chmod` before the exec.

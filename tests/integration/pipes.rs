@@ -1,5 +1,5 @@
-//! `cc_server run`'s stdout and stdin at pipe speed (issue 18 item 4, issue
-//! 15; SPEC F10): on backends that announce `exec.host-fds` the backend
+//! `cc_server run`'s stdout and stdin at pipe speed (SPEC F10, G4): on
+//! backends that announce `exec.host-fds` the backend
 //! copies between `run`'s own descriptors and the command's pipes. Nothing
 //! may be lost, reordered, or left blocked, backpressure and SIGPIPE work
 //! as with a direct pipe, and `run`'s descriptors never reach the command.

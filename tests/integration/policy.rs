@@ -691,7 +691,7 @@ const ASK_INSTALL: [&str; 7] = [
 ];
 const THE_QUESTION: &str = "[y/N]";
 
-/// Issue 15 item 6 (SPEC H4): `run --ask` asks the person at the terminal
+/// SPEC H4, T26: `run --ask` asks the person at the terminal
 /// — on `/dev/tty`, not on the command's stdin — naming the class, the
 /// command and the rule; `y` runs this one command, `n` refuses it (126,
 /// the rule printed). The command's stdin reaches the command untouched,
@@ -853,7 +853,7 @@ fn run_ask_unanswered_or_interrupted_denies() {
     assert!(!work.path().join("installed").exists());
 }
 
-/// Issue 15 item 6: `npx <bin>` of a bin already in the working
+/// H7: `npx <bin>` of a bin already in the working
 /// directory's `node_modules/.bin` runs local code and downloads nothing, so
 /// `run` lets it through in chat like any local program; without the bin it
 /// is an install and asks (no owner: refused). `npm init` installs nothing.

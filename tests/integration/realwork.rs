@@ -1,12 +1,12 @@
-//! Real developer work inside the default sandbox (SPEC G4; issue 15 items 3
-//! and 7): each case is a fresh workspace, the machine's real toolchain and
-//! a plain `cc_server run` in chat mode on the bwrap backend, checked on the
-//! host afterwards — C with `make -j2`, a project shell script, cargo, a
-//! venv with pip and pytest, npm with `npx` and a script that runs a
-//! `node_modules/.bin` tool, git, a large output, a large stdin — once as
-//! the account running the tests (root in CI) and once as the unprivileged
-//! test account `cc-test` that `.ci/install-deps` creates (a home, a git
-//! identity, the Rust toolchain readable in `/opt/cc-test-toolchain`).
+//! Real developer work inside the default sandbox (SPEC G4, as root and as an
+//! ordinary user): each case is a fresh workspace, the machine's real
+//! toolchain and a plain `cc_server run` in chat mode on the bwrap backend,
+//! checked on the host afterwards — C with `make -j2`, a project shell script,
+//! cargo, a venv with pip and pytest, npm with `npx` and a script that runs a
+//! `node_modules/.bin` tool, git, a large output, a large stdin — once as the
+//! account running the tests (root in CI) and once as the unprivileged test
+//! account `cc-test` that `.ci/install-deps` creates (a home, a git identity,
+//! the Rust toolchain readable in `/opt/cc-test-toolchain`).
 //!
 //! Registries: each package is downloaded once per run, through the
 //! session's own proxy, by the invoking account's online case (a `OnceLock`
@@ -327,7 +327,8 @@ fn session(account: &Account, work: &Path, guardrails: bool) -> CcServer {
 }
 
 /// `sh -c SCRIPT` in a [`session`] with installs allowed, stdin closed.
-/// Five minutes at most: a venv on a loaded 2-core machine took 30 s.
+/// Five minutes at most: a venv on a loaded 2-core machine takes tens of
+/// seconds.
 fn sh(account: &Account, work: &Path, script: &str) -> Output {
     let server = session(account, work, true).args(["--", "sh", "-c", script]);
     // The config file lives in the private home: kept until the run ends.
@@ -654,7 +655,7 @@ fn assert_pytest_ran(account: &Account, project: &Path, out: &Output) {
     assert_owned(account, &project.join(".venv/bin/pytest"), out);
 }
 
-/// G4, issue 15: a venv, `pip install pytest` from the package index
+/// G4: a venv, `pip install pytest` from the package index
 /// through the session's proxy, pytest from the venv.
 #[test]
 fn python_venv_pip_and_pytest_as_the_invoking_account() {
@@ -719,7 +720,7 @@ fn assert_node_ran(account: &Account, project: &Path, out: &Output) {
     assert!(package.contains("\"semver\""), "{package}");
 }
 
-/// G4, issue 15: `npm install` from the registry through the session's
+/// G4: `npm install` from the registry through the session's
 /// proxy, `npx` and an npm script running a `node_modules/.bin` tool.
 #[test]
 fn node_npm_install_npx_and_a_script_as_the_invoking_account() {
@@ -917,7 +918,7 @@ fn a_large_stdin_as_an_unprivileged_user() {
 
 // ---- an install answered at the terminal (`--ask`) ----------------------
 
-/// H4, issue 15: chat mode asks before `npm install`; `--ask` puts the
+/// H4, G4: chat mode asks before `npm install`; `--ask` puts the
 /// question on cc_server's terminal (a pseudo-terminal here), `y` answers
 /// it, and the install runs (offline, from the online case's cache). No
 /// guardrails file: chat mode's own table asks.

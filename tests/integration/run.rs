@@ -360,10 +360,11 @@ fn background_processes_do_not_survive_the_run() {
     );
 }
 
-/// Issue 16 item 6, SPEC G6: the `none` backend's cgroup for the server's
+/// T32, SPEC G6: the `none` backend's cgroup for the server's
 /// commands does not outlive the server — its watcher kills the group and
-/// removes the tree once the server is gone (a `run` used to leave an empty
-/// `cc_server-<pid>-none` behind until the next server swept it).
+/// removes the tree once the server is gone (otherwise each `run` would
+/// leave an empty `cc_server-<pid>-none` behind until the next server
+/// swept it).
 #[test]
 fn a_none_run_leaves_no_cgroup_behind() {
     let plugins = Plugins::with_none();
@@ -647,7 +648,7 @@ fn the_environment_is_sanitized() {
     assert_eq!(text(&out.stdout), "[][][][1]\n");
 }
 
-/// Issue 16 item 1 (H5): an inherited variable whose name a command would
+/// H5, T11: an inherited variable whose name a command would
 /// read as another (`=LD_PRELOAD=…` reads as a name with `=`) is refused,
 /// naming it, with exit 125 and nothing run; a lower-case spelling of a
 /// stripped name is stripped like the upper-case one.
@@ -754,7 +755,7 @@ fn a_third_party_backend_runs_a_real_command() {
     assert_eq!(first["backend"], "fixture");
 }
 
-/// G5, F6 (issue 14 item 6): `run --bind` of a system directory writable —
+/// G5, F6 (T13): `run --bind` of a system directory writable —
 /// as written or through a link — is refused (125) naming `bindMounts`, the
 /// rule and the `:ro` remedy, and nothing runs; the same bind read-only and
 /// a read-only project dir beside the workdir bind run.

@@ -1,4 +1,4 @@
-//! Issue 16 "Tests" and "Measure": a soak of create → exec → destroy cycles
+//! Threat model T34: a soak of create → exec → destroy cycles
 //! and a load of concurrent execs, each asserting that the server holds no
 //! more afterwards than before — descriptors, threads, descendant
 //! processes, mounts, runtime entries, cgroups (SPEC G5: a sandbox leaves
@@ -11,9 +11,8 @@
 //! and the cgroups named after its pid (`cc_server-<pid>-<n>`), so tests
 //! running beside them in this binary cannot move the figures; the tests
 //! here also run one after the other ([`SERIAL`]), as each loads the
-//! machine's two cores alone. The module takes about 2.5 minutes in a debug
-//! build on this 2-core machine (none soak 12 s, bwrap soak 53–82 s, each
-//! load 20–35 s, depending on what else runs).
+//! machine's two cores alone. The module takes minutes in a debug build on
+//! a 2-core machine (docs/measurements.md).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -358,7 +357,7 @@ fn soak(plugins: Plugins, backend: &str, cycles: usize) {
     );
 }
 
-/// Issue 16 Tests, SPEC G5: 1,000 create → exec → destroy cycles on `none`
+/// T34, SPEC G5: 1,000 create → exec → destroy cycles on `none`
 /// leave the server with no more descriptors, threads, descendants,
 /// mounts or runtime entries than after the warm-up.
 #[test]
@@ -366,9 +365,9 @@ fn a_thousand_cycles_on_none_leak_nothing() {
     soak(Plugins::with_none(), "none", 1000);
 }
 
-/// Issue 16 Tests, SPEC G5: the soak on `bwrap` (a warm bubblewrap, its
+/// T34, SPEC G5: the soak on `bwrap` (a warm bubblewrap, its
 /// sandbox-init, cgroups and a kept runtime dir per sandbox). All 1,000
-/// fit: 53 s in a debug build on this 2-core machine (19 cycles/s).
+/// fit in a debug build on a 2-core machine (docs/measurements.md).
 #[test]
 fn a_thousand_cycles_on_bwrap_leak_nothing() {
     require_bwrap!();
@@ -390,11 +389,11 @@ const OUTPUT: usize = 1 << 20;
 /// 1 MiB intact and its own, then all destroyed; the no-growth check.
 fn load(plugins: Plugins, backend: &str) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // The default config: `[api] header_read_timeout_secs` (10 s) once
-    // reset 5 to 31 of these 320 execs on this 2-core machine under a load
-    // average of 7–9 — the starved server had not read requests sent whole
-    // within it (issue 16). Deadlines are now judged after what arrived is
-    // read (`api::requests_sent_whole_to_a_stalled_server_are_answered_not_reset`
+    // The default config: `[api] header_read_timeout_secs` (10 s) once reset
+    // some of these 320 execs on a loaded 2-core machine (docs/measurements.md)
+    // — the starved server had not read requests sent whole within it (T28).
+    // Deadlines are now judged after what arrived is read
+    // (`api::requests_sent_whole_to_a_stalled_server_are_answered_not_reset`
     // reproduces it without load), so the test needs no longer timeout.
     let subject = Subject::start(plugins, "");
     let server = &subject.server;
@@ -464,13 +463,13 @@ fn load(plugins: Plugins, backend: &str) {
     );
 }
 
-/// Issue 16 Tests, SPEC G5, F10: 32 × 10 concurrent 1 MiB execs on `none`.
+/// T34, SPEC G5, F10: 32 × 10 concurrent 1 MiB execs on `none`.
 #[test]
 fn concurrent_execs_on_none_leak_nothing_and_stay_intact() {
     load(Plugins::with_none(), "none");
 }
 
-/// Issue 16 Tests, SPEC G5, F10: 32 × 10 concurrent 1 MiB execs on `bwrap`.
+/// T34, SPEC G5, F10: 32 × 10 concurrent 1 MiB execs on `bwrap`.
 #[test]
 fn concurrent_execs_on_bwrap_leak_nothing_and_stay_intact() {
     require_bwrap!();

@@ -1,4 +1,4 @@
-//! The shape of the source, checked so it does not drift back (issue 17):
+//! The shape of the source, checked so it does not drift back:
 //! no import circle between the modules of a crate but the ones allowed
 //! below with their reason, and no source file over 1,000 lines before its
 //! `#[cfg(test)] mod` (a file of tests is not counted).
@@ -80,18 +80,32 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
     parts
 }
 
-/// The text with comments, string and character literals blanked.
-fn code_only(text: &str) -> String {
+/// What a piece of source text is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    Code,
+    /// `// …` up to the line break (which is code), or `/* … */`.
+    Comment,
+    /// A string literal, raw or not.
+    Str,
+    /// A character literal (`'x'`, `'\n'`), not a lifetime.
+    Char,
+}
+
+/// The text cut into code, comments and literals, in order: joined, the
+/// pieces are the text again.
+fn parts(text: &str) -> Vec<(Part, &str)> {
     let b = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
+    let mut out = Vec::new();
+    let mut code_from = 0;
     let mut i = 0;
     let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
     while i < b.len() {
         let rest = &text[i..];
-        if rest.starts_with("//") {
-            i += rest.find('\n').unwrap_or(rest.len());
+        let (part, len) = if rest.starts_with("//") {
+            (Part::Comment, rest.find('\n').unwrap_or(rest.len()))
         } else if let Some(body) = rest.strip_prefix("/*") {
-            i += body.find("*/").map_or(rest.len(), |k| k + 4);
+            (Part::Comment, body.find("*/").map_or(rest.len(), |k| k + 4))
         } else if (b[i] == b'r' || rest.starts_with("br")) && (i == 0 || !ident(b[i - 1])) && {
             let after = rest.trim_start_matches('b').strip_prefix('r').unwrap_or("");
             after.trim_start_matches('#').starts_with('"')
@@ -100,17 +114,16 @@ fn code_only(text: &str) -> String {
             let hashes = after.len() - after.trim_start_matches('#').len();
             let open = rest.len() - after.len() + hashes + 1;
             let close = format!("\"{}", "#".repeat(hashes));
-            i += rest[open..]
+            let len = rest[open..]
                 .find(&close)
                 .map_or(rest.len(), |k| open + k + close.len());
-            out.push_str("\"\"");
+            (Part::Str, len)
         } else if b[i] == b'"' {
             let mut j = i + 1;
             while j < b.len() && b[j] != b'"' {
                 j += if b[j] == b'\\' { 2 } else { 1 };
             }
-            i = j + 1;
-            out.push_str("\"\"");
+            (Part::Str, (j + 1).min(b.len()) - i)
         } else if b[i] == b'\'' {
             // A character literal ('x', '\n', '\''), not a lifetime ('a).
             let len = if rest[1..].starts_with('\\') {
@@ -123,22 +136,52 @@ fn code_only(text: &str) -> String {
                     .map(|c| c.len_utf8() + 2)
             };
             match len {
-                Some(len) => {
-                    i += len;
-                    out.push_str("' '");
-                }
+                Some(len) => (Part::Char, len),
                 None => {
-                    out.push('\'');
                     i += 1;
+                    continue;
                 }
             }
         } else {
-            let c = rest.chars().next().unwrap();
-            out.push(c);
-            i += c.len_utf8();
+            i += rest.chars().next().unwrap().len_utf8();
+            continue;
+        };
+        if code_from < i {
+            out.push((Part::Code, &text[code_from..i]));
         }
+        out.push((part, &text[i..i + len]));
+        i += len;
+        code_from = i;
+    }
+    if code_from < text.len() {
+        out.push((Part::Code, &text[code_from..]));
     }
     out
+}
+
+/// The text with comments, string and character literals blanked.
+fn code_only(text: &str) -> String {
+    parts(text)
+        .into_iter()
+        .map(|(part, piece)| match part {
+            Part::Code => piece,
+            Part::Comment => "",
+            Part::Str => "\"\"",
+            Part::Char => "' '",
+        })
+        .collect()
+}
+
+/// The comments of the text, everything else blanked but its line breaks,
+/// so a line of the result is the same line of the text.
+fn comments_only(text: &str) -> String {
+    parts(text)
+        .into_iter()
+        .map(|(part, piece)| match part {
+            Part::Comment => piece.to_owned(),
+            _ => "\n".repeat(piece.matches('\n').count()),
+        })
+        .collect()
 }
 
 /// The paths a `use` tree names: `a::{b, c::d}` is `a::b` and `a::c::d`.
@@ -356,7 +399,7 @@ fn circles(root: &Path) -> Vec<String> {
     found
 }
 
-/// No module-import circle comes back (issue 17 item 3). A circle found here
+/// No module-import circle comes back. A circle found here
 /// is two modules that each need the other: move what both need to a
 /// module of its own — or, if it is a recursion the design needs, add the
 /// edge to `ALLOWED` with its reason.
@@ -403,8 +446,8 @@ fn the_circle_check_sees_a_circle() {
     );
 }
 
-/// No source file over [`MAX_LINES`] lines before its tests (issue 17
-/// item 1) but those in [`LONG_ALLOWED`]; files of tests (`*_tests.rs`,
+/// No source file over [`MAX_LINES`] lines before its tests but those in
+/// [`LONG_ALLOWED`]; files of tests (`*_tests.rs`,
 /// the tests crate) are not counted.
 #[test]
 fn no_source_file_over_a_thousand_lines_before_its_tests() {
@@ -439,6 +482,88 @@ fn no_source_file_over_a_thousand_lines_before_its_tests() {
         "split these along their seams (at most {MAX_LINES} lines before the tests):\n  {}",
         long.join("\n  ")
     );
+}
+
+/// Whether `line` cites an issue by its number: `issue` or `issues` in any
+/// case, not the end of a longer word (`tissue`), then spaces, `#` or `-`,
+/// then a digit: `Issue N`, `issues N, M`, `issue-N`, `issue #N` with a
+/// number for `N`.
+fn cites_an_issue(line: &str) -> bool {
+    let lower = line.to_ascii_lowercase();
+    lower.match_indices("issue").any(|(at, _)| {
+        let before = lower[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            return false;
+        }
+        let rest = &lower[at + "issue".len()..];
+        let rest = rest.strip_prefix('s').unwrap_or(rest);
+        rest.trim_start_matches([' ', '#', '-'])
+            .starts_with(|c: char| c.is_ascii_digit())
+    })
+}
+
+/// Every comment line, in every Rust file of every workspace member, that
+/// cites an issue by its number, as `path:line: text`.
+fn issue_citations(root: &Path) -> (usize, Vec<String>) {
+    let mut files = BTreeSet::new();
+    for member in members(root) {
+        let mut found = Vec::new();
+        rust_files(&root.join(&member), &mut found);
+        files.extend(found.into_iter().filter(|f| {
+            !f.strip_prefix(root)
+                .unwrap_or(f)
+                .components()
+                .any(|c| c.as_os_str() == "target")
+        }));
+    }
+    let mut hits = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let rel = file.strip_prefix(root).unwrap().display().to_string();
+        for (n, line) in comments_only(&text).lines().enumerate() {
+            if cites_an_issue(line) {
+                hits.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    (files.len(), hits)
+}
+
+/// No comment cites an issue by its number: a comment says why, and cites
+/// the requirement it serves (`SPEC G1`, docs/requirements.md), a threat
+/// model row (`T31`) or a section of the docs — all of which resolve inside
+/// the repository, where an issue tracker's numbers do not. String literals
+/// and test names are not comments and are not looked at.
+#[test]
+fn no_issue_number_in_comments() {
+    let (files, hits) = issue_citations(&repo());
+    assert!(files > 100, "the scan found only {files} Rust files");
+    assert!(
+        hits.is_empty(),
+        "comments citing an issue number (cite the requirement ID, the threat \
+         model row or the docs section instead, or say why):\n  {}",
+        hits.join("\n  ")
+    );
+}
+
+/// The check reads comments only, in any case and spelling, and not a
+/// longer word: a comment citing one is found, a string literal naming one
+/// and `tissue` are not.
+#[test]
+fn the_issue_check_sees_comments_only() {
+    let text = "fn f() {\n    // Issue 12 item 3: found.\n    let s = \"issue 12\"; // a string is not a comment\n    /* a tissue 3 is a word; an issue, 3 apples */\n}\n/// See issues #15, 18.\n//! (issue-4)\nconst C: char = '\"'; // issue\nlet r = r#\"// issue 9\"#;\n";
+    let comments = comments_only(text);
+    assert_eq!(comments.lines().count(), text.lines().count());
+    let hits: Vec<usize> = comments
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| cites_an_issue(line))
+        .map(|(n, _)| n + 1)
+        .collect();
+    assert_eq!(hits, [2, 6, 7], "{comments}");
+    assert!(cites_an_issue("// ISSUE#7") && cites_an_issue("# issues 15, 18"));
+    assert!(!cites_an_issue("// tissue 3") && !cites_an_issue("// misissue 3"));
+    assert!(!code_only(text).contains("ssue"), "{}", code_only(text));
 }
 
 /// The `[package] name` of a member's manifest.

@@ -1,5 +1,5 @@
 //! The user's toolchains and caches in the bwrap sandbox, without
-//! configuration (SPEC G4; C1 for the secrets; issue 15 item 3), black-box:
+//! configuration (SPEC G4; C1 for the secrets; threat model T27), black-box:
 //! the real `cc_server` runs cargo, pip and the shell over temp homes and
 //! cargo homes made here, and every host directory is compared before and
 //! after — nothing a command writes to a cache reaches the host, and no

@@ -146,7 +146,8 @@ fn cargo_build(manifest_dir: &Path, target: &Path) {
     );
 }
 
-/// Builds `tests/fixtures` once (the first caller waits; ~20 s from clean).
+/// Builds `tests/fixtures` once (the first caller waits; tens of seconds
+/// from clean).
 pub fn fixtures() -> &'static Fixtures {
     static FIXTURES: OnceLock<Fixtures> = OnceLock::new();
     FIXTURES.get_or_init(|| {
@@ -1160,7 +1161,7 @@ pub fn processes_with(needle: &str) -> Vec<String> {
     found
 }
 
-/// F10, issue 16 item 6, on any backend: an exec of sandbox `id` that puts
+/// F10, T31, on any backend: an exec of sandbox `id` that puts
 /// a process in a session of its own (`setsid`) ends `killed` by its 500 ms
 /// timeout, and no process of it remains — the `setsid` one included.
 pub fn setsid_cannot_outlive_a_timeout(server: &Server, id: &str) {
@@ -1184,7 +1185,7 @@ pub fn setsid_cannot_outlive_a_timeout(server: &Server, id: &str) {
     );
 }
 
-/// F10, issue 16 item 6, on any backend: the kill route (signal 15) ends
+/// F10, T31, on any backend: the kill route (signal 15) ends
 /// every process of an exec of sandbox `id`, the one in a session of its
 /// own too; the stream ends with `killed` by that signal.
 pub fn setsid_cannot_outlive_a_kill(server: &Server, id: &str) {

@@ -1,4 +1,4 @@
-//! What the API allows a connection (issue 16 item 2): how long it may take
+//! What the API allows a connection (threat model T28): how long it may take
 //! to send a request's headers, how long it may sit idle between requests,
 //! and whether it may open at all.
 //!

@@ -1,6 +1,6 @@
 //! The API's own extractors: the request's body, path and query, each
 //! refused as the API's JSON (`error`, `field` where there is one) instead of
-//! axum's plain-text rejections (issue 16 item 7).
+//! axum's plain-text rejections (threat model T19).
 //!
 //! - [`JsonBody`]: a body that arrives must be `Content-Type:
 //!   application/json` (415 otherwise; a browser page cannot send that type

@@ -2,7 +2,7 @@
 //! handler, the router (405 with an empty body), an extractor this code did
 //! not wrap — a 4xx or 5xx leaves the server as the API's JSON
 //! (`{"error": …}`, `Content-Type: application/json`), so a client parses
-//! one shape of error (issue 16 item 7). The API's own errors already are;
+//! one shape of error (threat model T19). The API's own errors already are;
 //! this layer rewrites only the others.
 
 use axum::extract::Request;

@@ -12,7 +12,7 @@
 //! is alive but does not read is not cut — its kernel answers the
 //! zero-window probes — and backpressure stops its command. (No
 //! `TCP_USER_TIMEOUT`: Linux applies it to a window that stays closed, so
-//! it would cut such a client; measured here, reset after 60 s.)
+//! it would cut such a client; docs/measurements.md.)
 
 use std::convert::Infallible;
 use std::os::fd::AsRawFd;

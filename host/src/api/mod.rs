@@ -165,7 +165,7 @@ impl From<SessionError> for ApiError {
     fn from(e: SessionError) -> Self {
         let status = match &e {
             // The request asked for what this host cannot give; the server
-            // itself is fine (issue 16 item 7).
+            // itself is fine, so not a 5xx (T19).
             SessionError::Select(_) => StatusCode::UNPROCESSABLE_ENTITY,
             SessionError::Launch { error, .. } if error.code == ErrorCode::INVALID_SPEC => {
                 StatusCode::UNPROCESSABLE_ENTITY

@@ -1,8 +1,9 @@
 //! Streamed stdin: an exec started with `"stdin": "stream"` keeps its stdin
 //! open, and `POST /v1/sandboxes/{id}/execs/{exec}/stdin` sends a raw body
 //! (`Content-Type: application/octet-stream`, any length, chunked or not)
-//! into it, piece by piece as it arrives (issue 16 item 7). The end of the
-//! body closes stdin; `?close=false` keeps it open for another POST.
+//! into it, piece by piece as it arrives, so stdin longer than the body
+//! limit goes in without the server holding it. The end of the body
+//! closes stdin; `?close=false` keeps it open for another POST.
 //!
 //! Backpressure: the next piece of the body is read only when the command
 //! took the last one, so a command that reads slowly slows the upload (TCP

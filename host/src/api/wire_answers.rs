@@ -4,7 +4,7 @@
 //! hyper's own (a status and an empty body) to a request it could not
 //! parse. Each has the API's error shape (`{"error": …}`, with the config
 //! key where one changes it) and `Content-Type: application/json`, like
-//! every other error (issue 16 item 7; `http_errors` does the same for the
+//! every other error (threat model T19; `http_errors` does the same for the
 //! router's).
 //!
 //! Building an answer is pure; the listener writes it.

@@ -1,5 +1,5 @@
 //! The person at `cc_server`'s terminal as an [`Approver`]
-//! (`cc_server run --ask`; SPEC H4, issue 15 item 6).
+//! (`cc_server run --ask`; SPEC H4, threat model T26).
 //!
 //! The question is written to, and the answer read from, `/dev/tty` opened
 //! by `cc_server` itself (`O_RDWR | O_NOCTTY | O_CLOEXEC`) — never the

@@ -478,7 +478,7 @@ mod tests {
         assert!(r.check_name(Path::new("/work/proj/.env")).is_some());
     }
 
-    /// Issue 14 item 5: `~/` globs refuse at `$HOME` only, even when a
+    /// SPEC G5: `~/` globs refuse at `$HOME` only, even when a
     /// writable root holds it.
     #[test]
     fn home_globs_apply_at_home_only() {
@@ -511,7 +511,7 @@ mod tests {
         assert!(nested.check_create(Path::new("/srv/bin/git")).is_none());
     }
 
-    /// Issue 15 item 5: the empty hooks directory may be made, nothing in
+    /// SPEC G4, G5: the empty hooks directory may be made, nothing in
     /// it, and nothing may take its place but a directory.
     #[test]
     fn an_empty_hooks_directory_may_be_made() {
@@ -591,7 +591,7 @@ mod tests {
         );
     }
 
-    /// Issue 14 item 5: no repository (a `.git` directory or gitdir file)
+    /// SPEC G5: no repository (a `.git` directory or gitdir file)
     /// appears inside one that existed at start, and no directory moves in
     /// from outside it; outside it, and inside its own `.git`, nothing
     /// changes.

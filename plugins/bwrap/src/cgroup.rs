@@ -364,7 +364,8 @@ pub fn plan_cgroup(
     // v1: the child joins through `tasks` — it is single-threaded after
     // fork, so its one thread is the whole process, and writing `0` there
     // skips the global lock a `cgroup.procs` write takes (an RCU grace
-    // period: ~10 ms of every launch here). v2 has only `cgroup.procs`.
+    // period, milliseconds of every launch; docs/measurements.md). v2 has
+    // only `cgroup.procs`.
     plan.join = placed
         .iter()
         .map(|(_, h)| {

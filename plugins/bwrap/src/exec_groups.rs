@@ -1,4 +1,4 @@
-//! Where each exec's processes are tracked (issue 16 item 6): one cgroup
+//! Where each exec's processes are tracked (threat model T31): one cgroup
 //! v2 group per exec below the sandbox's, the next one made ahead.
 
 use std::sync::Mutex;
@@ -9,7 +9,7 @@ use sandbox_exec_group::{Group, Join};
 /// Where each exec's processes are tracked: a cgroup v2 group per exec
 /// below the sandbox's (`sandbox_exec_group`), which a command cannot
 /// leave — so an exec's timeout and kill end every process it started,
-/// `setsid`, double fork or not (issue 16 item 6). Without a writable v2
+/// `setsid`, double fork or not (SPEC G6, T31). Without a writable v2
 /// hierarchy, only the exec's process group is signalled; `setsid` escapes
 /// that until the sandbox is destroyed (PID 1 then kills everything), and
 /// the handle's `processTracking` says so.

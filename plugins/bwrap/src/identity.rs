@@ -1,4 +1,4 @@
-//! The git identity a private `$HOME` gets (issue 15 item 4): the host
+//! The git identity a private `$HOME` gets (SPEC G4): the host
 //! user's `user.name` and `user.email` and nothing else of the host's git
 //! config — no credential helpers, `!` aliases, `core.hooksPath` or
 //! includes reach the sandbox, and the host's file is never visible or

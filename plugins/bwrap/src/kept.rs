@@ -1,5 +1,5 @@
-//! The probe's expensive answers, kept for the rest of the boot (issue 18
-//! item 1).
+//! The probe's expensive answers, kept for the rest of the boot (SPEC B1,
+//! B2; what it trusts is threat model T30).
 //!
 //! The canary (a whole bwrap with every namespace unshared) and the guard's
 //! self-test (a second whole sandbox that touches `x.pem` and `x.txt`) cost

@@ -731,7 +731,7 @@ fn exec_grants(
     Ok(grants)
 }
 
-/// Empties the system's git template directory (issue 15 item 5): libgit2
+/// Empties the system's git template directory (SPEC G4): libgit2
 /// (`cargo new`) ignores `GIT_TEMPLATE_DIR` and copies the sample hooks
 /// from there, or else writes its built-in `hooks/README.sample`; both are
 /// names in `.git/hooks`, which the guard refuses, and the init fails. An
@@ -850,13 +850,13 @@ fn write_protected(
 const MODULES_DEPTH: usize = 6;
 
 /// The git files at the top of `root` that git reads as config or runs,
-/// resolved, that exist (SPEC G5, issue 14 item 5): a `.git` *file* (its
-/// `gitdir:` says which config applies), and in a `.git` directory its
+/// resolved, that exist (SPEC G5; docs/threat-model.md §4): a `.git` *file*
+/// (its `gitdir:` says which config applies), and in a `.git` directory its
 /// `config.worktree`, every submodule's `config`, `config.worktree` and
 /// `hooks` below `modules/`, and every worktree's `config.worktree`.
 /// (`.git/config` and `.git/hooks` are [`MANDATORY_WRITE_DENY`] names.)
-/// Repositories deeper in a root are protected by the guard's start-up
-/// scan, at any depth.
+/// Repositories deeper in a root are protected by the guard's start-up scan,
+/// at any depth.
 fn git_internals(root: &Path, host: &dyn HostFacts) -> Vec<PathBuf> {
     let dot_git = root.join(".git");
     let mut out = Vec::new();

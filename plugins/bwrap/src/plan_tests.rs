@@ -515,7 +515,7 @@ fn a_repository_without_hooks_gets_an_empty_hooks_dir_first() {
     assert!(hook_dirs_to_create(&review, &FakeHost::standard()).is_empty());
 }
 
-/// Issue 14 item 5: a submodule of a repository at the top of a root gets a
+/// SPEC G5: a submodule of a repository at the top of a root gets a
 /// hooks directory too (its name may hold `/`).
 #[test]
 fn a_submodule_without_hooks_gets_an_empty_hooks_dir_first() {
@@ -533,7 +533,7 @@ fn a_submodule_without_hooks_gets_an_empty_hooks_dir_first() {
     );
 }
 
-/// Issue 14 item 5 (SPEC G5): what git reads as config or runs in a
+/// SPEC G5: what git reads as config or runs in a
 /// repository at the top of a writable root — its `.git` file, a
 /// submodule's config and hooks, a worktree's config — is re-bound
 /// read-only when it exists, and so are the home's own families.
@@ -647,7 +647,7 @@ fn the_guard_gets_the_globs_and_every_writable_root() {
     assert!(has(&args, &["--mask-dir", GIT_TEMPLATE_IN_SANDBOX]));
 }
 
-/// Issue 15 item 5: with the guard, the system's git template directory
+/// SPEC G4: with the guard, the system's git template directory
 /// is an empty read-only one, so libgit2 (`cargo new`) copies no sample
 /// hooks into a new repository; without a template directory nothing is
 /// mounted.
@@ -736,7 +736,7 @@ fn egress_sockets_are_bound_and_forwarded() {
     );
 }
 
-/// Issue 18 item 3: the proxy's forwarder socket reaches PID 1 only as a
+/// T8: the proxy's forwarder socket reaches PID 1 only as a
 /// descriptor (`--egress-channel`), never as a path in the sandbox: whoever
 /// holds a channel is handed host sockets.
 #[test]
@@ -900,7 +900,7 @@ fn exec_grants_are_writable_places_only() {
     assert!(!strings(&review).contains(&"--exec-grant".to_owned()));
 }
 
-/// Issue 15 item 4: a private home gets the generated `.gitconfig` through
+/// SPEC G4: a private home gets the generated `.gitconfig` through
 /// bwrap's `--file` (after its tmpfs); a bound home gets nothing of ours.
 #[test]
 fn a_private_home_gets_the_generated_gitconfig_only() {

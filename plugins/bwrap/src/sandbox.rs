@@ -171,10 +171,11 @@ impl ControlEvents for Handler {
                 .name(format!("bwrap-finish-{exec_id}"))
                 .spawn(move || finishing.relay.finish(terminal));
         }
-        // The clean-up after the terminal event is on its way, not before it
-        // (issue 18 item 2): one with processes left stays until destroy
-        // removes the tree; the OOM count is read on every exit, so an
-        // earlier OOM kill is never counted for a later SIGKILL.
+        // The clean-up after the terminal event is on its way, not before it,
+        // so it adds nothing to the exec's round trip (SPEC G2): one with
+        // processes left stays until destroy removes the tree; the OOM count
+        // is read on every exit, so an earlier OOM kill is never counted for
+        // a later SIGKILL.
         exec.remove_group_if_empty();
         if !sigkill && let Some(oom) = &self.oom {
             oom.killed_since();
@@ -273,8 +274,8 @@ impl BwrapSandbox {
         let joins = crate::cgroup::open_joins(&limits.plan)
             .map_err(|e| PluginError::other(sandbox_plugin_api::error_chain(&e)))?;
         // The first exec's group, made while bwrap starts, not on that exec's
-        // way in (issue 18 item 1): the lock orders it with the first exec
-        // and with a failed start's removal.
+        // way in, so a start does not wait for it: the lock orders it with
+        // the first exec and with a failed start's removal.
         let ahead = Arc::clone(&exec_groups);
         let _ = std::thread::Builder::new()
             .name("bwrap-groups".into())

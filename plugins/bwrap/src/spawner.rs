@@ -9,8 +9,8 @@
 //!
 //! Not `fork`: copying the server's page tables (four plugins, the async
 //! runtime, the heap) for a child that execs at once, and throwing the copy
-//! away in its exec, was ~1.6 ms of CPU in every sandbox's start on this
-//! host (`perf`, `cc_server run -- true`; issue 18 item 1).
+//! away in its exec, was a measurable share of the CPU of every sandbox's
+//! start (`perf` of `cc_server run -- true`; docs/measurements.md).
 
 use std::ffi::CString;
 use std::fs::File;

@@ -1,5 +1,5 @@
 //! The user's toolchains and their caches, found without configuration
-//! (SPEC G4; issue 15 item 3): a pure function of the server's environment
+//! (SPEC G4; threat model T27): a pure function of the server's environment
 //! ([`ToolEnv`]) and the host ([`HostFacts`]), table-tested on fake hosts.
 //!
 //! What is found:

@@ -1,13 +1,13 @@
 //! The probe's findings, kept for the rest of the boot.
 //!
-//! Running the KVM test guest (~20 ms here) and asking QEMU about itself
-//! (three QEMU starts) is on the path of every server start, `cc_server run`
-//! included, and the answers do not change while the machine is up with the
-//! same kernel and the same QEMU binary. So they are stored once per boot,
-//! in a directory only this user can read or write, under a key made of
-//! what they depend on: the boot id, the kernel release, the QEMU binary
-//! found in `PATH` (path, size, mtime), the accelerator setting and this
-//! crate's version. Any change of those re-runs the probe. A cache that
+//! Running the KVM test guest and asking QEMU about itself (three QEMU
+//! starts), tens of milliseconds, is on the path of every server start,
+//! `cc_server run` included, and the answers do not change while the machine
+//! is up with the same kernel and the same QEMU binary. So they are stored
+//! once per boot, in a directory only this user can read or write, under a key
+//! made of what they depend on: the boot id, the kernel release, the QEMU
+//! binary found in `PATH` (path, size, mtime), the accelerator setting and
+//! this crate's version. Any change of those re-runs the probe. A cache that
 //! cannot be read, written or trusted is skipped, never an error.
 
 use std::fs;

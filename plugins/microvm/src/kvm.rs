@@ -40,10 +40,10 @@ pub struct Plan {
 
 impl Plan {
     /// 10 M iterations in 100 ms: milliseconds on hardware virtualisation,
-    /// seconds when emulated (0.5–2 µs per iteration measured on PVM). Small
-    /// chunks let [`after_chunk`] call an emulating host after a few of
-    /// them, so the probe costs every server start ~20 ms there, not the
-    /// whole budget.
+    /// seconds when emulated (around a microsecond per iteration on PVM,
+    /// docs/research/microvm.md §1). Small chunks let [`after_chunk`] call
+    /// an emulating host after a few of them, so the probe costs every
+    /// server start a fraction of the budget there, not the whole of it.
     pub const DEFAULT: Plan = Plan {
         chunk_iterations: 10_000,
         chunks: 1_000,
@@ -249,7 +249,7 @@ mod tests {
         );
     }
 
-    /// Emulation (~5 ms per 10 k chunk on PVM) is called after three
+    /// Emulation (milliseconds per 10 k chunk on PVM) is called after three
     /// chunks; a slow first chunk alone, or a few descheduled milliseconds,
     /// is not.
     #[test]

@@ -181,8 +181,8 @@ pub fn probe(path: Option<PathBuf>) -> Finding {
     }
 }
 
-/// The three questions run at once: each is a QEMU start (~20 ms), and the
-/// probe is on every server start's path.
+/// The three questions run at once: each is a QEMU start (tens of
+/// milliseconds), and the probe is on every server start's path.
 fn query(path: &Path, deadline: Instant) -> Result<Qemu, QueryError> {
     let (version_out, machines_out, accels_out) = std::thread::scope(|scope| {
         let machines = scope.spawn(|| run_bounded(path, &["-machine", "help"], deadline));

@@ -1,5 +1,5 @@
 //! What ties a `none` command's processes to its exec and to the server
-//! (issue 16 items 5 and 6).
+//! (threat model T31, T32).
 //!
 //! - **Its exec**: each exec joins a cgroup v2 group of its own
 //!   (`sandbox_exec_group`) before it runs, so its timeout, a kill and the

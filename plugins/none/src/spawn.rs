@@ -1,15 +1,15 @@
 //! A `none` command's process, made as `posix_spawn` makes one
-//! (`sandbox_spawn`, issue 18 item 2): sharing the server's memory until it
-//! execs, instead of a `fork` that copied the whole server's page tables for
-//! every command — ~10 % of all CPU under the 320-exec load — and made
-//! straight into the exec's cgroup (`CLONE_INTO_CGROUP`) where the kernel
-//! allows, instead of joining it by a write that waits out an RCU grace
-//! period. What the command starts with is what `std::process::Command`
-//! gave it: its argv and environment, the working directory, a process
-//! group of its own, the three pipes (or `/dev/null`), every signal at its
-//! default and none blocked, `PR_SET_PDEATHSIG(SIGKILL)`, and the
-//! `execvp` way of finding the program (the environment's `PATH`, a file
-//! without a `#!` run by `/bin/sh`).
+//! (`sandbox_spawn`; SPEC G2): sharing the server's memory until it execs,
+//! instead of a `fork` that copied the whole server's page tables for every
+//! command — a large share of all CPU under many concurrent execs
+//! (docs/measurements.md) — and made straight into the exec's cgroup
+//! (`CLONE_INTO_CGROUP`) where the kernel allows, instead of joining it by a
+//! write that waits out an RCU grace period. What the command starts with is
+//! what `std::process::Command` gave it: its argv and environment, the working
+//! directory, a process group of its own, the three pipes (or `/dev/null`),
+//! every signal at its default and none blocked, `PR_SET_PDEATHSIG(SIGKILL)`,
+//! and the `execvp` way of finding the program (the environment's `PATH`, a
+//! file without a `#!` run by `/bin/sh`).
 
 use std::ffi::CString;
 use std::fs::File;

@@ -821,7 +821,7 @@ fn in_the_terminal_home_relative_and_workdir_relative_globs_combine() {
         ("/Users/dev/x/.bashrc", false),
         ("/Users/dev/.claude/x", true),
         ("/Users/dev/src/main.rs", false),
-        // A tool config that names programs (issue 14 item 5).
+        // A tool config that names programs (SPEC G5).
         ("/Users/dev/.npmrc", true),
         ("/Users/dev/.ssh/authorized_keys", true),
         ("/private/tmp/x", true),
@@ -1374,7 +1374,7 @@ fn a_root_of_slash_needs_no_parameter() {
     assert_eq!(write(&c, "/srv/app/x"), Decision::Allow);
 }
 
-/// Issue 14 item 5: names match in any case (`X.PEM`, `id.KEY`: macOS
+/// SPEC G5: names match in any case (`X.PEM`, `id.KEY`: macOS
 /// ignores case), and `~/` globs deny in `$HOME` only — the home's `bin/`
 /// is a `PATH` directory, a project's is its own.
 #[test]

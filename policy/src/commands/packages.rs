@@ -363,7 +363,7 @@ fn npm(w: &mut Walker, c: Cmd) {
 }
 
 /// `npm init` / `npm create` with no initializer writes a `package.json`
-/// and installs nothing (issue 15 item 6); with one (`npm init vite`,
+/// and installs nothing (SPEC H7); with one (`npm init vite`,
 /// `npm init @scope`) it is `npm exec create-vite`, which downloads it.
 /// An option whose value is not listed here is taken for an initializer:
 /// the stricter reading.
@@ -406,7 +406,7 @@ enum Npx {
 
 /// `npx …` and `npm exec …` (their options start at `start`): download a
 /// package and run it — unless it certainly runs something installed
-/// already (issue 15 item 6). `--no` / `--no-install` before the operand
+/// already (SPEC H7). `--no` / `--no-install` before the operand
 /// forbid the download (npm cancels instead); a plain bin name the host
 /// found in `node_modules/.bin` ([`crate::Workdir`]) runs that local file,
 /// as long as nothing moves the lookup (`--prefix`, `--workspace`, a `cd`

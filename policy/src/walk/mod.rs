@@ -19,7 +19,7 @@ const MAX_DEPTH: usize = 24;
 /// on the current path (an inner text is counted again inside its outer
 /// one, so this also bounds re-parse chains). Balanced nesting costs
 /// brush-parser polynomial time: 16 levels of the worst shape (`if`) take
-/// about 40 ms in a debug build.
+/// tens of milliseconds in a debug build.
 const MAX_STRUCTURE: usize = 16;
 /// Unclosed openers in one text: each doubles brush-parser's time.
 const MAX_UNCLOSED: usize = 5;

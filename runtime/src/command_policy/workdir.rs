@@ -1,5 +1,5 @@
 //! What the host reads from a command's working directory before the
-//! classifier sees the line ([`sandbox_policy::Workdir`], SPEC H6):
+//! classifier sees the line ([`sandbox_policy::Workdir`], SPEC H7):
 //! the bins in `node_modules/.bin`, so `npx vite` in a project that has
 //! vite installed is local code, not a download.
 //!

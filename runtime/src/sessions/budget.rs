@@ -1,5 +1,5 @@
 //! One memory budget for the output every exec stream of the server holds
-//! (issue 16 item 4, SPEC G6): bytes a command wrote that its client has not
+//! (SPEC G6; threat model T33): bytes a command wrote that its client has not
 //! taken yet, from the moment the host's router accepts them until the HTTP
 //! layer has written them to the socket.
 //!

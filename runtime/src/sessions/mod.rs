@@ -479,7 +479,7 @@ impl Session {
         self.check_live()?;
         self.check_capabilities(&request)?;
         // Before the policy asks anyone: a name that would be misread is
-        // refused, never passed on (issue 16 item 1).
+        // refused, never passed on (SPEC H5, T11).
         env::check(&request.env)?;
         let place = request
             .cwd
@@ -603,7 +603,7 @@ impl Session {
         let destroyed = blocking(move || sandbox.destroy());
         // No tunnel outlives the sandbox: the proxies stop while its
         // processes are killed, and both are done before we go on (one
-        // after the other cost ~0.3 ms more of every `run`).
+        // after the other made every `run` slower; docs/measurements.md).
         let proxies_stopped = async {
             if let Some(mut egress) = self.egress.lock().await.take() {
                 egress.shutdown().await;

@@ -6,7 +6,7 @@
 //! blocks when a subscriber is slow — that backpressure reaches the plugin's
 //! reader and, through the pipe, the command itself, so memory stays bounded
 //! however much a command prints. Output also waits for the server-wide
-//! [`OutputBudget`] (issue 16 item 4): each stream's cap bounds one client
+//! [`OutputBudget`] (threat model T33): each stream's cap bounds one client
 //! that does not read, the budget bounds all of them together.
 
 use std::collections::HashMap;
@@ -491,7 +491,7 @@ mod tests {
         });
     }
 
-    /// Issue 16 item 4: routers share one budget. An unread stream past it
+    /// T33: routers share one budget. An unread stream past it
     /// waits (its bytes kept) while another sandbox's stream still moves,
     /// and taking the held event lets the waiting one through.
     #[test]

@@ -214,7 +214,7 @@ mod tests {
         assert!(e.starts_with("--caches: "), "{e}");
     }
 
-    /// Issue 18 item 3: the forwarder's channel is a descriptor of its own.
+    /// T8: the forwarder's channel is a descriptor of its own.
     #[test]
     fn the_egress_channel_is_a_descriptor_other_than_the_control() {
         let parsed = parse(&strings(&["--control-fd", "3", "--egress-channel", "5"])).unwrap();

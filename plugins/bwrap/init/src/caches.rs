@@ -1,4 +1,4 @@
-//! The cache overlays (SPEC G4; issue 15 item 3): the host's tool caches
+//! The cache overlays (SPEC G4; threat model T27): the host's tool caches
 //! (cargo's registry and its lock files, `~/.npm`, `~/.cache/pip`, …)
 //! readable and writable inside, while nothing written reaches the host.
 //!

@@ -109,7 +109,7 @@ pub fn serve(
 
 /// The egress forwarder (hardening filter, no guard: it creates no files),
 /// started at the first connection to one of its ports rather than at
-/// every start (issue 18 item 1): most commands never connect, and one
+/// every start: most commands never connect, and one
 /// process fewer to exec is start-up time on a 2-core host.
 enum Forwarder {
     /// No forwards asked for.

@@ -311,14 +311,13 @@ impl Forker {
 ///
 /// Made in the group, a process never has to join it: joining by writing
 /// `cgroup.procs` takes the kernel's cgroup threadgroup lock for writing,
-/// which waits out an RCU grace period — 0.3 to 15 ms on this host, paid
-/// by every command's start. `clone3(CLONE_INTO_CGROUP)` takes it for
-/// reading only. Where the kernel refuses (older than 5.7, or the
-/// directory not writable with the caller's credentials — the kernel
-/// checks ours here, the opener's for a `cgroup.procs` write), a plain
-/// fork, and the child joins through the server's `cgroup.procs`
-/// descriptor as before: both end in the group, or the command does not
-/// start.
+/// which waits out an RCU grace period — up to milliseconds, paid by every
+/// command's start (docs/measurements.md). `clone3(CLONE_INTO_CGROUP)` takes
+/// it for reading only. Where the kernel refuses (older than 5.7, or the
+/// directory not writable with the caller's credentials — the kernel checks
+/// ours here, the opener's for a `cgroup.procs` write), a plain fork, and the
+/// child joins through the server's `cgroup.procs` descriptor as before: both
+/// end in the group, or the command does not start.
 ///
 /// # Safety
 /// As for `fork`: in a multi-threaded process the child may make only

@@ -20,9 +20,8 @@
 //!
 //! Raw syscalls: three calls do not need a crate. Kept rather than the
 //! `landlock` crate (0.4.8 covers ABI 7 too): it would add ~6,800 lines and
-//! enumflags2 to sandbox-init, which stays small (+5.5 s CPU to build on
-//! this 2-core host), for what is here a pure, table-tested [`plan`] and
-//! three syscalls.
+//! enumflags2 to sandbox-init, which stays small and quick to build, for
+//! what is here a pure, table-tested [`plan`] and three syscalls.
 
 use std::ffi::CString;
 use std::io;

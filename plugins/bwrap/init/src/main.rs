@@ -2,7 +2,7 @@
 //!
 //! The body is in the library (`sandbox_init::run`), where its parts —
 //! the arguments, the control server, reaping, fork and exec — are
-//! modules of their own that unit tests can reach (issue 17 item 3).
+//! modules of their own that unit tests can reach.
 
 fn main() -> std::process::ExitCode {
     sandbox_init::run::main()

@@ -2,8 +2,8 @@
 //! mounted by PID 1 in its own mount namespace rather than by bubblewrap:
 //! bubblewrap re-reads and parses `/proc/self/mountinfo` for every bind it
 //! makes, so eight `/dev/null` binds over `/etc/shadow` and the ssh host
-//! keys cost ~3.5 ms of every start here, against ~0.1 ms for the two
-//! `mount(2)` calls each takes below (docs/measurements.md).
+//! keys cost milliseconds of every start, many times what the two
+//! `mount(2)` calls each takes below cost (docs/measurements.md).
 //!
 //! They hold as bubblewrap's did: no command has a capability or may make a
 //! user namespace (`crate::layout`), so none can unmount or remount them,

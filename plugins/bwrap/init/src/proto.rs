@@ -44,7 +44,7 @@ pub enum Request {
         stdin: bool,
         /// Whether the exec's `cgroup.procs` follows, open for writing: the
         /// command joins that group before anything else, so its timeout
-        /// and kill reach every process it starts (issue 16 item 6).
+        /// and kill reach every process it starts (threat model T31).
         #[serde(default)]
         cgroup: bool,
         /// Whether the exec's cgroup directory follows `cgroup.procs`: the

@@ -38,16 +38,15 @@
 //!   ...                              ; the numbers from NR_MID on
 //! ```
 //!
-//! Every entry's block is self-contained: it either returns or falls
-//! through to the next block with the syscall number still in the
-//! accumulator. Only the arch and the syscall number are read for syscalls
-//! not in the table, which lets the kernel's seccomp action cache (5.11+)
-//! skip the filter entirely for them. The search is for that cache: the
-//! kernel works it out when a filter is attached — once per command — by
-//! running the filter for every syscall number, and a table searched in
-//! order made that ~450 runs through the whole table (a C loop here: the
-//! guard's filter attached per fork, 206–209 µs in order, 190–195 µs as a
-//! search; issue 18 item 2, docs/measurements.md).
+//! Every entry's block is self-contained: it either returns or falls through to
+//! the next block with the syscall number still in the accumulator. Only the
+//! arch and the syscall number are read for syscalls not in the table, which
+//! lets the kernel's seccomp action cache (5.11+) skip the filter entirely for
+//! them. The search is for that cache: the kernel works it out when a filter is
+//! attached — once per command — by running the filter for every syscall
+//! number, and a table searched in order made that ~450 runs through the whole
+//! table, on every guarded command's way in (SPEC G2; the figures in
+//! docs/measurements.md).
 
 use std::io;
 
@@ -531,8 +530,8 @@ pub fn hardening_filter() -> Vec<SockFilter> {
 /// `clone3` rule as it starts
 /// ([`clone3_filter`], or inside [`guard_filter`]). Attaching a filter is
 /// not cheap: the kernel translates and JIT-compiles it and works out its
-/// action cache for every syscall, ~0.1–0.2 ms per exec for the full table
-/// on this host (docs/measurements.md); the one rule left costs little.
+/// action cache for every syscall, a noticeable part of an exec for the
+/// full table (docs/measurements.md); the one rule left costs little.
 pub fn fork_thread_filter(sealed_memfds: bool) -> Vec<SockFilter> {
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     {

@@ -6,9 +6,9 @@
 //! Every offset is bounds-checked: a truncated or foreign file gives an
 //! error, never a panic.
 //!
-//! Kept rather than the `object` crate: three questions of one format;
-//! `object` (0.39, ~57,000 lines; only `read_core` + `elf`: +3.5 s CPU to
-//! build here) answers them too, but this is smaller than its feature list.
+//! Kept rather than the `object` crate: three questions of one format; `object`
+//! (0.39, ~57,000 lines, seconds of build even with only `read_core` + `elf`)
+//! answers them too, but this is smaller than its feature list.
 
 /// Why a file cannot be read as ELF64 little-endian: foreign, or cut short.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

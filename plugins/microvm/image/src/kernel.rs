@@ -1,5 +1,5 @@
 //! Getting the ELF `vmlinux` out of Debian's bzImage. Booting the vmlinux
-//! through its PVH note skips the in-guest decompressor, which costs ~3.2 s
+//! through its PVH note skips the in-guest decompressor, which costs seconds
 //! for the generic kernel's XZ payload under TCG (docs/research/microvm.md §2).
 
 use crate::elf::{Elf, ElfError};

@@ -47,7 +47,7 @@ use self::link::{Answer, Link};
 use crate::options::{Accel, SettingError, SuspendMode};
 
 /// How long a boot may take before the launch fails: TCG boots a Debian
-/// kernel in 1.2–3 s here; a loaded CI host needs slack.
+/// kernel in seconds; a loaded CI host needs slack.
 const BOOT_PATIENCE_TCG: Duration = Duration::from_secs(60);
 const BOOT_PATIENCE_KVM: Duration = Duration::from_secs(15);
 

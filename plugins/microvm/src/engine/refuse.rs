@@ -247,7 +247,7 @@ mod tests {
         )
         .unwrap();
         assert!(why.contains("/home/u/.bashrc"), "{why}");
-        // Issue 14 item 5: the home's PATH directories, and a `.git` file.
+        // SPEC G5: the home's PATH directories, and a `.git` file.
         let why = refusal(
             &spec(),
             &[share("/home", false)],

@@ -67,7 +67,7 @@ pub(super) fn ensure(engine: &Engine, shares: &[Share]) -> Option<PathBuf> {
 }
 
 /// Removes the least recently used templates beyond `KEEP - 1` (each is
-/// the size of the guest's used memory, ~75 MB under TCG here), and any
+/// the size of the guest's used memory, tens of MB), and any
 /// half-written one a crash left behind.
 fn prune(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {

@@ -1,7 +1,7 @@
-//! Where each thread's paths start — its working directory and its root —
-//! kept between guarded calls, so that a call need not open
-//! `/proc/<tid>/cwd` or `/proc/<tid>/root` again (~2.9 µs of the ~7.8 a
-//! resolved parent cost on this host; a `git` workflow resolves 3,400).
+//! Where each thread's paths start — its working directory and its root — kept
+//! between guarded calls, so that a call need not open `/proc/<tid>/cwd` or
+//! `/proc/<tid>/root` again: that was the larger part of what resolving a
+//! parent cost, and a `git` workflow resolves thousands (docs/measurements.md).
 //!
 //! An entry is used only while it is still true:
 //! - it names its thread by a pidfd: a thread id reused by a new thread is

@@ -87,12 +87,12 @@ pub struct Call {
 /// What one exec's supervisor remembers between calls.
 #[derive(Debug)]
 pub struct Memo {
-    /// The umask every process of the exec has while none has called
-    /// `umask`: the exec's command starts with it (PID 1 sets it before the
-    /// filter), children inherit it, and only the `umask` call — which the
-    /// filter sends here — changes it. So a new process's umask is known
-    /// without reading its `/proc` status (~30 µs, at the first create of
-    /// every compiler, assembler and linker process of a build).
+    /// The umask every process of the exec has while none has called `umask`:
+    /// the exec's command starts with it (PID 1 sets it before the filter),
+    /// children inherit it, and only the `umask` call — which the filter sends
+    /// here — changes it. So a new process's umask is known without reading its
+    /// `/proc` status (as dear as the rest of a guarded call, at the first
+    /// create of every compiler, assembler and linker process of a build).
     started_with: Option<u32>,
     /// Umask by thread id, once some process has called `umask`; forgotten
     /// whenever any process calls it.

@@ -73,12 +73,12 @@ pub fn serve(
         let _ = match outcome.answer {
             // In two steps, never `ADDFD_FLAG_SEND`: the kernel's one-step
             // answer wakes the caller without the same-CPU hand-off the
-            // listener asked for, and on this 2-vCPU host an open so
-            // answered took 29–53 µs against 4.1–4.4 µs in two steps
-            // (a notify loop outside any sandbox, docs/measurements.md);
-            // and the kernel keeps its own reference to the file until we
-            // wake from the injection, which a tracee already running could
-            // meet as ETXTBSY on a file it made executable and runs at once.
+            // listener asked for, and an open so answered took several times as
+            // long as in two steps on a 2-vCPU host (a notify loop outside any
+            // sandbox, docs/measurements.md); and the kernel keeps its own
+            // reference to the file until we wake from the injection, which a
+            // tracee already running could meet as ETXTBSY on a file it made
+            // executable and runs at once.
             Answer::Fd { fd, cloexec } => {
                 match listener.add_fd(
                     id,

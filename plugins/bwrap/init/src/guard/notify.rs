@@ -118,15 +118,15 @@ impl Listener {
     /// `ADDFD_FLAG_SEND`: the caller closes its copy before answering, so no
     /// extra writable reference outlives the tracee's (ETXTBSY on exec).
     ///
-    /// Done with this thread *and the tracee* held on the CPU we run on.
-    /// The kernel's two `ADDFD` completions (the tracee installs the
-    /// descriptor, then wakes us) have no same-CPU hint: the scheduler puts
-    /// the woken tracee on the idle CPU, and then us there or back, and
-    /// waking a halted vCPU costs 20–30 µs on hosts like this one. Held,
-    /// the exchange stays on one CPU (docs/measurements.md). Both masks are
-    /// back before the answer, so the next notification may wake us
-    /// wherever the caller is. Scheduling only: a mask that cannot be set
-    /// or given back changes no outcome.
+    /// Done with this thread *and the tracee* held on the CPU we run on. The
+    /// kernel's two `ADDFD` completions (the tracee installs the descriptor,
+    /// then wakes us) have no same-CPU hint: the scheduler puts the woken
+    /// tracee on the idle CPU, and then us there or back, and waking a halted
+    /// vCPU costs more than the exchange itself on a virtual machine
+    /// (docs/measurements.md). Held, the exchange stays on one CPU. Both masks
+    /// are back before the answer, so the next notification may wake us
+    /// wherever the caller is. Scheduling only: a mask that cannot be set or
+    /// given back changes no outcome.
     pub fn add_fd(&self, id: u64, fd: RawFd, cloexec: bool, tid: u32) -> io::Result<i32> {
         let began = timing::begin();
         let held = self.cpus.as_ref().and_then(|own| Held::here(own, tid));

@@ -1,5 +1,5 @@
 //! The guard's rules, made on a thread of their own while PID 1 announces
-//! `ready` and the first command starts (issue 18 item 1): compiling the
+//! `ready` and the first command starts (SPEC G1): compiling the
 //! globs and scanning the workspace for protected files no longer hold up
 //! the start.
 //!

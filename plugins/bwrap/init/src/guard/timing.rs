@@ -1,7 +1,8 @@
-//! Where a supervisor's time goes, per step and per syscall (issue 18 item
-//! 5): built only with the `guard-timing` feature, which prints one line
-//! per step to stderr (the backend logs it) when an exec's listener closes.
-//! Without the feature every call here is empty and compiles to nothing.
+//! Where a supervisor's time goes, per step and per syscall (SPEC G1, the
+//! guard's cost): built only with the `guard-timing` feature, which prints one
+//! line per step to stderr (the backend logs it) when an exec's listener
+//! closes. Without the feature every call here is empty and compiles to
+//! nothing.
 
 /// When a step began (nothing without the feature).
 #[derive(Clone, Copy)]

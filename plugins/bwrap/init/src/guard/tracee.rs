@@ -177,13 +177,13 @@ pub fn own_working_directory() -> bool {
     own
 }
 
-/// The path of a directory we hold. On a thread with a working directory
-/// of its own, `fchdir` there and `getcwd`: the same `d_path` as reading
-/// `/proc/self/fd/<fd>`, without the three procfs lookups and the access
-/// check — ~0.9 µs against ~2.8 on this host, and a guarded call resolves
-/// one or two parents (docs/measurements.md). Anything `getcwd` will not
-/// name plainly (a removed directory, one outside our root) is read from
-/// `/proc` as before, so both give the same answers.
+/// The path of a directory we hold. On a thread with a working directory of its
+/// own, `fchdir` there and `getcwd`: the same `d_path` as reading
+/// `/proc/self/fd/<fd>`, without the three procfs lookups and the access check
+/// — about a third of the time, and a guarded call resolves one or two parents
+/// (docs/measurements.md). Anything `getcwd` will not name plainly (a removed
+/// directory, one outside our root) is read from `/proc` as before, so both
+/// give the same answers.
 pub fn dir_path(fd: RawFd) -> io::Result<PathBuf> {
     if OWN_CWD.with(std::cell::Cell::get) {
         let mut buf = [0u8; PATH_MAX];
