@@ -58,6 +58,7 @@ fn settings(switch: SandboxSwitch) -> LaunchSettings {
         paths: server_paths(),
         output_budget: Arc::default(),
         after_destroy: None,
+        workspaces: None,
     }
 }
 
@@ -76,6 +77,8 @@ fn server_paths() -> ServerPaths {
         ],
         bind_roots: Vec::new(),
         config_file: Some("/home/me/etc/cc_server.toml".into()),
+        state_dir: Some("/home/me/.local/state/cc_server".into()),
+        data_dir: Some("/home/me/.local/share/cc_server".into()),
     }
 }
 
