@@ -24,3 +24,4 @@ mod run;
 mod soak;
 mod structure;
 mod toolchains;
+mod workspaces;

@@ -218,7 +218,7 @@ pub fn export(
     fetch
         .arg("--git-dir")
         .arg(checkout.join(".git"))
-        .args(["fetch", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", "--quiet"])
+        .args(["fetch", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules"])
         .arg(&snapshot_abs)
         .arg(&spec);
     match git::run(fetch, &format!("exporting {id} into {}", checkout.display())) {

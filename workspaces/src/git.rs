@@ -55,9 +55,15 @@ pub fn run(mut cmd: Command, what: &str) -> Result<Output, WorkspaceError> {
         source,
     })?;
     if !output.status.success() {
+        let said = [&output.stderr, &output.stdout]
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).trim().to_owned())
+            .filter(|t| !t.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
         return Err(WorkspaceError::Refused(format!(
-            "{what}: git said: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
+            "{what}: git ended with {} and said: {said}",
+            output.status
         )));
     }
     Ok(output)
