@@ -368,7 +368,10 @@ impl Settings {
                 message,
             })?;
         let section = file.workspaces.clone().unwrap_or_default();
-        for (key, dir) in [("state_dir", &section.state_dir), ("data_dir", &section.data_dir)] {
+        for (key, dir) in [
+            ("state_dir", &section.state_dir),
+            ("data_dir", &section.data_dir),
+        ] {
             if dir.as_ref().is_some_and(|d| !d.is_absolute()) {
                 return Err(ConfigError::Parse {
                     path: config_path,
@@ -447,8 +450,10 @@ impl Settings {
     pub fn workspaces(
         &self,
         create: bool,
-    ) -> Result<Option<std::sync::Arc<sandbox_workspaces::Workspaces>>, sandbox_workspaces::WorkspaceError>
-    {
+    ) -> Result<
+        Option<std::sync::Arc<sandbox_workspaces::Workspaces>>,
+        sandbox_workspaces::WorkspaceError,
+    > {
         let (Some(state_dir), Some(data_dir)) = (&self.state_dir, &self.data_dir) else {
             return Ok(None);
         };

@@ -63,9 +63,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 Ok(commands::policy::check(&settings, &args))
             }
             Command::Workspace(command) => commands::workspace::run(&settings, command),
-            Command::Conversation(command) => {
-                commands::conversation::run(&settings, command).await
-            }
+            Command::Conversation(command) => commands::conversation::run(&settings, command).await,
         }
     });
     // Plugin threads (a hung probe, say) must not keep the process alive.

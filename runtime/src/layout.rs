@@ -18,7 +18,14 @@ use std::path::PathBuf;
 
 use sandbox_plugin_api::{SandboxBindMount, SandboxSpec};
 
-use crate::sessions::SessionError;
+/// A spec the dispatch form cannot take: the field to blame and why (the
+/// API answers 400 naming it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the sandbox spec: {message}")]
+pub struct FormError {
+    pub field: &'static str,
+    pub message: String,
+}
 
 /// What a launch asks the layer to resolve.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,10 +108,10 @@ impl std::fmt::Debug for Layer {
 /// (400, naming the field) what the client may not give in this form: its
 /// own binds, state dirs, working directory or exec grants, and a
 /// `workspaceId` other than the conversation's.
-pub fn apply_layout(mut spec: SandboxSpec, layout: Layout) -> Result<SandboxSpec, SessionError> {
+pub fn apply_layout(mut spec: SandboxSpec, layout: Layout) -> Result<SandboxSpec, FormError> {
     check_dispatch_form(&spec)?;
     if !spec.workspace_id.is_empty() && spec.workspace_id != layout.workspace {
-        return Err(SessionError::InvalidSpec {
+        return Err(FormError {
             field: "workspaceId",
             message: format!(
                 "`workspaceId` is {:?}, but the conversation belongs to the workspace {:?}; \
@@ -122,9 +129,9 @@ pub fn apply_layout(mut spec: SandboxSpec, layout: Layout) -> Result<SandboxSpec
 
 /// What the dispatch form takes no client value for; the client's
 /// mistakes before anything is resolved. Pure.
-pub fn check_dispatch_form(spec: &SandboxSpec) -> Result<(), SessionError> {
+pub fn check_dispatch_form(spec: &SandboxSpec) -> Result<(), FormError> {
     let refuse = |field: &'static str, what: &str| {
-        Err(SessionError::InvalidSpec {
+        Err(FormError {
             field,
             message: format!(
                 "a spec with `conversationId` takes no {what} (`{field}`): the server binds the \
@@ -147,7 +154,7 @@ pub fn check_dispatch_form(spec: &SandboxSpec) -> Result<(), SessionError> {
         return refuse("execGrantRoots", "exec grants of its own");
     }
     if spec.agent_id.as_deref().is_none_or(str::is_empty) {
-        return Err(SessionError::InvalidSpec {
+        return Err(FormError {
             field: "agentId",
             message: "a spec with `conversationId` names the agent too (`agentId`): each agent \
                       has its own workdir"
@@ -199,7 +206,7 @@ mod tests {
             let mut spec = dispatch();
             f(&mut spec);
             match apply_layout(spec, layout()) {
-                Err(SessionError::InvalidSpec { field, .. }) => field,
+                Err(FormError { field, .. }) => field,
                 other => panic!("{other:?}"),
             }
         };
@@ -211,7 +218,10 @@ mod tests {
             with(&|s| s.runner_state_dirs.push("/x".into())),
             "runnerStateDirs"
         );
-        assert_eq!(with(&|s| s.guest_workdir = Some("/x".into())), "guestWorkdir");
+        assert_eq!(
+            with(&|s| s.guest_workdir = Some("/x".into())),
+            "guestWorkdir"
+        );
         assert_eq!(
             with(&|s| s.exec_grant_roots.push("/x".into())),
             "execGrantRoots"

@@ -213,24 +213,52 @@ fn a_conversation_is_a_reflink_clone_on_xfs_and_btrfs() {
         let before = free_bytes(&vol.mount);
         let (id, said) = new_conversation(cli(&plugins, &state, &data), "w", &["a"]);
         let after = free_bytes(&vol.mount);
-        assert!(said.contains("pipe") && said.contains("FIFO"), "{kind}: {said}");
-        assert!(said.contains(".env") && said.contains("include_secrets"), "{kind}: {said}");
+        assert!(
+            said.contains("pipe") && said.contains("FIFO"),
+            "{kind}: {said}"
+        );
+        assert!(
+            said.contains(".env") && said.contains("include_secrets"),
+            "{kind}: {said}"
+        );
         let clone = data.join("conversations").join(&id).join("repos/repo");
         assert_eq!(std::fs::read(clone.join("README")).unwrap(), b"hello\n");
-        assert_eq!(std::fs::read(clone.join("target/debug/cache")).unwrap(), b"built\n");
+        assert_eq!(
+            std::fs::read(clone.join("target/debug/cache")).unwrap(),
+            b"built\n"
+        );
         assert!(!clone.join(".env").exists(), "{kind}: a secret cloned");
         assert!(!clone.join("pipe").exists());
-        assert_eq!(std::fs::read_link(clone.join("link")).unwrap(), PathBuf::from("src/big.bin"));
+        assert_eq!(
+            std::fs::read_link(clone.join("link")).unwrap(),
+            PathBuf::from("src/big.bin")
+        );
         use std::os::unix::fs::MetadataExt;
         let (src, dst) = (
             std::fs::metadata(repo.join("run.sh")).unwrap(),
             std::fs::metadata(clone.join("run.sh")).unwrap(),
         );
         assert_eq!(src.mode(), dst.mode(), "{kind}: mode");
-        assert_eq!((src.mtime(), src.mtime_nsec()), (dst.mtime(), dst.mtime_nsec()), "{kind}: mtime");
-        assert_eq!(git(&clone, &["log", "--format=%s"]), "one", "{kind}: its own .git");
-        let frag = Command::new("filefrag").arg("-v").arg(clone.join("src/big.bin")).output().unwrap();
-        assert!(text(&frag.stdout).contains("shared"), "{kind}: extents not shared:\n{}", text(&frag.stdout));
+        assert_eq!(
+            (src.mtime(), src.mtime_nsec()),
+            (dst.mtime(), dst.mtime_nsec()),
+            "{kind}: mtime"
+        );
+        assert_eq!(
+            git(&clone, &["log", "--format=%s"]),
+            "one",
+            "{kind}: its own .git"
+        );
+        let frag = Command::new("filefrag")
+            .arg("-v")
+            .arg(clone.join("src/big.bin"))
+            .output()
+            .unwrap();
+        assert!(
+            text(&frag.stdout).contains("shared"),
+            "{kind}: extents not shared:\n{}",
+            text(&frag.stdout)
+        );
         assert!(
             before.saturating_sub(after) < 2 << 20,
             "{kind}: cloning 8 MiB took {} bytes",
@@ -242,10 +270,20 @@ fn a_conversation_is_a_reflink_clone_on_xfs_and_btrfs() {
         std::fs::write(clone.join("README"), "changed\n").unwrap();
         assert_eq!(std::fs::read(repo.join("README")).unwrap(), b"hello\n");
         let other_clone = data.join("conversations").join(&other).join("repos/repo");
-        assert_eq!(std::fs::read(other_clone.join("README")).unwrap(), b"hello\n");
+        assert_eq!(
+            std::fs::read(other_clone.join("README")).unwrap(),
+            b"hello\n"
+        );
         // Listed, the secret comes along.
         let listed = cli(&plugins, &state, &data)
-            .args(["workspace", "add", "with-env", "--include-secret", ".env", "--repo"])
+            .args([
+                "workspace",
+                "add",
+                "with-env",
+                "--include-secret",
+                ".env",
+                "--repo",
+            ])
             .arg(format!("r={}", repo.display()))
             .output();
         assert_eq!(code(&listed), 0, "{}", text(&listed.stderr));
@@ -282,13 +320,20 @@ fn ext4_and_cross_volume_data_dirs_are_refused_with_the_message() {
             .output();
         let err = text(&out.stderr);
         assert_ne!(code(&out), 0, "{err}");
-        assert!(err.contains("reflink") && err.contains("[workspaces] data_dir"), "{err}");
+        assert!(
+            err.contains("reflink") && err.contains("[workspaces] data_dir"),
+            "{err}"
+        );
         for name in names {
             assert!(err.contains(name), "{name} not named: {err}");
         }
-        let left: Vec<_> = std::fs::read_dir(data.join("conversations")).unwrap().collect();
+        let left: Vec<_> = std::fs::read_dir(data.join("conversations"))
+            .unwrap()
+            .collect();
         assert!(left.is_empty(), "left behind: {left:?}");
-        let list = cli(&plugins, &state, &data).args(["conversation", "list"]).output();
+        let list = cli(&plugins, &state, &data)
+            .args(["conversation", "list"])
+            .output();
         assert_eq!(text(&list.stdout), "");
     }
 }
@@ -318,16 +363,27 @@ fn agents_share_repos_not_workdirs_and_checkouts_stay_read_only() {
     let server = Server::start_with(cli(&plugins, &state, &data));
     let launch = |agent: &str| {
         let body = serde_json::json!({"conversationId": id, "agentId": agent});
-        let made = server.call("POST", "/v1/sandboxes?backend=bwrap", Some(&body.to_string()));
+        let made = server.call(
+            "POST",
+            "/v1/sandboxes?backend=bwrap",
+            Some(&body.to_string()),
+        );
         assert_eq!(made.status, 201, "{}\n{}", text(&made.body), server.log());
         made.json()
     };
     let exec = |session: &str, script: &str| {
         let body = serde_json::json!({"argv": ["sh", "-c", script]});
-        let out = server.call("POST", &format!("/v1/sandboxes/{session}/execs"), Some(&body.to_string()));
+        let out = server.call(
+            "POST",
+            &format!("/v1/sandboxes/{session}/execs"),
+            Some(&body.to_string()),
+        );
         assert_eq!(out.status, 200, "{}", text(&out.body));
         let events = out.lines();
-        (crate::util::exit_code(&events), crate::util::joined(&events, "stdout"))
+        (
+            crate::util::exit_code(&events),
+            crate::util::joined(&events, "stdout"),
+        )
     };
     let a = launch("a");
     let details = &a["details"];
@@ -351,33 +407,63 @@ fn agents_share_repos_not_workdirs_and_checkouts_stay_read_only() {
     );
     assert_eq!(status, 0);
     assert!(out.starts_with(&a_work.display().to_string()), "{out}");
-    assert!(!out.contains("config-written") && !out.contains("sees-b") && !out.contains("sees-checkout"), "{out}");
+    assert!(
+        !out.contains("config-written")
+            && !out.contains("sees-b")
+            && !out.contains("sees-checkout"),
+        "{out}"
+    );
     assert_eq!(std::fs::read(a_work.join("mine")).unwrap(), b"from-a\n");
-    assert_eq!(std::fs::read(repo.join("README")).unwrap(), b"hello\n", "the checkout changed");
+    assert_eq!(
+        std::fs::read(repo.join("README")).unwrap(),
+        b"hello\n",
+        "the checkout changed"
+    );
     let b = launch("b");
     let b_id = b["sessionId"].as_str().unwrap().to_owned();
     let (_, out) = exec(
         &b_id,
-        &format!("cat {}/README; test -e {} && echo sees-a; true", repos.display(), a_work.join("mine").display()),
+        &format!(
+            "cat {}/README; test -e {} && echo sees-a; true",
+            repos.display(),
+            a_work.join("mine").display()
+        ),
     );
     assert!(out.contains("shared") && !out.contains("sees-a"), "{out}");
     // The form takes no client binds; a raw spec none below the data dir.
     for (body, field) in [
-        (serde_json::json!({"conversationId": id, "agentId": "a", "bindMounts": [{"hostPath": "/tmp"}]}), "bindMounts"),
-        (serde_json::json!({"bindMounts": [{"hostPath": conv}]}), "bindMounts"),
+        (
+            serde_json::json!({"conversationId": id, "agentId": "a", "bindMounts": [{"hostPath": "/tmp"}]}),
+            "bindMounts",
+        ),
+        (
+            serde_json::json!({"bindMounts": [{"hostPath": conv}]}),
+            "bindMounts",
+        ),
     ] {
-        let refused = server.call("POST", "/v1/sandboxes?backend=bwrap", Some(&body.to_string()));
+        let refused = server.call(
+            "POST",
+            "/v1/sandboxes?backend=bwrap",
+            Some(&body.to_string()),
+        );
         assert_eq!(refused.status, 400, "{}", text(&refused.body));
         assert_eq!(refused.json()["field"], field);
     }
     // A raw spec binding the checkout writable: read-only inside.
     let raw = server.create_bwrap_over(&format!("raw-{}", unique()), &repo);
     let raw_id = raw.json()["sessionId"].as_str().unwrap().to_owned();
-    let (_, out) = exec(&raw_id, "echo x > planted 2>/dev/null && echo wrote; echo y >> README 2>/dev/null && echo appended; true");
+    let (_, out) = exec(
+        &raw_id,
+        "echo x > planted 2>/dev/null && echo wrote; echo y >> README 2>/dev/null && echo appended; true",
+    );
     assert!(!out.contains("wrote") && !out.contains("appended"), "{out}");
     assert!(!repo.join("planted").exists());
     // Deleting the conversation is refused while a sandbox uses it.
-    let busy = server.call("DELETE", &format!("/v1/conversations/{id}?force=true"), None);
+    let busy = server.call(
+        "DELETE",
+        &format!("/v1/conversations/{id}?force=true"),
+        None,
+    );
     assert_eq!(busy.status, 409, "{}", text(&busy.body));
     for s in [&a_id, &b_id, &raw_id] {
         server.call("DELETE", &format!("/v1/sandboxes/{s}"), None);
@@ -388,13 +474,20 @@ fn agents_share_repos_not_workdirs_and_checkouts_stay_read_only() {
         .args(["run", "--", "true"])
         .output();
     assert_eq!(code(&run), 125, "{}", text(&run.stderr));
-    assert!(text(&run.stderr).contains("--conversation"), "{}", text(&run.stderr));
+    assert!(
+        text(&run.stderr).contains("--conversation"),
+        "{}",
+        text(&run.stderr)
+    );
     // `run --conversation --agent` works, adding the agent.
     let run = cli(&plugins, &state, &data)
         .args(["run", "--conversation", &id, "--agent", "c", "--", "pwd"])
         .output();
     assert_eq!(code(&run), 0, "{}", text(&run.stderr));
-    assert_eq!(text(&run.stdout).trim(), conv.join("agents/c/work").display().to_string());
+    assert_eq!(
+        text(&run.stdout).trim(),
+        conv.join("agents/c/work").display().to_string()
+    );
 }
 
 /// H1: a restart keeps workspaces, conversations and agents; API calls and
@@ -429,14 +522,20 @@ fn state_survives_a_restart_and_concurrent_writers_and_a_damaged_file_is_named()
             });
         }
     });
-    let made = server.call("POST", "/v1/conversations", Some(r#"{"workspace":"api0","agents":["x"]}"#));
+    let made = server.call(
+        "POST",
+        "/v1/conversations",
+        Some(r#"{"workspace":"api0","agents":["x"]}"#),
+    );
     assert_eq!(made.status, 201, "{}", text(&made.body));
     let id = made.json()["id"].as_str().unwrap().to_owned();
     server.stop();
     let again = Server::start_with(cli(&plugins, &state, &data));
     let listed = again.call("GET", "/v1/workspaces", None).json();
     assert_eq!(listed.as_array().unwrap().len(), 8, "{listed}");
-    let conv = again.call("GET", &format!("/v1/conversations/{id}"), None).json();
+    let conv = again
+        .call("GET", &format!("/v1/conversations/{id}"), None)
+        .json();
     assert_eq!(conv["agents"], serde_json::json!(["x"]));
     assert_eq!(conv["state"], "ready");
     drop(again);
@@ -445,10 +544,20 @@ fn state_survives_a_restart_and_concurrent_writers_and_a_damaged_file_is_named()
         let _ = std::fs::remove_file(state.join(format!("workspaces.db{suffix}")));
     }
     std::fs::write(&db, vec![0x42u8; 16384]).unwrap();
-    let out = cli(&plugins, &state, &data).args(["workspace", "list"]).output();
+    let out = cli(&plugins, &state, &data)
+        .args(["workspace", "list"])
+        .output();
     assert_eq!(code(&out), 125);
-    assert!(text(&out.stderr).contains(&db.display().to_string()), "{}", text(&out.stderr));
-    assert_eq!(std::fs::read(&db).unwrap(), vec![0x42u8; 16384], "the file was reset");
+    assert!(
+        text(&out.stderr).contains(&db.display().to_string()),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        vec![0x42u8; 16384],
+        "the file was reset"
+    );
 }
 
 /// H1: export lands the conversation's HEAD as a branch of the registered
@@ -479,23 +588,53 @@ fn export_lands_the_branch_and_runs_nothing_planted_in_the_clone() {
     // What an agent could plant in its clone.
     let sentinel = vol.mount.join(format!("ran-{}", unique()));
     let script = vol.mount.join("evil.sh");
-    std::fs::write(&script, format!("#!/bin/sh\ntouch {}\n", sentinel.display())).unwrap();
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ntouch {}\n", sentinel.display()),
+    )
+    .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    for hook in ["reference-transaction", "post-checkout", "pre-auto-gc", "post-merge"] {
+    for hook in [
+        "reference-transaction",
+        "post-checkout",
+        "pre-auto-gc",
+        "post-merge",
+    ] {
         std::fs::copy(&script, clone.join(".git/hooks").join(hook)).unwrap();
     }
-    git(&clone, &["config", "core.fsmonitor", script.to_str().unwrap()]);
-    git(&clone, &["config", "core.hooksPath", clone.join(".git/hooks").to_str().unwrap()]);
-    std::fs::write(clone.join(".git/objects/info/alternates"), "/nonexistent/objects\n").unwrap();
+    git(
+        &clone,
+        &["config", "core.fsmonitor", script.to_str().unwrap()],
+    );
+    git(
+        &clone,
+        &[
+            "config",
+            "core.hooksPath",
+            clone.join(".git/hooks").to_str().unwrap(),
+        ],
+    );
+    std::fs::write(
+        clone.join(".git/objects/info/alternates"),
+        "/nonexistent/objects\n",
+    )
+    .unwrap();
     let head_before = git(&repo, &["rev-parse", "HEAD"]);
     let status_before = git(&repo, &["status", "--porcelain"]);
     // Not exported yet: removing needs --force.
-    let refused = cli(&plugins, &state, &data).args(["conversation", "remove", &id]).output();
+    let refused = cli(&plugins, &state, &data)
+        .args(["conversation", "remove", &id])
+        .output();
     assert_ne!(code(&refused), 0);
-    assert!(text(&refused.stderr).contains("not exported"), "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stderr).contains("not exported"),
+        "{}",
+        text(&refused.stderr)
+    );
     let export = |branch: &str, force: bool| {
-        let mut cc = cli(&plugins, &state, &data).args(["conversation", "export", &id, "--branch", branch]);
+        let mut cc =
+            cli(&plugins, &state, &data).args(["conversation", "export", &id, "--branch", branch]);
         if force {
             cc = cc.arg("--force");
         }
@@ -503,29 +642,55 @@ fn export_lands_the_branch_and_runs_nothing_planted_in_the_clone() {
     };
     let checked_out = export("main", false);
     assert_ne!(code(&checked_out), 0);
-    assert!(text(&checked_out.stderr).contains("checked out"), "{}", text(&checked_out.stderr));
+    assert!(
+        text(&checked_out.stderr).contains("checked out"),
+        "{}",
+        text(&checked_out.stderr)
+    );
     let done = export("agent-work", false);
     assert_eq!(code(&done), 0, "{}", text(&done.stderr));
     assert_eq!(git(&repo, &["rev-parse", "refs/heads/agent-work"]), commit);
     assert_eq!(git(&repo, &["rev-parse", "HEAD"]), head_before);
     assert_eq!(git(&repo, &["status", "--porcelain"]), status_before);
-    assert!(!repo.join("feature.txt").exists(), "the working tree changed");
+    assert!(
+        !repo.join("feature.txt").exists(),
+        "the working tree changed"
+    );
     assert!(!sentinel.exists(), "something planted in the clone ran");
     // A non-fast-forward needs --force.
     git(&clone, &["reset", "-q", "--hard", "HEAD~1"]);
     std::fs::write(clone.join("other.txt"), "x\n").unwrap();
     git(&clone, &["add", "other.txt"]);
-    git(&clone, &["-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "three"]);
+    git(
+        &clone,
+        &[
+            "-c",
+            "core.hooksPath=/dev/null",
+            "commit",
+            "-q",
+            "-m",
+            "three",
+        ],
+    );
     let _ = std::fs::remove_file(&sentinel);
     let nonff = export("agent-work", false);
     assert_ne!(code(&nonff), 0);
-    assert!(text(&nonff.stderr).contains("--force"), "{}", text(&nonff.stderr));
+    assert!(
+        text(&nonff.stderr).contains("--force"),
+        "{}",
+        text(&nonff.stderr)
+    );
     let forced = export("agent-work", true);
     assert_eq!(code(&forced), 0, "{}", text(&forced.stderr));
-    assert_eq!(git(&repo, &["rev-parse", "refs/heads/agent-work"]), git(&clone, &["rev-parse", "HEAD"]));
+    assert_eq!(
+        git(&repo, &["rev-parse", "refs/heads/agent-work"]),
+        git(&clone, &["rev-parse", "HEAD"])
+    );
     assert!(!sentinel.exists(), "something planted in the clone ran");
     // Exported: removing needs no --force.
-    let removed = cli(&plugins, &state, &data).args(["conversation", "remove", &id]).output();
+    let removed = cli(&plugins, &state, &data)
+        .args(["conversation", "remove", &id])
+        .output();
     assert_eq!(code(&removed), 0, "{}", text(&removed.stderr));
     assert!(!data.join("conversations").join(&id).exists());
 }

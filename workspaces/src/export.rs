@@ -66,14 +66,20 @@ pub fn unexported(layer: &Workspaces, conv: &Conversation) -> Result<Vec<String>
                 let _ = writeln!(stdin, "{sha}");
             }
         }
-        let output = child.wait_with_output().map_err(|source| WorkspaceError::Io {
-            what: "running git cat-file".into(),
-            source,
-        })?;
+        let output = child
+            .wait_with_output()
+            .map_err(|source| WorkspaceError::Io {
+                what: "running git cat-file".into(),
+                source,
+            })?;
         let text = String::from_utf8_lossy(&output.stdout);
         for (name, sha) in &heads {
             if text.lines().any(|l| l == format!("{sha} missing")) {
-                out.push(format!("{} {name} {}", repo.name, &sha[..12.min(sha.len())]));
+                out.push(format!(
+                    "{} {name} {}",
+                    repo.name,
+                    &sha[..12.min(sha.len())]
+                ));
             }
         }
     }
@@ -95,7 +101,9 @@ fn read_heads(data: &Jail, git_dir: &Path) -> Vec<(String, String)> {
             heads.push(("HEAD".to_owned(), head.to_owned()));
         }
     }
-    let base = data.root_path(DATA).map(|r| r.join(git_dir).join("refs/heads"));
+    let base = data
+        .root_path(DATA)
+        .map(|r| r.join(git_dir).join("refs/heads"));
     if let (Ok(walk), Some(base)) = (
         data.walk(&JailPath::in_root(DATA, git_dir.join("refs/heads"))),
         base,
@@ -155,17 +163,31 @@ pub fn export(
 ) -> Result<Exported, WorkspaceError> {
     let conv = layer.conversation(id)?;
     let repo = match repository {
-        Some(name) => conv.repositories.iter().find(|r| r.name == name).ok_or_else(|| {
-            WorkspaceError::NotFound(format!("the conversation `{id}` has no repository `{name}`"))
-        })?,
+        Some(name) => conv
+            .repositories
+            .iter()
+            .find(|r| r.name == name)
+            .ok_or_else(|| {
+                WorkspaceError::NotFound(format!(
+                    "the conversation `{id}` has no repository `{name}`"
+                ))
+            })?,
         None => match conv.repositories.as_slice() {
             [one] => one,
-            [] => return Err(WorkspaceError::invalid("repository", format!("the conversation `{id}` has no repositories"))),
+            [] => {
+                return Err(WorkspaceError::invalid(
+                    "repository",
+                    format!("the conversation `{id}` has no repositories"),
+                ));
+            }
             many => {
                 let names: Vec<&str> = many.iter().map(|r| r.name.as_str()).collect();
                 return Err(WorkspaceError::invalid(
                     "repository",
-                    format!("the conversation `{id}` has several repositories ({}): name one (--repo)", names.join(", ")),
+                    format!(
+                        "the conversation `{id}` has several repositories ({}): name one (--repo)",
+                        names.join(", ")
+                    ),
                 ));
             }
         },
@@ -181,7 +203,9 @@ pub fn export(
         },
         &format!("the branch name {branch:?}"),
     )
-    .map_err(|_| WorkspaceError::invalid("branch", format!("{branch:?} is not a valid branch name")))?;
+    .map_err(|_| {
+        WorkspaceError::invalid("branch", format!("{branch:?} is not a valid branch name"))
+    })?;
     if let Some(place) = checked_out(checkout, branch, layer)? {
         return Err(WorkspaceError::Refused(format!(
             "the branch {branch} is checked out in {place}: exporting into it would change a working \
@@ -205,8 +229,13 @@ pub fn export(
         path: &git_dir,
         several_names: false,
     };
-    data.clone_tree(&source, &JailPath::in_root(DATA, &snapshot_rel), &mut snapshot_choice, &mut |_| {})
-        .map_err(|e| WorkspaceError::jail(format!("reading the clone of {} in {id}", repo.name), e))?;
+    data.clone_tree(
+        &source,
+        &JailPath::in_root(DATA, &snapshot_rel),
+        &mut snapshot_choice,
+        &mut |_| {},
+    )
+    .map_err(|e| WorkspaceError::jail(format!("reading the clone of {} in {id}", repo.name), e))?;
     data.write(
         &JailPath::in_root(DATA, snapshot_rel.join("config")),
         b"[core]\n\trepositoryformatversion = 0\n\tbare = true\n",
@@ -218,12 +247,22 @@ pub fn export(
     fetch
         .arg("--git-dir")
         .arg(checkout.join(".git"))
-        .args(["fetch", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules"])
+        .args([
+            "fetch",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--no-recurse-submodules",
+        ])
         .arg(&snapshot_abs)
         .arg(&spec);
-    match git::run(fetch, &format!("exporting {id} into {}", checkout.display())) {
+    match git::run(
+        fetch,
+        &format!("exporting {id} into {}", checkout.display()),
+    ) {
         Ok(_) => {}
-        Err(WorkspaceError::Refused(text)) if text.contains("non-fast-forward") || text.contains("rejected") => {
+        Err(WorkspaceError::Refused(text))
+            if text.contains("non-fast-forward") || text.contains("rejected") =>
+        {
             return Err(WorkspaceError::Refused(format!(
                 "the branch {branch} of {} has commits the conversation's HEAD does not (not a \
                  fast-forward): export to another branch, or pass --force to replace it",
@@ -267,7 +306,11 @@ fn snapshot_choice(entry: &CloneEntry<'_>) -> CloneChoice {
 
 /// Where in the registered checkout `branch` is checked out: its own
 /// `HEAD` or a linked worktree's.
-fn checked_out(checkout: &Path, branch: &str, layer: &Workspaces) -> Result<Option<String>, WorkspaceError> {
+fn checked_out(
+    checkout: &Path,
+    branch: &str,
+    layer: &Workspaces,
+) -> Result<Option<String>, WorkspaceError> {
     let jail = provision::source_jail(checkout, layer.settings.home.clone())?;
     let want = format!("ref: refs/heads/{branch}");
     let head = |rel: &Path| {
@@ -282,7 +325,10 @@ fn checked_out(checkout: &Path, branch: &str, layer: &Workspaces) -> Result<Opti
         for entry in entries {
             let rel = Path::new(".git/worktrees").join(&entry.name).join("HEAD");
             if head(&rel) {
-                return Ok(Some(format!("the linked worktree {}", entry.name.to_string_lossy())));
+                return Ok(Some(format!(
+                    "the linked worktree {}",
+                    entry.name.to_string_lossy()
+                )));
             }
         }
     }

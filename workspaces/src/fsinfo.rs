@@ -24,6 +24,8 @@ impl std::fmt::Display for FsInfo {
 }
 
 /// The filesystem holding `path`.
+// The statfs fields' types differ between architectures.
+#[allow(clippy::unnecessary_cast)]
 pub fn of(path: &Path) -> std::io::Result<FsInfo> {
     let c = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -98,9 +100,15 @@ mod tests {
         let info = "22 1 254:0 / / rw - ext4 /dev/vda rw\n\
                     40 22 7:0 / /mnt/x\\040y rw - xfs /dev/loop0 rw\n\
                     41 22 7:1 / /mnt/b rw - btrfs /dev/loop1 rw\n";
-        assert_eq!(mount_point(info, Path::new("/mnt/x y/a")), PathBuf::from("/mnt/x y"));
+        assert_eq!(
+            mount_point(info, Path::new("/mnt/x y/a")),
+            PathBuf::from("/mnt/x y")
+        );
         assert_eq!(mount_point(info, Path::new("/mnt/bb")), PathBuf::from("/"));
-        assert_eq!(mount_point(info, Path::new("/mnt/b/c")), PathBuf::from("/mnt/b"));
+        assert_eq!(
+            mount_point(info, Path::new("/mnt/b/c")),
+            PathBuf::from("/mnt/b")
+        );
         assert_eq!(kind_name(0x5846_5342), "xfs");
     }
 }

@@ -29,7 +29,8 @@ pub fn command(home: &Path, dirs: &[&Path]) -> Command {
         cmd.arg("-c").arg(format!("{key}={value}"));
     }
     for dir in dirs {
-        cmd.arg("-c").arg(format!("safe.directory={}", dir.display()));
+        cmd.arg("-c")
+            .arg(format!("safe.directory={}", dir.display()));
     }
     cmd
 }

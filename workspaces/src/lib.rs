@@ -34,9 +34,7 @@ use std::sync::Arc;
 use sandbox_paths::jail::{CloneSource, Jail, JailConfig, JailPath, RootConfig};
 use sandbox_paths::write_deny::{GlobSet, SECRET_GLOBS};
 use sandbox_plugin_api::SandboxBindMount;
-use sandbox_runtime::layout::{
-    Layout, LayoutError, LayoutRequest, Lease, Leased, WorkspaceLayer,
-};
+use sandbox_runtime::layout::{Layout, LayoutError, LayoutRequest, Lease, Leased, WorkspaceLayer};
 
 pub use crate::dirs::DataDir;
 pub use crate::error::WorkspaceError;
@@ -106,7 +104,8 @@ impl Workspaces {
                 source,
             })?;
         let data = DataDir {
-            root: std::fs::canonicalize(&settings.data_dir).unwrap_or_else(|_| settings.data_dir.clone()),
+            root: std::fs::canonicalize(&settings.data_dir)
+                .unwrap_or_else(|_| settings.data_dir.clone()),
         };
         let layer = Self {
             store,
@@ -139,7 +138,10 @@ impl Workspaces {
             protected,
         };
         Jail::new(config).map_err(|e| {
-            WorkspaceError::jail(format!("opening the data directory {}", self.data.root.display()), e)
+            WorkspaceError::jail(
+                format!("opening the data directory {}", self.data.root.display()),
+                e,
+            )
         })
     }
 
@@ -170,7 +172,12 @@ impl Workspaces {
             match jail.remove_all(&JailPath::in_root(DATA, &rel)) {
                 Ok(()) => {}
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-                Err(e) => return Err(WorkspaceError::jail(format!("removing the leftover conversation {id}"), e)),
+                Err(e) => {
+                    return Err(WorkspaceError::jail(
+                        format!("removing the leftover conversation {id}"),
+                        e,
+                    ));
+                }
             }
         }
         for id in &claimed {
@@ -185,7 +192,10 @@ impl Workspaces {
         if !dirs::valid_name(&new.name) {
             return Err(WorkspaceError::invalid(
                 "name",
-                format!("the workspace name {:?} is not 1 to 64 letters, digits, `.`, `_` or `-` (not starting with `.`)", new.name),
+                format!(
+                    "the workspace name {:?} is not 1 to 64 letters, digits, `.`, `_` or `-` (not starting with `.`)",
+                    new.name
+                ),
             ));
         }
         let mut repositories: Vec<Repository> = Vec::new();
@@ -194,17 +204,26 @@ impl Workspaces {
             if !path.join(".git").is_dir() {
                 return Err(WorkspaceError::invalid(
                     "repositories",
-                    format!("{} is not a git checkout (no .git directory)", path.display()),
+                    format!(
+                        "{} is not a git checkout (no .git directory)",
+                        path.display()
+                    ),
                 ));
             }
             let name = match name {
                 Some(n) => n.clone(),
-                None => path.file_name().and_then(|n| n.to_str()).unwrap_or("repo").to_owned(),
+                None => path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or("repo")
+                    .to_owned(),
             };
             if !dirs::valid_name(&name) || repositories.iter().any(|r| r.name == name) {
                 return Err(WorkspaceError::invalid(
                     "repositories",
-                    format!("the repository name {name:?} is not a valid name, or given twice; name it (`NAME=PATH`)"),
+                    format!(
+                        "the repository name {name:?} is not a valid name, or given twice; name it (`NAME=PATH`)"
+                    ),
                 ));
             }
             repositories.push(Repository { name, path });
@@ -223,7 +242,10 @@ impl Workspaces {
             created_at: 0,
         };
         if !self.store.add_workspace(&ws)? {
-            return Err(WorkspaceError::Conflict(format!("a workspace `{}` exists already", ws.name)));
+            return Err(WorkspaceError::Conflict(format!(
+                "a workspace `{}` exists already",
+                ws.name
+            )));
         }
         self.store
             .workspace(&ws.name)?
@@ -233,13 +255,16 @@ impl Workspaces {
     /// A directory a workspace names: absolute, existing, canonical, and
     /// clear of the server's own directories.
     fn own_dir(&self, path: &Path, field: &'static str) -> Result<PathBuf, WorkspaceError> {
-        let canonical = std::fs::canonicalize(path).map_err(|e| {
-            WorkspaceError::invalid(field, format!("{}: {e}", path.display()))
-        })?;
+        let canonical = std::fs::canonicalize(path)
+            .map_err(|e| WorkspaceError::invalid(field, format!("{}: {e}", path.display())))?;
         if !canonical.is_dir() || canonical.parent().is_none() {
-            return Err(WorkspaceError::invalid(field, format!("{} is not a directory below /", canonical.display())));
+            return Err(WorkspaceError::invalid(
+                field,
+                format!("{} is not a directory below /", canonical.display()),
+            ));
         }
-        let state = std::fs::canonicalize(&self.settings.state_dir).unwrap_or_else(|_| self.settings.state_dir.clone());
+        let state = std::fs::canonicalize(&self.settings.state_dir)
+            .unwrap_or_else(|_| self.settings.state_dir.clone());
         for (dir, what, key) in [
             (&self.data.root, "data directory", dirs::DATA_DIR_KEY),
             (&state, "state directory", dirs::STATE_DIR_KEY),
@@ -300,7 +325,14 @@ impl Workspaces {
         for repo in &ws.repositories {
             let jail = provision::source_jail(&repo.path, self.settings.home.clone())?;
             let survey = provision::survey(&jail, &repo.path)?;
-            provision::check_reflink(&data, &conversations, &jail, &survey, &repo.path, &self.data.root)?;
+            provision::check_reflink(
+                &data,
+                &conversations,
+                &jail,
+                &survey,
+                &repo.path,
+                &self.data.root,
+            )?;
             entries += survey.entries;
             sources.push((repo, jail, survey));
         }
@@ -317,7 +349,10 @@ impl Workspaces {
         };
         let conversation = JailPath::in_root(DATA, DataDir::conversation_rel(&id));
         mkdir(&data, &conversation)?;
-        mkdir(&data, &JailPath::in_root(DATA, DataDir::conversation_rel(&id).join("agents")))?;
+        mkdir(
+            &data,
+            &JailPath::in_root(DATA, DataDir::conversation_rel(&id).join("agents")),
+        )?;
         let mut made = Vec::new();
         if !sources.is_empty() {
             mkdir(&data, &JailPath::in_root(DATA, DataDir::repos_rel(&id)))?;
@@ -337,7 +372,7 @@ impl Workspaces {
             let to = JailPath::in_root(DATA, DataDir::repos_rel(&id).join(&repo.name));
             let total = survey.files;
             let mut tell = |r: &sandbox_paths::jail::CloneReport| {
-                if r.files % 256 == 0 || r.files == total {
+                if r.files.is_multiple_of(256) || r.files == total {
                     progress(&Progress {
                         repository: repo.name.clone(),
                         files_done: r.files,
@@ -348,7 +383,12 @@ impl Workspaces {
             };
             let report = data
                 .clone_tree(&source, &to, &mut |e| chooser.choose(e), &mut tell)
-                .map_err(|e| WorkspaceError::jail(format!("cloning {} into the conversation {id}", repo.path.display()), e))?;
+                .map_err(|e| {
+                    WorkspaceError::jail(
+                        format!("cloning {} into the conversation {id}", repo.path.display()),
+                        e,
+                    )
+                })?;
             progress(&Progress {
                 repository: repo.name.clone(),
                 files_done: report.files,
@@ -404,14 +444,24 @@ impl Workspaces {
         match data.mkdir(&dir) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
-            Err(e) => return Err(WorkspaceError::jail(format!("making the agent {agent}'s directory"), e)),
+            Err(e) => {
+                return Err(WorkspaceError::jail(
+                    format!("making the agent {agent}'s directory"),
+                    e,
+                ));
+            }
         }
         for sub in ["work", "config"] {
             let p = JailPath::in_root(DATA, rel.join(sub));
             match data.mkdir(&p) {
                 Ok(()) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
-                Err(e) => return Err(WorkspaceError::jail(format!("making the agent {agent}'s {sub} directory"), e)),
+                Err(e) => {
+                    return Err(WorkspaceError::jail(
+                        format!("making the agent {agent}'s {sub} directory"),
+                        e,
+                    ));
+                }
             }
         }
         let about = serde_json::json!({
@@ -428,7 +478,9 @@ impl Workspaces {
         .map_err(|e| WorkspaceError::jail(format!("writing the agent {agent}'s agent.json"), e))?;
         match self.store.add_agent(conversation, agent)? {
             Ok(_) => Ok(()),
-            Err(None) => Err(WorkspaceError::NotFound(format!("no conversation `{conversation}`"))),
+            Err(None) => Err(WorkspaceError::NotFound(format!(
+                "no conversation `{conversation}`"
+            ))),
             Err(Some(state)) => Err(WorkspaceError::Conflict(format!(
                 "the conversation `{conversation}` is {state}"
             ))),
@@ -437,9 +489,16 @@ impl Workspaces {
 
     /// Removes an agent and its directories, unless a sandbox uses it.
     pub fn remove_agent(&self, conversation: &str, agent: &str) -> Result<(), WorkspaceError> {
-        match self.store.remove_agent(conversation, agent, &owner::is_gone)? {
+        match self
+            .store
+            .remove_agent(conversation, agent, &owner::is_gone)?
+        {
             Ok(true) => {}
-            Ok(false) => return Err(WorkspaceError::NotFound(format!("no agent `{agent}` in `{conversation}`"))),
+            Ok(false) => {
+                return Err(WorkspaceError::NotFound(format!(
+                    "no agent `{agent}` in `{conversation}`"
+                )));
+            }
             Err(sessions) => {
                 return Err(WorkspaceError::Conflict(format!(
                     "the agent `{agent}` is in use by sandbox {}: destroy it first",
@@ -448,10 +507,16 @@ impl Workspaces {
             }
         }
         let data = self.data_jail()?;
-        match data.remove_all(&JailPath::in_root(DATA, DataDir::agent_rel(conversation, agent))) {
+        match data.remove_all(&JailPath::in_root(
+            DATA,
+            DataDir::agent_rel(conversation, agent),
+        )) {
             Ok(()) => Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
-            Err(e) => Err(WorkspaceError::jail(format!("removing the agent {agent}'s directories"), e)),
+            Err(e) => Err(WorkspaceError::jail(
+                format!("removing the agent {agent}'s directories"),
+                e,
+            )),
         }
     }
 
@@ -476,7 +541,10 @@ impl Workspaces {
                 )));
             }
         }
-        match self.store.begin_removal(id, &owner::me(), &owner::is_gone)? {
+        match self
+            .store
+            .begin_removal(id, &owner::me(), &owner::is_gone)?
+        {
             Ok(true) => {}
             Ok(false) => return Err(WorkspaceError::NotFound(format!("no conversation `{id}`"))),
             Err(sessions) => {
@@ -490,7 +558,12 @@ impl Workspaces {
         match data.remove_all(&JailPath::in_root(DATA, DataDir::conversation_rel(id))) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-            Err(e) => return Err(WorkspaceError::jail(format!("removing the conversation {id}"), e)),
+            Err(e) => {
+                return Err(WorkspaceError::jail(
+                    format!("removing the conversation {id}"),
+                    e,
+                ));
+            }
         }
         self.store.forget_conversation(id)?;
         Ok(())
@@ -498,11 +571,17 @@ impl Workspaces {
 
     /// The binds of one agent of one conversation, resolved now, and a
     /// lease on the conversation for `session` (SPEC H10).
-    pub fn lease_layout(self: &Arc<Self>, request: &LayoutRequest) -> Result<Leased, WorkspaceError> {
+    pub fn lease_layout(
+        self: &Arc<Self>,
+        request: &LayoutRequest,
+    ) -> Result<Leased, WorkspaceError> {
         let conv = self.conversation(&request.conversation)?;
         let id = &conv.id;
         let ws = self.store.workspace(&conv.workspace)?;
-        match self.store.take_lease(id, &request.agent, &request.session, &owner::me())? {
+        match self
+            .store
+            .take_lease(id, &request.agent, &request.session, &owner::me())?
+        {
             Ok(lease) => {
                 let layout = self.layout(&conv, &request.agent, ws.as_ref())?;
                 Ok(Leased {
@@ -522,11 +601,18 @@ impl Workspaces {
                     conv.agents.join(", ")
                 ),
             }),
-            Err(Some(state)) => Err(WorkspaceError::Conflict(format!("the conversation `{id}` is {state}"))),
+            Err(Some(state)) => Err(WorkspaceError::Conflict(format!(
+                "the conversation `{id}` is {state}"
+            ))),
         }
     }
 
-    fn layout(&self, conv: &Conversation, agent: &str, ws: Option<&Workspace>) -> Result<Layout, WorkspaceError> {
+    fn layout(
+        &self,
+        conv: &Conversation,
+        agent: &str,
+        ws: Option<&Workspace>,
+    ) -> Result<Layout, WorkspaceError> {
         let agent_dir = self.data.abs(&DataDir::agent_rel(&conv.id, agent));
         let workdir = agent_dir.join("work");
         let config = agent_dir.join("config");
@@ -550,7 +636,10 @@ impl Workspaces {
             binds.push(bind(&repos, false));
             exec_grants.push(repos);
         }
-        if let Some(attachments) = ws.and_then(|w| w.attachments.as_ref()).filter(|a| a.is_dir()) {
+        if let Some(attachments) = ws
+            .and_then(|w| w.attachments.as_ref())
+            .filter(|a| a.is_dir())
+        {
             binds.push(bind(attachments, true));
         }
         let mut details = serde_json::Map::new();

@@ -55,8 +55,14 @@ pub struct Survey {
 
 /// A read-only jail over a registered checkout.
 pub fn source_jail(path: &Path, home: Option<PathBuf>) -> Result<Jail, WorkspaceError> {
-    Jail::new(JailConfig::new(vec![RootConfig::read_only(REPO, path)]).with_home(home))
-        .map_err(|e| WorkspaceError::jail(format!("opening the registered checkout {}", path.display()), e))
+    Jail::new(JailConfig::new(vec![RootConfig::read_only(REPO, path)]).with_home(home)).map_err(
+        |e| {
+            WorkspaceError::jail(
+                format!("opening the registered checkout {}", path.display()),
+                e,
+            )
+        },
+    )
 }
 
 /// Surveys a registered checkout; a `.git` pointing elsewhere is refused.
@@ -123,7 +129,10 @@ pub fn survey(jail: &Jail, shown: &Path) -> Result<Survey, WorkspaceError> {
 fn link_problem(jail: &Jail, rel: &Path) -> Option<String> {
     let name = rel.file_name()?.to_str()?;
     let in_git = rel.starts_with(".git");
-    if in_git && (rel.ends_with("objects/info/alternates") || rel.ends_with("objects/info/http-alternates")) {
+    if in_git
+        && (rel.ends_with("objects/info/alternates")
+            || rel.ends_with("objects/info/http-alternates"))
+    {
         let text = read_text(jail, rel);
         return Some(format!(
             "{} borrows objects from {} (alternates). Make it stand alone first: `git repack -a -d` \
@@ -135,7 +144,10 @@ fn link_problem(jail: &Jail, rel: &Path) -> Option<String> {
     if rel == Path::new(".git/commondir") {
         return Some(".git/commondir points at another repository's git directory".into());
     }
-    if in_git && name == "config" && (rel == Path::new(".git/config") || rel.starts_with(".git/modules")) {
+    if in_git
+        && name == "config"
+        && (rel == Path::new(".git/config") || rel.starts_with(".git/modules"))
+    {
         let worktree = config_worktree(&read_text(jail, rel))?;
         let top = rel == Path::new(".git/config");
         if top || Path::new(&worktree).is_absolute() {
@@ -175,7 +187,11 @@ pub fn config_worktree(text: &str) -> Option<String> {
     for line in text.lines() {
         let line = line.trim();
         if line.starts_with('[') {
-            let section = line.trim_start_matches('[').split([']', ' ', '"']).next().unwrap_or("");
+            let section = line
+                .trim_start_matches('[')
+                .split([']', ' ', '"'])
+                .next()
+                .unwrap_or("");
             in_core = section.eq_ignore_ascii_case("core");
             continue;
         }
@@ -242,7 +258,11 @@ pub fn check_reflink(
             )))
         }
         Err(e) => Err(WorkspaceError::jail(
-            format!("trying a reflink from {} into {}", repo.display(), data_dir.display()),
+            format!(
+                "trying a reflink from {} into {}",
+                repo.display(),
+                data_dir.display()
+            ),
             e,
         )),
     }
@@ -250,7 +270,14 @@ pub fn check_reflink(
 
 /// The kernel's answers that mean "these two cannot share extents".
 fn no_reflink_errno(errno: i32) -> bool {
-    [libc::EOPNOTSUPP, libc::EINVAL, libc::EXDEV, libc::ENOTTY, libc::ENOSYS].contains(&errno)
+    [
+        libc::EOPNOTSUPP,
+        libc::EINVAL,
+        libc::EXDEV,
+        libc::ENOTTY,
+        libc::ENOSYS,
+    ]
+    .contains(&errno)
 }
 
 /// Refuses a clone the data directory's filesystem has no room for.
@@ -313,7 +340,10 @@ mod tests {
             Some("/elsewhere".into())
         );
         assert_eq!(config_worktree("[remote \"o\"]\n\tworktree = x\n"), None);
-        assert_eq!(config_worktree("[Core]\nWorkTree=\"../../x\"\n"), Some("../../x".into()));
+        assert_eq!(
+            config_worktree("[Core]\nWorkTree=\"../../x\"\n"),
+            Some("../../x".into())
+        );
     }
 
     #[test]
@@ -336,10 +366,25 @@ mod tests {
             kind,
             len: 0,
         };
-        assert!(matches!(chooser.choose(&entry(".env", EntryKind::File)), CloneChoice::Skip(_)));
-        assert_eq!(chooser.choose(&entry("config/.env", EntryKind::File)), CloneChoice::Clone);
-        assert_eq!(chooser.choose(&entry("node_modules/x/a.pem", EntryKind::File)), CloneChoice::Clone);
-        assert!(matches!(chooser.choose(&entry(".git/worktrees", EntryKind::Dir)), CloneChoice::Skip(_)));
-        assert_eq!(chooser.choose(&entry("src/main.rs", EntryKind::File)), CloneChoice::Clone);
+        assert!(matches!(
+            chooser.choose(&entry(".env", EntryKind::File)),
+            CloneChoice::Skip(_)
+        ));
+        assert_eq!(
+            chooser.choose(&entry("config/.env", EntryKind::File)),
+            CloneChoice::Clone
+        );
+        assert_eq!(
+            chooser.choose(&entry("node_modules/x/a.pem", EntryKind::File)),
+            CloneChoice::Clone
+        );
+        assert!(matches!(
+            chooser.choose(&entry(".git/worktrees", EntryKind::Dir)),
+            CloneChoice::Skip(_)
+        ));
+        assert_eq!(
+            chooser.choose(&entry("src/main.rs", EntryKind::File)),
+            CloneChoice::Clone
+        );
     }
 }

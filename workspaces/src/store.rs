@@ -96,11 +96,11 @@ pub enum StoreError {
         found: i64,
         known: usize,
     },
-    #[error("{path} is not a cc_server workspaces database (application id {found:#x}); move it aside")]
-    Foreign { path: PathBuf, found: i64 },
     #[error(
-        "the state directory {path} {problem}: it holds which checkouts are registered; {fix}"
+        "{path} is not a cc_server workspaces database (application id {found:#x}); move it aside"
     )]
+    Foreign { path: PathBuf, found: i64 },
+    #[error("the state directory {path} {problem}: it holds which checkouts are registered; {fix}")]
     Unsafe {
         path: PathBuf,
         problem: String,
@@ -283,8 +283,10 @@ impl Store {
                 detail: check,
             });
         }
-        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;")
-            .map_err(|e| self.sqlite(e))?;
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;",
+        )
+        .map_err(|e| self.sqlite(e))?;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.sqlite(e))?;
@@ -344,7 +346,10 @@ impl Store {
         Ok(value)
     }
 
-    fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T, rusqlite::Error>) -> Result<T, StoreError> {
+    fn read<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, rusqlite::Error>,
+    ) -> Result<T, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         f(&conn).map_err(|e| self.sqlite(e))
     }
@@ -416,7 +421,8 @@ impl Store {
     /// Removes a workspace. `Err` with the conversations that still use it.
     pub fn remove_workspace(&self, name: &str) -> Result<Result<bool, Vec<String>>, StoreError> {
         self.write(|tx| {
-            let mut stmt = tx.prepare("SELECT id FROM conversations WHERE workspace = ?1 ORDER BY id")?;
+            let mut stmt =
+                tx.prepare("SELECT id FROM conversations WHERE workspace = ?1 ORDER BY id")?;
             let users = stmt
                 .query_map([name], |r| r.get::<_, String>(0))?
                 .collect::<Result<Vec<_>, _>>()?;
@@ -439,7 +445,12 @@ impl Store {
 
     /// Records a conversation being made, by `owner`, before its
     /// directory exists (the sweep removes what a dead owner left).
-    pub fn begin_conversation(&self, id: &str, workspace: &str, owner: &str) -> Result<(), StoreError> {
+    pub fn begin_conversation(
+        &self,
+        id: &str,
+        workspace: &str,
+        owner: &str,
+    ) -> Result<(), StoreError> {
         self.write(|tx| {
             tx.execute(
                 "INSERT INTO conversations (id, workspace, state, owner, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -450,7 +461,11 @@ impl Store {
     }
 
     /// Marks a conversation made, with its clones.
-    pub fn finish_conversation(&self, id: &str, repos: &[ConversationRepo]) -> Result<(), StoreError> {
+    pub fn finish_conversation(
+        &self,
+        id: &str,
+        repos: &[ConversationRepo],
+    ) -> Result<(), StoreError> {
         self.write(|tx| {
             for repo in repos {
                 let skipped = serde_json::to_string(&repo.skipped).unwrap_or_else(|_| "[]".into());
@@ -516,10 +531,18 @@ impl Store {
 
     /// Adds an agent to a ready conversation; `Ok(false)` when it exists.
     /// `Err(state)` when the conversation is missing (`None`) or not ready.
-    pub fn add_agent(&self, conversation: &str, name: &str) -> Result<Result<bool, Option<String>>, StoreError> {
+    pub fn add_agent(
+        &self,
+        conversation: &str,
+        name: &str,
+    ) -> Result<Result<bool, Option<String>>, StoreError> {
         self.write(|tx| {
             let st: Option<String> = tx
-                .query_row("SELECT state FROM conversations WHERE id = ?1", [conversation], |r| r.get(0))
+                .query_row(
+                    "SELECT state FROM conversations WHERE id = ?1",
+                    [conversation],
+                    |r| r.get(0),
+                )
                 .optional()?;
             match st.as_deref() {
                 Some(state::READY) => {}
@@ -596,11 +619,18 @@ impl Store {
 
     /// Lets a lease go.
     pub fn drop_lease(&self, id: i64) -> Result<(), StoreError> {
-        self.write(|tx| tx.execute("DELETE FROM leases WHERE id = ?1", [id]).map(drop))
+        self.write(|tx| {
+            tx.execute("DELETE FROM leases WHERE id = ?1", [id])
+                .map(drop)
+        })
     }
 
     /// The live leases of a conversation (those of gone owners dropped).
-    pub fn leases(&self, conversation: &str, is_gone: &dyn Fn(&str) -> bool) -> Result<Vec<LeaseRow>, StoreError> {
+    pub fn leases(
+        &self,
+        conversation: &str,
+        is_gone: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<LeaseRow>, StoreError> {
         self.write(|tx| live_leases(tx, conversation, is_gone))
     }
 
@@ -614,7 +644,9 @@ impl Store {
     ) -> Result<Result<bool, Vec<String>>, StoreError> {
         self.write(|tx| {
             let exists: Option<String> = tx
-                .query_row("SELECT state FROM conversations WHERE id = ?1", [id], |r| r.get(0))
+                .query_row("SELECT state FROM conversations WHERE id = ?1", [id], |r| {
+                    r.get(0)
+                })
                 .optional()?;
             if exists.is_none() {
                 return Ok(Ok(false));
@@ -633,7 +665,10 @@ impl Store {
 
     /// Forgets a conversation (its directory is gone).
     pub fn forget_conversation(&self, id: &str) -> Result<(), StoreError> {
-        self.write(|tx| tx.execute("DELETE FROM conversations WHERE id = ?1", [id]).map(drop))
+        self.write(|tx| {
+            tx.execute("DELETE FROM conversations WHERE id = ?1", [id])
+                .map(drop)
+        })
     }
 
     /// Under the write lock: every conversation a gone owner left being
@@ -649,7 +684,11 @@ impl Store {
             let mut stmt = tx.prepare("SELECT id, state, owner FROM conversations")?;
             let rows = stmt
                 .query_map([], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, Option<String>>(2)?))
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                    ))
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
             let mut claimed = Vec::new();
@@ -722,13 +761,19 @@ fn check_private(dir: &Path) -> Result<(), StoreError> {
     }
     if meta.uid() != uid {
         return Err(unsafe_dir(
-            format!("belongs to uid {}, not {uid} the server runs as", meta.uid()),
+            format!(
+                "belongs to uid {}, not {uid} the server runs as",
+                meta.uid()
+            ),
             format!("`chown {uid} {}`", dir.display()),
         ));
     }
     if meta.mode() & 0o077 != 0 {
         return Err(unsafe_dir(
-            format!("has mode {:o}: group or others may enter it", meta.mode() & 0o777),
+            format!(
+                "has mode {:o}: group or others may enter it",
+                meta.mode() & 0o777
+            ),
             format!("`chmod 700 {}`", dir.display()),
         ));
     }
@@ -765,10 +810,16 @@ mod tests {
         let got = again.workspace("w").unwrap().unwrap();
         assert_eq!(got.repositories, ws("w").repositories);
         assert_eq!(got.include_secrets, vec![".env".to_owned()]);
-        assert_eq!(again.registered_paths().unwrap(), vec![PathBuf::from("/src/r")]);
+        assert_eq!(
+            again.registered_paths().unwrap(),
+            vec![PathBuf::from("/src/r")]
+        );
         use std::os::unix::fs::MetadataExt;
         assert_eq!(std::fs::metadata(&state).unwrap().mode() & 0o777, 0o700);
-        assert_eq!(std::fs::metadata(again.path()).unwrap().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(again.path()).unwrap().mode() & 0o777,
+            0o600
+        );
     }
 
     #[test]
@@ -777,14 +828,26 @@ mod tests {
         let store = Store::open(&dir.path().join("s"), true).unwrap().unwrap();
         store.add_workspace(&ws("w")).unwrap();
         store.begin_conversation("c1", "w", "1 1").unwrap();
-        assert_eq!(store.take_lease("c1", "a", "s", "1 1").unwrap(), Err(Some("provisioning".into())));
+        assert_eq!(
+            store.take_lease("c1", "a", "s", "1 1").unwrap(),
+            Err(Some("provisioning".into()))
+        );
         store.finish_conversation("c1", &[]).unwrap();
-        assert_eq!(store.take_lease("c1", "a", "s", "1 1").unwrap(), Err(Some("agent".into())));
+        assert_eq!(
+            store.take_lease("c1", "a", "s", "1 1").unwrap(),
+            Err(Some("agent".into()))
+        );
         assert_eq!(store.add_agent("c1", "a").unwrap(), Ok(true));
         let lease = store.take_lease("c1", "a", "s", "1 1").unwrap().unwrap();
         let alive = |_: &str| false;
-        assert_eq!(store.begin_removal("c1", "2 2", &alive).unwrap(), Err(vec!["s".to_owned()]));
-        assert_eq!(store.remove_workspace("w").unwrap(), Err(vec!["c1".to_owned()]));
+        assert_eq!(
+            store.begin_removal("c1", "2 2", &alive).unwrap(),
+            Err(vec!["s".to_owned()])
+        );
+        assert_eq!(
+            store.remove_workspace("w").unwrap(),
+            Err(vec!["c1".to_owned()])
+        );
         store.drop_lease(lease).unwrap();
         store.take_lease("c1", "a", "t", "9 9").unwrap().unwrap();
         let gone = |o: &str| o == "9 9";
@@ -801,10 +864,15 @@ mod tests {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
         std::fs::write(&file, vec![0x5a; 8192]).unwrap();
         let err = Store::open(dir.path(), false).unwrap_err().to_string();
-        assert!(err.contains(&file.display().to_string()) && err.contains("damaged"), "{err}");
+        assert!(
+            err.contains(&file.display().to_string()) && err.contains("damaged"),
+            "{err}"
+        );
         std::fs::remove_file(&file).unwrap();
         let store = Store::open(dir.path(), true).unwrap().unwrap();
-        store.read(|c| c.execute_batch("PRAGMA user_version = 99")).unwrap();
+        store
+            .read(|c| c.execute_batch("PRAGMA user_version = 99"))
+            .unwrap();
         drop(store);
         let err = Store::open(dir.path(), false).unwrap_err().to_string();
         assert!(err.contains("newer") && err.contains("99"), "{err}");

@@ -83,7 +83,12 @@ async fn blocking<T: Send + 'static>(
     let layer = layer(state)?;
     tokio::task::spawn_blocking(move || f(&layer))
         .await
-        .map_err(|_| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "a workspaces call failed"))?
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "a workspaces call failed",
+            )
+        })?
         .map_err(ApiError::from)
 }
 

@@ -75,7 +75,8 @@ fn blocking(
             force,
             json,
         } => {
-            let done = sandbox_workspaces::export::export(layer, &id, repo.as_deref(), &branch, force)?;
+            let done =
+                sandbox_workspaces::export::export(layer, &id, repo.as_deref(), &branch, force)?;
             if json {
                 println!("{}", serde_json::to_string(&done)?);
             } else {

@@ -112,13 +112,8 @@ impl Jail {
             .jail
             .whole(op, source.path, libc::O_DIRECTORY | libc::O_NOFOLLOW)?;
         source.jail.check_secret(op, &from.given, &from.path)?;
-        let src = sys::openat(
-            from.fd.as_fd(),
-            c".",
-            libc::O_RDONLY | libc::O_DIRECTORY,
-            0,
-        )
-        .map_err(|e| io_error(op, &from.given, e))?;
+        let src = sys::openat(from.fd.as_fd(), c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)
+            .map_err(|e| io_error(op, &from.given, e))?;
         let src_st = sys::fstat(src.as_fd()).map_err(|e| io_error(op, &from.given, e))?;
         let t = self.target(op, to)?;
         self.check_writable(op, &t)?;

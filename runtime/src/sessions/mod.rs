@@ -26,7 +26,7 @@ use self::router::{Delivery, Router};
 use crate::command_policy::{CommandPolicy, Refusal, workdir};
 use crate::egress::{EgressError, Reach, SessionEgress};
 use crate::env;
-use crate::layout::{self, Lease, LayoutRequest};
+use crate::layout::{self, LayoutRequest, Lease};
 
 /// A conversation's lease and what the handle shows of its layout.
 struct Held {
@@ -91,6 +91,15 @@ pub enum SessionError {
     /// the registered checkouts (SPEC H1, H10, H11).
     #[error(transparent)]
     Layout(crate::layout::LayoutError),
+}
+
+impl From<layout::FormError> for SessionError {
+    fn from(e: layout::FormError) -> Self {
+        Self::InvalidSpec {
+            field: e.field,
+            message: e.message,
+        }
+    }
 }
 
 impl From<EgressError> for SessionError {
@@ -213,7 +222,7 @@ impl Sessions {
     /// conversation until the session is destroyed.
     async fn resolve_layout(&self, spec: &mut SandboxSpec) -> Result<Option<Held>, SessionError> {
         if spec.conversation_id.is_some() {
-            layout::check_dispatch_form(spec)?;
+            layout::check_dispatch_form(spec).map_err(SessionError::from)?;
         }
         let Some(layer) = self.settings.workspaces.clone() else {
             if spec.conversation_id.is_some() {
@@ -251,7 +260,7 @@ impl Sessions {
             .map_err(SessionError::Layout)?;
         let details = leased.layout.details.clone();
         let resolved = layout::apply_layout(std::mem::take(spec), leased.layout);
-        *spec = resolved?;
+        *spec = resolved.map_err(SessionError::from)?;
         Ok(Some(Held {
             lease: leased.lease,
             details,
