@@ -168,7 +168,17 @@ fn server_paths(options: &StartOptions, registry: &Registry) -> ServerPaths {
         plugin_dirs: registry.search_path.iter().map(|d| absolute(d)).collect(),
         bind_roots: options.bind_roots.clone(),
         config_file: options.config_file.clone(),
-        state_dir: options.state_dir.as_deref().map(absolute),
-        data_dir: options.data_dir.as_deref().map(absolute),
+        // What does not exist holds nothing yet (and a protected path must
+        // exist for a backend to keep it read-only).
+        state_dir: options
+            .state_dir
+            .as_deref()
+            .map(absolute)
+            .filter(|p| p.exists()),
+        data_dir: options
+            .data_dir
+            .as_deref()
+            .map(absolute)
+            .filter(|p| p.exists()),
     }
 }
