@@ -25,6 +25,7 @@ pub mod events;
 pub mod exec;
 pub mod failure;
 pub mod files;
+pub mod http;
 pub mod server;
 pub mod surface;
 

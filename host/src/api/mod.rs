@@ -1,5 +1,6 @@
-//! The HTTP API. Every `/v1` route needs the bearer token; `/healthz` does
-//! not, and says nothing about sandboxing (SPEC B4). Each area is a module
+//! The HTTP API. Every `/v1` route and `/mcp` needs a credential — the
+//! owner's token or a sandbox's agent credential ([`credentials`]);
+//! `/healthz` needs none, and says nothing about sandboxing (SPEC B4). Each area is a module
 //! whose `routes()` carries its routes with their full paths, merged here
 //! (the entry-point scan reads them as written: see `entry_points`). The
 //! routes (a test in `host/tests/docs.rs` keeps this list and the area
@@ -23,6 +24,11 @@
 //!   exec's stdin; see [`stdin`])
 //! - `POST /v1/policy/check`, `GET /v1/approvals`, `POST /v1/approvals/{id}`
 //!   ([`policy`])
+//! - `POST /mcp`, `GET /mcp`, `DELETE /mcp` — the agent tools over MCP's
+//!   streamable HTTP ([`mcp`])
+//!
+//! Each route takes the owner's token or a sandbox's agent credential, as
+//! [`credentials`] lists.
 //!
 //! Before any route, every request passes [`request_rules`]: a `Host` this
 //! server answers to (421 otherwise), no `Origin` the operator did not list
@@ -34,11 +40,13 @@
 
 mod backends;
 pub mod connections;
+pub mod credentials;
 mod execs;
 mod extract;
 mod health;
 mod http_errors;
 pub mod listener;
+mod mcp;
 mod policy;
 pub mod request_rules;
 mod sandboxes;
@@ -49,9 +57,9 @@ mod wire_answers;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Request, State};
+
 use axum::http::{StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use sandbox_plugin_api::ErrorCode;
 use serde::Deserialize;
@@ -68,6 +76,8 @@ pub struct AppState {
     rules: Arc<request_rules::RequestRules>,
     /// The execs whose stdin is streamed.
     stdin: Arc<stdin::Streams>,
+    /// The agent tools at `/mcp`.
+    mcp: Arc<sandbox_mcp::http::HttpService>,
 }
 
 impl AppState {
@@ -77,19 +87,25 @@ impl AppState {
             token: token.into(),
             rules: Arc::new(rules),
             stdin: Arc::default(),
+            mcp: Arc::new(sandbox_mcp::http::http_service(sandbox_mcp::plain_roots())),
         }
     }
 }
 
 pub fn router(state: AppState) -> axum::Router {
-    // The token guards every route of the areas merged into `v1`, and only
-    // those (`route_layer`: an unknown path is a 404 either way).
+    // A credential guards every route of the areas merged into `v1`, and
+    // only those (`route_layer`: an unknown path is a 404 either way): the
+    // owner's token or a sandbox's agent credential, as each route says.
     let v1 = axum::Router::new()
         .merge(backends::routes())
         .merge(sandboxes::routes())
         .merge(execs::routes())
         .merge(policy::routes())
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+        .merge(mcp::routes())
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            credentials::check,
+        ));
     let rules = Arc::clone(&state.rules);
     let app = axum::Router::new()
         .merge(health::routes())
@@ -219,29 +235,6 @@ impl From<SessionError> for ApiError {
             field,
             extra,
         }
-    }
-}
-
-async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    match given {
-        Some(token) if token::matches(&state.token, token.trim()) => {
-            // Its connection may use the share kept for clients with the token.
-            if let Some(connection) = request.extensions().get::<listener::OnConnection>() {
-                connection.0.authenticated();
-            }
-            next.run(request).await
-        }
-        Some(_) => ApiError::new(StatusCode::UNAUTHORIZED, "wrong bearer token").into_response(),
-        None => ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "send `Authorization: Bearer <token>`; the token is in the server's token file",
-        )
-        .into_response(),
     }
 }
 

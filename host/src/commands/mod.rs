@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod ask;
+pub mod mcp;
 pub mod policy;
 pub mod probe;
 pub mod run;

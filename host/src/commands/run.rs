@@ -19,7 +19,7 @@ use sandbox_plugin_api::{
 };
 use tokio::io::AsyncReadExt;
 
-use crate::cli::{OnOff, RunArgs};
+use crate::cli::{OnOff, RunArgs, SandboxFlags};
 use crate::commands::ask::Terminal;
 use crate::config::Settings;
 use crate::{EXIT_FAILURE, wire};
@@ -31,13 +31,13 @@ use sandbox_runtime::{env, input};
 
 pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir().context("reading the current directory")?;
-    let spec = build_spec(&args, &cwd)?;
+    let spec = build_spec(&args.sandbox, &cwd)?;
     let approver = args
         .ask
         .then(|| Arc::new(Terminal::new(settings.policy.approval_timeout)) as Arc<dyn Approver>);
     let sessions = start(&settings.start_options(), approver).await?;
 
-    let session = sessions.create(spec, args.backend.as_deref()).await?;
+    let session = sessions.create(spec, args.sandbox.backend.as_deref()).await?;
     if let Some(notice) = session.selection.notice() {
         eprintln!("cc_server: {notice}");
     }
@@ -62,8 +62,8 @@ pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode>
 }
 
 /// The spec: `--spec FILE` or the current directory bound read-write and
-/// used as workdir; then the flags on top.
-fn build_spec(args: &RunArgs, cwd: &Path) -> anyhow::Result<SandboxSpec> {
+/// used as workdir; then the flags on top (`run` and `mcp` alike).
+pub fn build_spec(args: &SandboxFlags, cwd: &Path) -> anyhow::Result<SandboxSpec> {
     let mut spec = match &args.spec {
         Some(path) => {
             let bytes = std::fs::read(path)
@@ -353,11 +353,11 @@ mod tests {
     use super::*;
     use clap::Parser;
 
-    fn args(extra: &[&str]) -> RunArgs {
+    fn args(extra: &[&str]) -> SandboxFlags {
         let mut argv = vec!["cc_server", "run"];
         argv.extend_from_slice(extra);
         match crate::cli::Cli::parse_from(argv).command {
-            crate::cli::Command::Run(args) => args,
+            crate::cli::Command::Run(args) => args.sandbox,
             other => panic!("not run: {other:?}"),
         }
     }
