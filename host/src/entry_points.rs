@@ -58,8 +58,14 @@ pub const NOT_DISPATCHING: &[(&str, &str)] = &[
         "api POST /mcp",
         "the MCP transport over HTTP: its tools are listed one by one (`mcp tool …`)",
     ),
-    ("api GET /mcp", "MCP's stream for server messages; runs no tool"),
-    ("api DELETE /mcp", "ends an MCP session of an older protocol; runs nothing"),
+    (
+        "api GET /mcp",
+        "MCP's stream for server messages; runs no tool",
+    ),
+    (
+        "api DELETE /mcp",
+        "ends an MCP session of an older protocol; runs nothing",
+    ),
     ("mcp tool read", "a path-jailed file tool: reads a file"),
     ("mcp tool write", "a path-jailed file tool: writes a file"),
     ("mcp tool edit", "a path-jailed file tool: edits a file"),
@@ -67,7 +73,10 @@ pub const NOT_DISPATCHING: &[(&str, &str)] = &[
         "mcp tool apply_patch",
         "a path-jailed file tool: changes several files at once",
     ),
-    ("mcp tool search", "a path-jailed file tool: searches contents"),
+    (
+        "mcp tool search",
+        "a path-jailed file tool: searches contents",
+    ),
     (
         "mcp tool search_files",
         "a path-jailed file tool: lists files whose contents match",

@@ -183,7 +183,10 @@ mod tests {
     #[test]
     fn unknown_routes_take_the_owners_token_and_ids_are_found() {
         assert_eq!(of("GET", "/v1/new-thing"), Credential::Owner);
-        assert_eq!(of("POST", "/v1/sandboxes/{id}/execs"), Credential::OwnerOrAgent);
+        assert_eq!(
+            of("POST", "/v1/sandboxes/{id}/execs"),
+            Credential::OwnerOrAgent
+        );
         assert_eq!(of("GET", "/v1/approvals"), Credential::Owner);
         assert_eq!(of("POST", "/mcp"), Credential::Agent);
         assert_eq!(

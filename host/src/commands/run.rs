@@ -37,7 +37,9 @@ pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode>
         .then(|| Arc::new(Terminal::new(settings.policy.approval_timeout)) as Arc<dyn Approver>);
     let sessions = start(&settings.start_options(), approver).await?;
 
-    let session = sessions.create(spec, args.sandbox.backend.as_deref()).await?;
+    let session = sessions
+        .create(spec, args.sandbox.backend.as_deref())
+        .await?;
     if let Some(notice) = session.selection.notice() {
         eprintln!("cc_server: {notice}");
     }
