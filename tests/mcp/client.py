@@ -17,7 +17,7 @@ ops.json is a list of operations run in order in one client:
 Each prints one JSON line: {"ok": true, "result": ...} or {"ok": false,
 "error": "...", "code": N} for an MCP error. A call's result holds
 `is_error`, `structured`, `text`, and the `progress` messages that arrived.
-`repeat` makes the same call N times and adds `seconds` (the whole loop).
+`repeat` makes the same call N times; `seconds` is the time of the whole loop.
 """
 
 import json
@@ -77,8 +77,7 @@ async def run_op(client, op):
                 result = await client.call_tool(op["name"], op.get("args", {}),
                                                 progress_callback=on_progress)
         out = call_result(result, progress)
-        if repeat > 1:
-            out["seconds"] = time.perf_counter() - start
+        out["seconds"] = time.perf_counter() - start
         return out
     raise ValueError(f"unknown op {kind!r}")
 
