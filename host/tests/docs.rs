@@ -606,8 +606,12 @@ fn the_honesty_matrix_has_a_row_for_every_entry_point() {
         .expect("the README has the honesty matrix section");
     let section = &readme[start..];
     let section = &section[..section[3..].find("\n## ").map_or(section.len(), |e| e + 3)];
-    let header = "| entry points | sandbox | command policy | guardrails | env | path jail | egress |";
-    assert!(section.contains(header), "the matrix's columns are: {header}");
+    let header =
+        "| entry points | sandbox | command policy | guardrails | env | path jail | egress |";
+    assert!(
+        section.contains(header),
+        "the matrix's columns are: {header}"
+    );
     let mut named = BTreeSet::new();
     for row in section.lines().filter(|l| l.starts_with("| `")) {
         let cells: Vec<&str> = row.trim_matches('|').split('|').collect();

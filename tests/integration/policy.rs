@@ -113,7 +113,10 @@ fn drive(
                 args: &["--backend", "bwrap"],
                 cwd: work,
             };
-            let ops = json!([crate::mcp_util::call("exec", json!({"argv": argv, "env": env}))]);
+            let ops = json!([crate::mcp_util::call(
+                "exec",
+                json!({"argv": argv, "env": env})
+            )]);
             let line = crate::mcp_util::run_ops(&python, transport, "auto", &ops).remove(0);
             let result = crate::mcp_util::ok(&line);
             let structured = &result["structured"];

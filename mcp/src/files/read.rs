@@ -2,6 +2,9 @@
 //! count lines; a file that is not UTF-8 (or holds a NUL byte) comes as
 //! base64 pages counted in bytes, so no byte is lost or changed.
 
+// The type of a file the jail opened (no path is opened here).
+use std::fs;
+
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 
 use base64::Engine as _;
@@ -61,7 +64,7 @@ pub fn read(files: &SessionFiles, args: ReadArgs) -> Result<ReadOutput, ToolErro
 }
 
 fn read_bytes(
-    mut file: std::fs::File,
+    mut file: fs::File,
     guest: &str,
     size: u64,
     args: &ReadArgs,
@@ -86,7 +89,7 @@ fn read_bytes(
 }
 
 fn read_text(
-    file: std::fs::File,
+    file: fs::File,
     guest: &str,
     size: u64,
     args: &ReadArgs,

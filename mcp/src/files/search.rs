@@ -15,7 +15,9 @@
 //! lines; `find` matches names or relative paths against a glob, contents
 //! unread.
 
-use std::fs::File;
+// The type of a file the jail opened (no path is opened here).
+use std::fs;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -143,7 +145,7 @@ impl<'a> Scope<'a> {
     /// Returns what could not be walked or opened.
     fn walk(
         &self,
-        mut visit: impl FnMut(&Found<'_>, Option<File>) -> Flow,
+        mut visit: impl FnMut(&Found<'_>, Option<fs::File>) -> Flow,
         open_files: bool,
     ) -> Result<Vec<String>, ToolError> {
         let jail = &self.files.jail;
