@@ -26,7 +26,7 @@ use grep_searcher::sinks::Lossy;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder};
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
-use sandbox_paths::jail::{EntryKind, JailPath};
+use sandbox_paths::jail::{EntryKind, JailPath, WalkEntry};
 
 use super::{SessionFiles, jail_failure};
 use crate::args::{
@@ -64,12 +64,18 @@ enum Flow {
 }
 
 /// A file or directory the walk found: its canonical host path, its path
-/// relative to the start, whether it is a directory.
+/// relative to the start, whether it is a directory, and the walk's entry
+/// (none for a start that is a file).
 struct Found<'e> {
     host: PathBuf,
     relative: &'e Path,
     dir: bool,
+    entry: Option<WalkEntry>,
 }
+
+/// Files searched per batch: the walk holds their directories open until
+/// the batch is done, and the batch is shared among the workers.
+const BATCH: usize = 256;
 
 fn compile_glob(
     glob: Option<&str>,
@@ -141,28 +147,20 @@ impl<'a> Scope<'a> {
     }
 
     /// Walks the start (a file: just it), calling `visit` with each file
-    /// and directory kept; `open` is handed each file the jail opened.
-    /// Returns what could not be walked or opened.
-    fn walk(
-        &self,
-        mut visit: impl FnMut(&Found<'_>, Option<fs::File>) -> Flow,
-        open_files: bool,
-    ) -> Result<Vec<String>, ToolError> {
+    /// and directory kept. Returns what could not be walked.
+    fn walk(&self, mut visit: impl FnMut(Found<'_>) -> Flow) -> Result<Vec<String>, ToolError> {
         let jail = &self.files.jail;
         let meta = jail
             .stat(&self.start, true)
             .map_err(|e| jail_failure(&self.guest, &e))?;
         let mut skipped = Vec::new();
         if !meta.is_dir() {
-            let file = jail
-                .open_read(&self.start)
-                .map_err(|e| jail_failure(&self.guest, &e))?;
-            let found = Found {
+            visit(Found {
                 host: PathBuf::new(),
                 relative: Path::new(""),
                 dir: false,
-            };
-            visit(&found, Some(file));
+                entry: None,
+            });
             return Ok(skipped);
         }
         let mut walk = jail
@@ -220,22 +218,13 @@ impl<'a> Scope<'a> {
             {
                 continue;
             }
-            let file = match (dir, open_files) {
-                (false, true) => match jail.open_entry(&entry) {
-                    Ok(file) => Some(file),
-                    Err(e) => {
-                        skipped.push(jail_failure(&self.files.guest_of(&host), &e).message);
-                        continue;
-                    }
-                },
-                _ => None,
-            };
             let found = Found {
                 host,
                 relative: &relative,
                 dir,
+                entry: Some(entry),
             };
-            if let Flow::Stop = visit(&found, file) {
+            if let Flow::Stop = visit(found) {
                 break;
             }
         }
@@ -267,6 +256,85 @@ fn cap(max: Option<u32>, default: u32) -> usize {
     max.unwrap_or(default).clamp(1, MAX_RESULTS) as usize
 }
 
+/// Searches the contents of every file the walk keeps: in batches, each
+/// shared among the workers (the walk itself is one thread), each file
+/// opened through the jail by the worker that searches it. `per_file`
+/// turns one file into its result; `take` is handed the results in walk
+/// order and says when to stop.
+fn search_contents<R: Send>(
+    scope: &Scope<'_>,
+    per_file: &(dyn Fn(&mut Searcher, &fs::File, &str) -> Result<R, String> + Sync),
+    mut take: impl FnMut(String, R) -> Flow,
+) -> Result<(u64, Vec<String>), ToolError> {
+    let jail = &scope.files.jail;
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
+    let mut searched = 0u64;
+    let mut failures = Vec::new();
+    let mut batch: Vec<(String, Option<WalkEntry>)> = Vec::with_capacity(BATCH);
+    let mut stopped = false;
+    let mut run = |batch: &mut Vec<(String, Option<WalkEntry>)>, failures: &mut Vec<String>| {
+        let chunk = batch.len().div_ceil(workers).max(1);
+        let results: Vec<Vec<(String, Result<R, String>)>> = std::thread::scope(|threads| {
+            let handles: Vec<_> = batch
+                .chunks(chunk)
+                .map(|part| {
+                    threads.spawn(move || {
+                        let mut searcher = searcher();
+                        part.iter()
+                            .map(|(path, entry)| {
+                                let opened = match entry {
+                                    Some(entry) => jail.open_entry(entry),
+                                    None => jail.open_read(&scope.start),
+                                };
+                                let result = match opened {
+                                    Ok(file) => per_file(&mut searcher, &file, path),
+                                    Err(e) => Err(jail_failure(path, &e).message),
+                                };
+                                (path.clone(), result)
+                            })
+                            .collect()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+        batch.clear();
+        for (path, result) in results.into_iter().flatten() {
+            match result {
+                Ok(found) => {
+                    searched += 1;
+                    if let Flow::Stop = take(path, found) {
+                        return Flow::Stop;
+                    }
+                }
+                Err(why) => failures.push(why),
+            }
+        }
+        Flow::Go
+    };
+    let mut skipped = scope.walk(|found| {
+        if found.dir {
+            return Flow::Go;
+        }
+        batch.push((scope.guest(&found), found.entry));
+        if batch.len() == BATCH
+            && let Flow::Stop = run(&mut batch, &mut failures)
+        {
+            stopped = true;
+            return Flow::Stop;
+        }
+        Flow::Go
+    })?;
+    if !stopped && !batch.is_empty() {
+        run(&mut batch, &mut failures);
+    }
+    skipped.append(&mut failures);
+    Ok((searched, skipped))
+}
+
 pub fn search(files: &SessionFiles, args: &SearchArgs) -> Result<SearchOutput, ToolError> {
     let matcher = matcher(&args.pattern, args.case_insensitive, args.fixed_strings)?;
     let glob = compile_glob(args.glob.as_deref(), true)?;
@@ -278,45 +346,42 @@ pub fn search(files: &SessionFiles, args: &SearchArgs) -> Result<SearchOutput, T
         glob,
     )?;
     let max = cap(args.max_results, DEFAULT_RESULTS);
-    let mut searcher = searcher();
-    let mut matches = Vec::new();
-    let mut searched = 0u64;
-    let mut truncated = false;
-    let mut failures = Vec::new();
-    let mut skipped = scope.walk(
-        |found, file| {
-            let Some(file) = file else { return Flow::Go };
-            searched += 1;
-            let path = scope.guest(found);
-            let result = searcher.search_file(
+    let per_file = |searcher: &mut Searcher, file: &fs::File, path: &str| {
+        let mut lines = Vec::new();
+        searcher
+            .search_file(
                 &matcher,
-                &file,
+                file,
                 Lossy(|line, text| {
-                    if matches.len() == max {
-                        truncated = true;
-                        return Ok(false);
-                    }
                     let text = text.trim_end_matches(['\n', '\r']);
                     let mut end = text.len().min(MAX_LINE);
                     while !text.is_char_boundary(end) {
                         end -= 1;
                     }
-                    matches.push(SearchMatch {
-                        path: path.clone(),
+                    lines.push(SearchMatch {
+                        path: path.to_owned(),
                         line,
                         text: text[..end].to_owned(),
                     });
-                    Ok(true)
+                    // No file gives more than the whole call may.
+                    Ok(lines.len() <= max)
                 }),
-            );
-            if let Err(e) = result {
-                failures.push(format!("{path}: {e}"));
+            )
+            .map_err(|e| format!("{path}: {e}"))?;
+        Ok(lines)
+    };
+    let mut matches = Vec::new();
+    let mut truncated = false;
+    let (searched, skipped) = search_contents(&scope, &per_file, |_, found: Vec<SearchMatch>| {
+        for m in found {
+            if matches.len() == max {
+                truncated = true;
+                return Flow::Stop;
             }
-            if truncated { Flow::Stop } else { Flow::Go }
-        },
-        true,
-    )?;
-    skipped.append(&mut failures);
+            matches.push(m);
+        }
+        Flow::Go
+    })?;
     Ok(SearchOutput {
         matches,
         truncated,
@@ -339,43 +404,35 @@ pub fn search_files(
         glob,
     )?;
     let max = cap(args.max_results, DEFAULT_RESULTS);
-    let mut searcher = searcher();
-    let mut found_files = Vec::new();
-    let mut searched = 0u64;
-    let mut truncated = false;
-    let mut failures = Vec::new();
-    let mut skipped = scope.walk(
-        |found, file| {
-            let Some(file) = file else { return Flow::Go };
-            searched += 1;
-            let mut count = 0u64;
-            let result = searcher.search_file(
+    let per_file = |searcher: &mut Searcher, file: &fs::File, path: &str| {
+        let mut count = 0u64;
+        searcher
+            .search_file(
                 &matcher,
-                &file,
+                file,
                 Lossy(|_, _| {
                     count += 1;
                     Ok(true)
                 }),
-            );
-            let path = scope.guest(found);
-            if let Err(e) = result {
-                failures.push(format!("{path}: {e}"));
+            )
+            .map_err(|e| format!("{path}: {e}"))?;
+        Ok(count)
+    };
+    let mut found_files = Vec::new();
+    let mut truncated = false;
+    let (searched, skipped) = search_contents(&scope, &per_file, |path, count| {
+        if count > 0 {
+            if found_files.len() == max {
+                truncated = true;
+                return Flow::Stop;
             }
-            if count > 0 {
-                if found_files.len() == max {
-                    truncated = true;
-                    return Flow::Stop;
-                }
-                found_files.push(FileMatches {
-                    path,
-                    matching_lines: count,
-                });
-            }
-            Flow::Go
-        },
-        true,
-    )?;
-    skipped.append(&mut failures);
+            found_files.push(FileMatches {
+                path,
+                matching_lines: count,
+            });
+        }
+        Flow::Go
+    })?;
     Ok(SearchFilesOutput {
         files: found_files,
         truncated,
@@ -396,24 +453,21 @@ pub fn find(files: &SessionFiles, args: &FindArgs) -> Result<FindOutput, ToolErr
     let max = cap(args.max_results, DEFAULT_FIND_RESULTS);
     let mut paths = Vec::new();
     let mut truncated = false;
-    let skipped = scope.walk(
-        |found, _| {
-            let hit = glob.as_ref().is_some_and(|g| g.is_match(found.relative));
-            if hit {
-                if paths.len() == max {
-                    truncated = true;
-                    return Flow::Stop;
-                }
-                let mut path = scope.guest(found);
-                if found.dir {
-                    path.push('/');
-                }
-                paths.push(path);
+    let skipped = scope.walk(|found| {
+        let hit = glob.as_ref().is_some_and(|g| g.is_match(found.relative));
+        if hit {
+            if paths.len() == max {
+                truncated = true;
+                return Flow::Stop;
             }
-            Flow::Go
-        },
-        false,
-    )?;
+            let mut path = scope.guest(&found);
+            if found.dir {
+                path.push('/');
+            }
+            paths.push(path);
+        }
+        Flow::Go
+    })?;
     Ok(FindOutput {
         paths,
         truncated,
