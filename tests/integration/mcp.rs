@@ -376,6 +376,35 @@ fn escapes_are_refused_with_the_rule_and_the_host_is_unchanged() {
             assert_eq!(refused["decision"], "deny", "{said}");
         }
     }
+    // A protected path (a registered checkout, SPEC F3, H11) is never
+    // changed, as in the sandbox.
+    std::fs::create_dir(w.join("checkout")).unwrap();
+    std::fs::write(w.join("checkout/main.rs"), "original\n").unwrap();
+    let protected = run_ops(
+        &python,
+        stdio(
+            &plugins,
+            &["--backend", "bwrap", "--protect", "checkout"],
+            w,
+        ),
+        "auto",
+        &json!([
+            call(
+                "write",
+                json!({"path": "checkout/main.rs", "content": "changed"})
+            ),
+            call(
+                "write",
+                json!({"path": "checkout/new.rs", "content": "new"})
+            ),
+            call("read", json!({"path": "checkout/main.rs"})),
+        ]),
+    );
+    for line in &protected[..2] {
+        assert!(failed(line)["rule"] == "protected path", "{line}");
+    }
+    assert_eq!(done(&protected[2])["content"], "original\n");
+    assert!(!w.join("checkout/new.rs").exists());
     // A write to the hard link replaces the name in the workspace (a new
     // file renamed over it): the file outside keeps its content.
     let replaced = run_ops(
@@ -826,6 +855,36 @@ fn exec_over_mcp_reports_output_exit_violations_and_a_cancel_kills() {
         processes_with(&marker)
     );
     assert_eq!(done(&lines[4])["stdout"], "from stdin");
+    // Over HTTP, the client cancelling its call (closing its stream) kills
+    // the command too, and the output arrived as progress before.
+    let server = Server::start(&plugins);
+    let credential = create_with_credential(&server, "x", work.path(), json!({}));
+    let marker = format!("31.{}", unique());
+    let cancelled = run_ops(
+        &python,
+        Transport::Http {
+            server: &server,
+            credential: Some(&credential),
+        },
+        "auto",
+        &json!([{"op": "call", "name": "exec", "args": {"argv": ["sh", "-c", format!("echo go; exec sleep {marker}")]}, "cancel_after": 3.0}]),
+    );
+    assert_eq!(ok(&cancelled[0])["cancelled"], true, "{}", cancelled[0]);
+    assert!(
+        ok(&cancelled[0])["progress"]
+            .to_string()
+            .contains("stdout: go"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        eventually(std::time::Duration::from_secs(15), || processes_with(
+            &marker
+        )
+        .is_empty()),
+        "the cancelled HTTP call's command lives on: {:?}",
+        processes_with(&marker)
+    );
     let events = ok(&lines[5])["contents"][0].as_str().unwrap().to_owned();
     assert!(
         events.contains("\"violation\"") && events.contains("\"refused\""),
