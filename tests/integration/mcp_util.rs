@@ -25,7 +25,7 @@ pub fn python() -> Option<PathBuf> {
     if ok {
         return Some(path);
     }
-    skip_or_fail(&format!(
+    skip_or_fail(format!(
         "{} cannot import the MCP SDK: `.ci/install-deps` makes /opt/cc-test-venv with \
          tests/mcp/requirements.txt (or set CC_TEST_MCP_PYTHON)",
         path.display()
@@ -43,6 +43,7 @@ macro_rules! require_mcp_client {
 }
 
 /// How the client reaches the tools.
+#[allow(clippy::large_enum_variant)]
 pub enum Transport<'a> {
     /// `cc_server mcp` with these arguments after `mcp`, started by the
     /// client in `cwd` (the sandbox's working directory).
