@@ -28,6 +28,8 @@ use crate::failure::ToolError;
 pub struct SessionFiles {
     pub jail: Jail,
     pub roots: Roots,
+    /// Each root's host directory as the kernel reports it, by index.
+    canonical: Vec<PathBuf>,
 }
 
 impl SessionFiles {
@@ -48,7 +50,18 @@ impl SessionFiles {
                     "the file tools cannot open the sandbox's roots: {e}"
                 ))
             })?;
-            Ok(Self { jail, roots })
+            let canonical = (0..roots.roots().len())
+                .map(|i| {
+                    jail.root_path(&Roots::label(i))
+                        .map(Path::to_path_buf)
+                        .unwrap_or_default()
+                })
+                .collect();
+            Ok(Self {
+                jail,
+                roots,
+                canonical,
+            })
         })
     }
 
@@ -64,12 +77,12 @@ impl SessionFiles {
 
     /// The guest path of a canonical host path the jail reported.
     pub fn guest_of(&self, host: &Path) -> String {
-        let best = (0..self.roots.roots().len())
-            .filter_map(|i| {
-                let root = self.jail.root_path(&Roots::label(i))?;
-                host.starts_with(root)
-                    .then(|| (root.components().count(), i, root))
-            })
+        let best = self
+            .canonical
+            .iter()
+            .enumerate()
+            .filter(|(_, root)| !root.as_os_str().is_empty() && host.starts_with(root))
+            .map(|(i, root)| (root.components().count(), i, root.as_path()))
             .max_by_key(|(depth, _, _)| *depth);
         match best.and_then(|(_, i, root)| self.roots.guest_of(i, root, host)) {
             Some(guest) => guest.display().to_string(),
