@@ -91,19 +91,23 @@ fn the_tool_list_follows_the_mode_over_stdio_and_http() {
     let server = Server::start(&plugins);
     for (id, mode, want) in [("c", "chat", &all[..]), ("p", "plan", &reading[..])] {
         let credential = create_with_credential(&server, id, work.path(), json!({"mode": mode}));
-        let http = Transport::Http {
-            server: &server,
-            credential: Some(&credential),
-        };
-        let lines = run_ops(&python, http, "auto", &ops);
-        assert_eq!(tools(&lines[0]), want, "{mode}");
-        if mode == "plan" {
-            assert!(
-                lines[1]["error"]
-                    .as_str()
-                    .unwrap()
-                    .contains("tool not found")
-            );
+        // Version negotiation both ways: `server/discover`, and the legacy
+        // `initialize` handshake.
+        for negotiation in ["auto", "legacy"] {
+            let http = Transport::Http {
+                server: &server,
+                credential: Some(&credential),
+            };
+            let lines = run_ops(&python, http, negotiation, &ops);
+            assert_eq!(tools(&lines[0]), want, "{mode} {negotiation}");
+            if mode == "plan" {
+                assert!(
+                    lines[1]["error"]
+                        .as_str()
+                        .unwrap()
+                        .contains("tool not found")
+                );
+            }
         }
     }
     assert_eq!(
