@@ -811,6 +811,8 @@ fn exec_over_mcp_reports_output_exit_violations_and_a_cancel_kills() {
         {"op": "call", "name": "exec", "args": {"argv": ["sh", "-c", format!("touch started; exec sleep {marker}")]}, "cancel_after": 3.0},
         call("exec", json!({"argv": ["cat"], "input": "from stdin"})),
         {"op": "read_resource", "uri": "sandbox://events"},
+        {"op": "list_resources"},
+        {"op": "read_resource", "uri": "sandbox://handle"},
     ]);
     let lines = run_ops(
         &python,
@@ -894,6 +896,14 @@ fn exec_over_mcp_reports_output_exit_violations_and_a_cancel_kills() {
         events.contains("\"violation\"") && events.contains("\"refused\""),
         "{events}"
     );
+    assert_eq!(
+        ok(&lines[6])["resources"],
+        json!(["sandbox://events", "sandbox://handle"])
+    );
+    let handle: Value =
+        serde_json::from_str(ok(&lines[7])["contents"][0].as_str().unwrap()).unwrap();
+    assert_eq!(handle["backendName"], "bwrap", "{handle}");
+    assert_eq!(handle["details"]["mode"], "chat", "{handle}");
 }
 
 /// Malformed calls get MCP errors (a bad JSON-RPC body, an unknown tool)
