@@ -16,8 +16,6 @@
 //! The decision is in the tool's result (`guardrail`), and the jail judges
 //! each change again when it is made.
 
-use std::path::Path;
-
 use sandbox_paths::jail::{JailError, JailPath};
 use sandbox_policy::{Class, Decision, SandboxMode, Targets};
 use sandbox_runtime::Session;
@@ -214,11 +212,6 @@ pub async fn settle(
             }
         }
     }
-}
-
-/// The guest path shown for a located path.
-pub fn shown(located: &Located) -> String {
-    Path::new(&located.guest).display().to_string()
 }
 
 #[cfg(test)]
