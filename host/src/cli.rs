@@ -50,6 +50,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Runs one command in a fresh sandbox, then destroys it.
     Run(RunArgs),
+    /// Serves the agent tools over MCP on stdin and stdout (one sandbox,
+    /// made from the same flags as `run`, destroyed when stdin closes).
+    Mcp(McpArgs),
     /// The command policy, without running anything.
     #[command(subcommand)]
     Policy(PolicyCommand),
@@ -181,8 +184,9 @@ pub struct ServeArgs {
     pub token_file: Option<PathBuf>,
 }
 
+/// The sandbox a command runs in: what `run` and `mcp` both take.
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub struct SandboxFlags {
     /// The backend to run in (`bwrap`, `microvm`, `none`, `native`, …);
     /// unset follows the server's default rules.
     #[arg(long, env = "CC_SERVER_BACKEND", value_name = "NAME")]
@@ -226,6 +230,12 @@ pub struct RunArgs {
     /// except under `--exec-grant` directories.
     #[arg(long)]
     pub no_exec_grant: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub sandbox: SandboxFlags,
     /// Kill the command after this many seconds.
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<f64>,
@@ -251,6 +261,12 @@ pub struct RunArgs {
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub sandbox: SandboxFlags,
 }
 
 /// `on` or `off`.

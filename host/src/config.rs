@@ -220,10 +220,11 @@ impl CommandFlags {
                 token_file: args.token_file.clone(),
                 ..Self::default()
             },
-            Command::Run(args) => Self {
-                allow_domains: args.allow_domains.clone(),
-                allow_private: args.allow_private.clone(),
-                resolve: args.resolve.clone(),
+            Command::Run(crate::cli::RunArgs { sandbox, .. })
+            | Command::Mcp(crate::cli::McpArgs { sandbox }) => Self {
+                allow_domains: sandbox.allow_domains.clone(),
+                allow_private: sandbox.allow_private.clone(),
+                resolve: sandbox.resolve.clone(),
                 ..Self::default()
             },
             Command::Probe { .. }

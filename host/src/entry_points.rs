@@ -28,6 +28,8 @@ pub const DISPATCHING: &[&str] = &[
     // The route's first name, an alias to the same handler: driven on its
     // own all the same, so an alias can never drift to another path.
     "api POST /v1/sandboxes/{id}/exec",
+    // The MCP tool, over stdio (`cli mcp`) and HTTP (`/mcp`) alike.
+    "mcp tool exec",
 ];
 
 /// Entry points that start a shell for a person (a terminal over a
@@ -48,6 +50,38 @@ pub const NOT_DISPATCHING: &[(&str, &str)] = &[
         "serves the API: its routes are listed one by one",
     ),
     ("cli policy check", "classifies a line; runs nothing"),
+    (
+        "cli mcp",
+        "the MCP transport over stdio: its tools are listed one by one (`mcp tool …`)",
+    ),
+    (
+        "api POST /mcp",
+        "the MCP transport over HTTP: its tools are listed one by one (`mcp tool …`)",
+    ),
+    (
+        "api GET /mcp",
+        "MCP's stream for server messages; runs no tool",
+    ),
+    (
+        "api DELETE /mcp",
+        "ends an MCP session of an older protocol; runs nothing",
+    ),
+    ("mcp tool read", "a path-jailed file tool: reads a file"),
+    ("mcp tool write", "a path-jailed file tool: writes a file"),
+    ("mcp tool edit", "a path-jailed file tool: edits a file"),
+    (
+        "mcp tool apply_patch",
+        "a path-jailed file tool: changes several files at once",
+    ),
+    (
+        "mcp tool search",
+        "a path-jailed file tool: searches contents",
+    ),
+    (
+        "mcp tool search_files",
+        "a path-jailed file tool: lists files whose contents match",
+    ),
+    ("mcp tool find", "a path-jailed file tool: finds names"),
     ("api GET /healthz", "liveness"),
     ("api GET /v1/backends", "lists backends"),
     ("api GET /v1/sandboxes", "lists sandboxes"),

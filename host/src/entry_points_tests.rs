@@ -397,3 +397,28 @@ fn a_front_end_reaching_the_backend_fails() {
         ]
     );
 }
+
+/// SPEC H4, H12: every route says which credential it takes — the owner's
+/// token or a sandbox's agent credential — in `api/credentials.rs`, and
+/// that list names no route that is gone.
+#[test]
+fn every_route_says_which_credential_it_takes() {
+    let scan = scan::scan(&root());
+    let routes: BTreeSet<String> = scan
+        .entries
+        .keys()
+        .filter_map(|e| e.strip_prefix("api ").or_else(|| e.strip_prefix("ws ")))
+        .map(str::to_owned)
+        .collect();
+    let listed: BTreeSet<String> = crate::api::credentials::ROUTES
+        .iter()
+        .map(|(route, _)| (*route).to_owned())
+        .collect();
+    let unsaid: Vec<_> = routes.difference(&listed).collect();
+    let gone: Vec<_> = listed.difference(&routes).collect();
+    assert!(
+        unsaid.is_empty() && gone.is_empty(),
+        "say which credential these routes take in host/src/api/credentials.rs: {unsaid:?}; \
+         these are listed there but registered nowhere: {gone:?}"
+    );
+}

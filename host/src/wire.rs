@@ -62,18 +62,7 @@ pub fn started_json(exec_id: u64, backend: &str, verdict: Option<&Verdict>) -> V
 
 /// A policy verdict: the decision, the rule, every command with its class.
 pub fn verdict_json(verdict: &Verdict) -> Value {
-    let commands: Vec<Value> = verdict
-        .classes
-        .iter()
-        .map(|(class, command)| json!({"class": class.as_str(), "command": command}))
-        .collect();
-    json!({
-        "decision": verdict.decision.as_str(),
-        "rule": verdict.rule,
-        "commands": commands,
-        "reasons": verdict.reasons,
-        "opaque": verdict.opaque,
-    })
+    sandbox_runtime::command_policy::verdict_json(verdict)
 }
 
 /// A command the policy refused: it never reached the sandbox.

@@ -10,7 +10,9 @@
 //! - every relative link in `README.md` and `docs/**/*.md` reaches a file,
 //!   and its `#anchor` a heading;
 //! - the route list at the top of `host/src/api/mod.rs` is the routes of
-//!   its area modules.
+//!   its area modules;
+//! - the README's honesty matrix has a row for every entry point of
+//!   `host/src/entry_points.rs`, and names none that is gone (SPEC H13).
 //!
 //! Like `entry_points_tests.rs`, it reads the sources as text: nothing here
 //! needs the server built.
@@ -576,5 +578,60 @@ fn the_api_modules_route_list_is_the_routers() {
         undocumented.is_empty() && stale.is_empty(),
         "host/src/api/mod.rs: list these routes of its area modules in its doc comment: \
          {undocumented:?}; these are listed but not routed: {stale:?}"
+    );
+}
+
+/// The entry points a README matrix row names: its first cell's
+/// backticked items that start as an entry does.
+fn matrix_entries(first_cell: &str) -> Vec<String> {
+    const KINDS: &[&str] = &["cli ", "api ", "ws ", "mcp tool ", "rpc "];
+    first_cell
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|item| KINDS.iter().any(|kind| item.starts_with(kind)))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// SPEC H13: the honesty matrix in the README says, for every entry point,
+/// what is enforced — sandbox, command policy, guardrails, env, path jail,
+/// egress; a new entry point without a row fails here.
+#[test]
+fn the_honesty_matrix_has_a_row_for_every_entry_point() {
+    use cc_server::entry_points::{DISPATCHING, INTERACTIVE, NOT_DISPATCHING};
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let start = readme
+        .find("## What each entry point enforces")
+        .expect("the README has the honesty matrix section");
+    let section = &readme[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |e| e + 3)];
+    let header =
+        "| entry points | sandbox | command policy | guardrails | env | path jail | egress |";
+    assert!(
+        section.contains(header),
+        "the matrix's columns are: {header}"
+    );
+    let mut named = BTreeSet::new();
+    for row in section.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').collect();
+        assert_eq!(cells.len(), 7, "a matrix row has 7 cells: {row}");
+        for entry in matrix_entries(cells[0]) {
+            assert!(named.insert(entry.clone()), "{entry} has two rows");
+        }
+    }
+    let listed: BTreeSet<String> = DISPATCHING
+        .iter()
+        .copied()
+        .chain(NOT_DISPATCHING.iter().map(|(e, _)| *e))
+        .chain(INTERACTIVE.iter().map(|(e, _)| *e))
+        .map(str::to_owned)
+        .collect();
+    let missing: Vec<_> = listed.difference(&named).collect();
+    let gone: Vec<_> = named.difference(&listed).collect();
+    assert!(
+        missing.is_empty() && gone.is_empty(),
+        "README.md, the honesty matrix: give these entry points a row: {missing:?}; these rows \
+         name entry points that are gone: {gone:?}"
     );
 }

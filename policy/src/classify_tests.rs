@@ -246,7 +246,12 @@ fn reasons_cover_every_class_and_opaque_part() {
 #[test]
 fn decision_table_per_mode() {
     use Class::*;
-    let chat_deny = [PrivilegeEscalation, SystemDestruction, ContainerEscape];
+    let chat_deny = [
+        PrivilegeEscalation,
+        SystemDestruction,
+        ContainerEscape,
+        WriteProtectedFile,
+    ];
     let chat_prompt = [
         PushRemote,
         OpenPullRequest,
@@ -255,7 +260,7 @@ fn decision_table_per_mode() {
         InstallPackage,
         PublishPackage,
     ];
-    let chat_allow = [CreateCommit, AccessNetwork, ReadOnly, Other];
+    let chat_allow = [CreateCommit, AccessNetwork, ReadOnly, Other, WriteFile];
     assert_eq!(
         chat_deny.len() + chat_prompt.len() + chat_allow.len(),
         Class::ALL.len()

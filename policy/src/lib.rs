@@ -154,11 +154,20 @@ pub enum Class {
     ReadOnly,
     /// Anything else: assumed to mutate local state.
     Other,
+    /// An in-server file tool creating, changing or removing a file beneath
+    /// a writable root that no rule of the sandbox protects (SPEC H4).
+    /// Never a command's class.
+    WriteFile,
+    /// An in-server file tool changing what the sandbox's own rules
+    /// protect: a create-time glob, a protected path or registered
+    /// checkout, a file the host runs later, a secret (SPEC H2, H4). Denied
+    /// in every mode, like the hard-deny list. Never a command's class.
+    WriteProtectedFile,
 }
 
 impl Class {
     /// Every class, in declaration order.
-    pub const ALL: [Class; 13] = [
+    pub const ALL: [Class; 15] = [
         Self::CreateCommit,
         Self::PushRemote,
         Self::OpenPullRequest,
@@ -172,6 +181,8 @@ impl Class {
         Self::ContainerEscape,
         Self::ReadOnly,
         Self::Other,
+        Self::WriteFile,
+        Self::WriteProtectedFile,
     ];
 
     /// A stable machine name (`create_commit`, …) for logs and events.
@@ -190,6 +201,8 @@ impl Class {
             Self::ContainerEscape => "container_escape",
             Self::ReadOnly => "read_only",
             Self::Other => "other",
+            Self::WriteFile => "write_file",
+            Self::WriteProtectedFile => "write_protected_file",
         }
     }
 
@@ -209,6 +222,8 @@ impl Class {
             Self::ContainerEscape => "container or namespace escape",
             Self::ReadOnly => "read-only command",
             Self::Other => "mutating command",
+            Self::WriteFile => "write a file in the workspace",
+            Self::WriteProtectedFile => "write a protected file",
         }
     }
 }
@@ -296,9 +311,9 @@ pub struct Verdict {
 ///
 /// | class | chat | review / plan / orchestrate |
 /// |---|---|---|
-/// | privilege escalation, system destruction, container escape | deny | deny |
+/// | privilege escalation, system destruction, container escape, a file tool writing a protected file | deny | deny |
 /// | push, open PR, publish review/merge, external tracker, install, publish | prompt | deny |
-/// | create a commit, access the network, other | allow | deny |
+/// | create a commit, access the network, other, a file tool writing in the workspace | allow | deny |
 /// | read-only | allow | allow |
 ///
 /// In chat, creating a commit is local and allowed (pushing it is what asks);
@@ -313,18 +328,21 @@ pub fn class_decision(class: Class, mode: SandboxMode) -> Decision {
         };
     }
     match class {
-        Class::PrivilegeEscalation | Class::SystemDestruction | Class::ContainerEscape => {
-            Decision::Deny
-        }
+        Class::PrivilegeEscalation
+        | Class::SystemDestruction
+        | Class::ContainerEscape
+        | Class::WriteProtectedFile => Decision::Deny,
         Class::PushRemote
         | Class::OpenPullRequest
         | Class::PublishReviewOrMerge
         | Class::WriteExternalTracker
         | Class::InstallPackage
         | Class::PublishPackage => Decision::Prompt,
-        Class::CreateCommit | Class::AccessNetwork | Class::ReadOnly | Class::Other => {
-            Decision::Allow
-        }
+        Class::CreateCommit
+        | Class::AccessNetwork
+        | Class::ReadOnly
+        | Class::Other
+        | Class::WriteFile => Decision::Allow,
     }
 }
 

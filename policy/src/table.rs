@@ -44,6 +44,8 @@ pub(crate) fn code(class: crate::Class) -> &'static str {
         Class::ContainerEscape => "escape",
         Class::ReadOnly => "ro",
         Class::Other => "other",
+        Class::WriteFile => "write-file",
+        Class::WriteProtectedFile => "write-protected",
     }
 }
 

@@ -14,6 +14,9 @@ mod egress;
 mod escape;
 mod guard;
 mod limits;
+#[macro_use]
+mod mcp_util;
+mod mcp;
 mod microvm;
 mod net;
 mod pipes;

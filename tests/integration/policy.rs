@@ -99,6 +99,42 @@ fn drive(
                 refusal: String::new(),
             }
         }
+        // The MCP tool, over stdio: the client starts `cc_server mcp` in `work`.
+        "mcp tool exec" => {
+            let Some(python) = crate::mcp_util::python() else {
+                panic!("no MCP client: the caller checks first");
+            };
+            let env: serde_json::Map<String, Value> = env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
+                .collect();
+            let transport = crate::mcp_util::Transport::Stdio {
+                command: CcServer::new(plugins),
+                args: &["--backend", "bwrap"],
+                cwd: work,
+            };
+            let ops = json!([crate::mcp_util::call(
+                "exec",
+                json!({"argv": argv, "env": env})
+            )]);
+            let line = crate::mcp_util::run_ops(&python, transport, "auto", &ops).remove(0);
+            let result = crate::mcp_util::ok(&line);
+            let structured = &result["structured"];
+            if result["is_error"] == true {
+                assert!(structured["policy"]["decision"].is_string(), "{line}");
+                return Outcome {
+                    ran: None,
+                    stdout: String::new(),
+                    refusal: structured["error"].as_str().unwrap_or_default().to_owned(),
+                };
+            }
+            assert_eq!(structured["policy"]["decision"], "allow", "{line}");
+            Outcome {
+                ran: structured["exit_code"].as_i64(),
+                stdout: structured["stdout"].as_str().unwrap_or_default().to_owned(),
+                refusal: String::new(),
+            }
+        }
         other => panic!("no black-box driver for the entry point `{other}`: add one here"),
     }
 }
@@ -160,6 +196,9 @@ fn every_dispatching_entry_point_is_wrapped() {
             !entry_points::INTERACTIVE.iter().any(|(e, _)| e == entry),
             "{entry} is listed as dispatching and as interactive"
         );
+        if entry.starts_with("mcp tool ") && crate::mcp_util::python().is_none() {
+            continue;
+        }
         let work = tempfile::tempdir().unwrap();
 
         // A hard deny in chat: privilege escalation, after a harmless step.

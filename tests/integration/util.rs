@@ -547,6 +547,26 @@ impl CcServer {
         self.output_with_stdin(input)
     }
 
+    /// The program, its arguments so far and its environment changes, for
+    /// a client that starts `cc_server` itself (an MCP client over stdio).
+    #[allow(clippy::type_complexity)]
+    pub fn parts(
+        &self,
+    ) -> (
+        std::ffi::OsString,
+        Vec<std::ffi::OsString>,
+        Vec<(std::ffi::OsString, Option<std::ffi::OsString>)>,
+    ) {
+        (
+            self.command.get_program().to_owned(),
+            self.command.get_args().map(ToOwned::to_owned).collect(),
+            self.command
+                .get_envs()
+                .map(|(k, v)| (k.to_owned(), v.map(ToOwned::to_owned)))
+                .collect(),
+        )
+    }
+
     /// The private home, kept alive by whoever needs it to outlive `self`.
     pub fn home(&self) -> Arc<tempfile::TempDir> {
         Arc::clone(&self._home)

@@ -1,5 +1,6 @@
-//! The HTTP API. Every `/v1` route needs the bearer token; `/healthz` does
-//! not, and says nothing about sandboxing (SPEC B4). Each area is a module
+//! The HTTP API. Every `/v1` route and `/mcp` needs a credential — the
+//! owner's token or a sandbox's agent credential ([`credentials`]);
+//! `/healthz` needs none, and says nothing about sandboxing (SPEC B4). Each area is a module
 //! whose `routes()` carries its routes with their full paths, merged here
 //! (the entry-point scan reads them as written: see `entry_points`). The
 //! routes (a test in `host/tests/docs.rs` keeps this list and the area
@@ -30,6 +31,11 @@
 //! - `GET /v1/conversations/{id}/agents`, `POST /v1/conversations/{id}/agents`;
 //!   `GET /v1/conversations/{id}/agents/{agent}`,
 //!   `DELETE /v1/conversations/{id}/agents/{agent}`
+//! - `POST /mcp`, `GET /mcp`, `DELETE /mcp` — the agent tools over MCP's
+//!   streamable HTTP ([`mcp`])
+//!
+//! Each route takes the owner's token or a sandbox's agent credential, as
+//! [`credentials`] lists.
 //!
 //! Before any route, every request passes [`request_rules`]: a `Host` this
 //! server answers to (421 otherwise), no `Origin` the operator did not list
@@ -41,11 +47,13 @@
 
 mod backends;
 pub mod connections;
+pub mod credentials;
 mod execs;
 mod extract;
 mod health;
 mod http_errors;
 pub mod listener;
+mod mcp;
 mod policy;
 pub mod request_rules;
 mod sandboxes;
@@ -57,9 +65,9 @@ mod workspaces;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Request, State};
+
 use axum::http::{StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use sandbox_plugin_api::ErrorCode;
 use serde::Deserialize;
@@ -79,6 +87,8 @@ pub struct AppState {
     stdin: Arc<stdin::Streams>,
     /// The workspaces layer (SPEC H1), when the server keeps workspaces.
     workspaces: Option<Arc<sandbox_workspaces::Workspaces>>,
+    /// The agent tools at `/mcp`.
+    mcp: Arc<sandbox_mcp::http::HttpService>,
 }
 
 impl AppState {
@@ -89,6 +99,7 @@ impl AppState {
             rules: Arc::new(rules),
             stdin: Arc::default(),
             workspaces: None,
+            mcp: Arc::new(sandbox_mcp::http::http_service(sandbox_mcp::plain_roots())),
         }
     }
 
@@ -100,15 +111,20 @@ impl AppState {
 }
 
 pub fn router(state: AppState) -> axum::Router {
-    // The token guards every route of the areas merged into `v1`, and only
-    // those (`route_layer`: an unknown path is a 404 either way).
+    // A credential guards every route of the areas merged into `v1`, and
+    // only those (`route_layer`: an unknown path is a 404 either way): the
+    // owner's token or a sandbox's agent credential, as each route says.
     let v1 = axum::Router::new()
         .merge(backends::routes())
         .merge(sandboxes::routes())
         .merge(execs::routes())
         .merge(policy::routes())
         .merge(workspaces::routes())
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+        .merge(mcp::routes())
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            credentials::check,
+        ));
     let rules = Arc::clone(&state.rules);
     let app = axum::Router::new()
         .merge(health::routes())
@@ -250,29 +266,6 @@ pub fn layout_status(kind: LayoutErrorKind) -> StatusCode {
         LayoutErrorKind::Invalid => StatusCode::BAD_REQUEST,
         LayoutErrorKind::Conflict => StatusCode::CONFLICT,
         LayoutErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-    }
-}
-
-async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    match given {
-        Some(token) if token::matches(&state.token, token.trim()) => {
-            // Its connection may use the share kept for clients with the token.
-            if let Some(connection) = request.extensions().get::<listener::OnConnection>() {
-                connection.0.authenticated();
-            }
-            next.run(request).await
-        }
-        Some(_) => ApiError::new(StatusCode::UNAUTHORIZED, "wrong bearer token").into_response(),
-        None => ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "send `Authorization: Bearer <token>`; the token is in the server's token file",
-        )
-        .into_response(),
     }
 }
 

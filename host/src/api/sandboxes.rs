@@ -1,5 +1,6 @@
 //! The sandboxes: `GET /v1/sandboxes`, `POST /v1/sandboxes[?backend=NAME]`
-//! (a SandboxSpec → 201 and a SandboxHandle), `GET` and `DELETE
+//! (a SandboxSpec → 201 and a SandboxHandle with the sandbox's
+//! `agentCredential`), `GET` and `DELETE
 //! /v1/sandboxes/{id}`, and `POST …/suspend`, `POST …/resume`. None runs a
 //! command: a launch starts a sandbox with nothing in it.
 
@@ -37,7 +38,7 @@ async fn create_sandbox(
     State(state): State<AppState>,
     QueryPairs(query): QueryPairs,
     JsonBody(body): JsonBody,
-) -> Result<(StatusCode, Json<SandboxHandle>), ApiError> {
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
     only_known(&query, &["backend"])?;
     let spec: SandboxSpec = parse_strict(&body, "the sandbox spec")?;
     // An absent `sessionId` gets a fresh id; an empty one is a mistake, not
@@ -77,7 +78,13 @@ async fn create_sandbox(
     let session = rx.await.map_err(|_| {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "the launch task failed")
     })??;
-    Ok((StatusCode::CREATED, Json(session.handle())))
+    // The handle, and once only the sandbox's agent credential: the owner
+    // hands it to the agent, which then reaches this sandbox alone (SPEC
+    // H4, H12; `credentials`).
+    let mut created = serde_json::to_value(session.handle())
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    created["agentCredential"] = session.agent_credential().into();
+    Ok((StatusCode::CREATED, Json(created)))
 }
 
 /// Whether the spec's JSON has `"sessionId": ""` (not merely no `sessionId`).

@@ -19,7 +19,7 @@ use sandbox_plugin_api::{
 };
 use tokio::io::AsyncReadExt;
 
-use crate::cli::{OnOff, RunArgs};
+use crate::cli::{OnOff, RunArgs, SandboxFlags};
 use crate::commands::ask::Terminal;
 use crate::config::Settings;
 use crate::{EXIT_FAILURE, wire};
@@ -31,7 +31,7 @@ use sandbox_runtime::{env, input};
 
 pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir().context("reading the current directory")?;
-    let spec = build_spec(&args, &cwd)?;
+    let spec = run_spec(&args, &cwd)?;
     // Registered checkouts are protected in every sandbox (SPEC H11): the
     // database is read when one exists (nothing was registered otherwise).
     let layer = settings.workspaces(args.conversation.is_some())?;
@@ -46,7 +46,9 @@ pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode>
         .then(|| Arc::new(Terminal::new(settings.policy.approval_timeout)) as Arc<dyn Approver>);
     let sessions = start(&settings.start_options_with(layer.as_ref()), approver).await?;
 
-    let session = sessions.create(spec, args.backend.as_deref()).await?;
+    let session = sessions
+        .create(spec, args.sandbox.backend.as_deref())
+        .await?;
     if let Some(notice) = session.selection.notice() {
         eprintln!("cc_server: {notice}");
     }
@@ -77,7 +79,7 @@ fn refuse_in_checkout(
     args: &RunArgs,
     cwd: &Path,
 ) -> anyhow::Result<()> {
-    if args.spec.is_some() || args.conversation.is_some() {
+    if args.sandbox.spec.is_some() || args.conversation.is_some() {
         return Ok(());
     }
     if let Some(checkout) = layer.checkout_holding(cwd)? {
@@ -106,27 +108,33 @@ fn add_agent_if_new(
     Ok(())
 }
 
-/// The spec: `--conversation ID --agent NAME` (the server resolves the
-/// binds), `--spec FILE`, or the current directory bound read-write and
-/// used as workdir; then the flags on top.
-fn build_spec(args: &RunArgs, cwd: &Path) -> anyhow::Result<SandboxSpec> {
-    if let Some(conversation) = &args.conversation {
-        let mut spec = SandboxSpec {
-            conversation_id: Some(conversation.clone()),
-            agent_id: args.agent.clone(),
-            ..SandboxSpec::default()
-        };
-        if let Some(mode) = args.mode {
-            spec.mode = mode;
-        }
-        if let Some(network) = args.network {
-            spec.network_enabled = network == OnOff::On;
-        }
-        for path in &args.protect {
-            spec.protected_paths.push(cwd.join(path));
-        }
-        return Ok(spec);
+/// `run`'s spec: `--conversation ID --agent NAME` (the server resolves the
+/// binds), else [`build_spec`].
+fn run_spec(args: &RunArgs, cwd: &Path) -> anyhow::Result<SandboxSpec> {
+    let Some(conversation) = &args.conversation else {
+        return build_spec(&args.sandbox, cwd);
+    };
+    let flags = &args.sandbox;
+    let mut spec = SandboxSpec {
+        conversation_id: Some(conversation.clone()),
+        agent_id: args.agent.clone(),
+        ..SandboxSpec::default()
+    };
+    if let Some(mode) = flags.mode {
+        spec.mode = mode;
     }
+    if let Some(network) = flags.network {
+        spec.network_enabled = network == OnOff::On;
+    }
+    for path in &flags.protect {
+        spec.protected_paths.push(cwd.join(path));
+    }
+    Ok(spec)
+}
+
+/// The spec: `--spec FILE` or the current directory bound read-write and
+/// used as workdir; then the flags on top (`run` and `mcp` alike).
+pub fn build_spec(args: &SandboxFlags, cwd: &Path) -> anyhow::Result<SandboxSpec> {
     let mut spec = match &args.spec {
         Some(path) => {
             let bytes = std::fs::read(path)
@@ -416,11 +424,11 @@ mod tests {
     use super::*;
     use clap::Parser;
 
-    fn args(extra: &[&str]) -> RunArgs {
+    fn args(extra: &[&str]) -> SandboxFlags {
         let mut argv = vec!["cc_server", "run"];
         argv.extend_from_slice(extra);
         match crate::cli::Cli::parse_from(argv).command {
-            crate::cli::Command::Run(args) => args,
+            crate::cli::Command::Run(args) => args.sandbox,
             other => panic!("not run: {other:?}"),
         }
     }

@@ -85,9 +85,17 @@ pub(super) fn locate_host<'a>(
 /// a `HOME_SECRETS` entry of `home`, a `SYSTEM_SECRETS` entry, or an SSH
 /// host key.
 pub(super) fn secret(path: &Path, home: Option<&Path>) -> Option<(String, &'static str)> {
-    secrets(home)
-        .find(|(at, _, _)| path.starts_with(at))
-        .map(|(_, name, why)| (name, why))
+    // Asked of every entry a walk meets: nothing is allocated unless it is
+    // a secret (the same order as [`secrets`]: the home's first).
+    if let Some(rel) = home.and_then(|home| path.strip_prefix(home).ok())
+        && let Some((secret, why)) = HOME_SECRETS.iter().find(|(s, _)| rel.starts_with(s))
+    {
+        return Some((format!("~/{secret}"), *why));
+    }
+    SYSTEM_SECRETS
+        .iter()
+        .find(|(at, _)| path.starts_with(at))
+        .map(|(at, why)| ((*at).to_owned(), *why))
 }
 
 /// The secret below `path` (canonical), when `path` is a directory above

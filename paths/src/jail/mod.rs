@@ -46,6 +46,8 @@ mod sys;
 mod walk;
 
 #[cfg(test)]
+mod judge_tests;
+#[cfg(test)]
 mod race_tests;
 #[cfg(test)]
 mod tests;

@@ -333,6 +333,27 @@ impl Jail {
         sys::chmod_fd(fd.as_fd(), mode).map_err(|e| io_error(op, &t.given, e))
     }
 
+    /// Judges a change of `p` — replacing or creating it as
+    /// [`Jail::replace_atomically`] would, or removing it when `remove` —
+    /// without making it: for a front-end that classifies an action before
+    /// it asks anyone about it (SPEC H4). The change judges again when it
+    /// is made; this answer is advice, the change's is the rule.
+    pub fn judge_change(&self, p: &JailPath, remove: bool) -> Result<(), JailError> {
+        let op = if remove { Op::Unlink } else { Op::Replace };
+        let t = self.target(op, p)?;
+        self.check_writable(op, &t)?;
+        match self.lstat(op, &t)? {
+            Some(st) if remove => self.check_removal(op, &t.given, &t.path, &st),
+            Some(st) => {
+                self.regular_for_change(op, &t, &st)?;
+                self.by_rules(op, &t, self.rules.check_name(&t.path), "replacing")?;
+                self.check_identity(op, &t.given, &t.path, &st)
+            }
+            None if remove => Err(io_error(op, &t.given, os_error(libc::ENOENT))),
+            None => self.by_rules(op, &t, self.rules.check_create(&t.path), "creating"),
+        }
+    }
+
     /// Replaces a file's content all at once: `data` goes to a new file in
     /// the same directory (its name checked by the rules too), is synced,
     /// and renamed over the target, so a reader sees the old content or

@@ -82,9 +82,21 @@ pub struct Walk<'j> {
     stack: Vec<Frame>,
     max_depth: usize,
     pending: Option<JailError>,
+    /// Whether the last entry yielded was a directory the walk entered.
+    entered_last: bool,
 }
 
 impl Walk<'_> {
+    /// Does not descend into the directory the walk yielded last (a search
+    /// leaving out what `.gitignore` names); nothing when the last entry
+    /// was not a directory it entered.
+    pub fn skip_dir(&mut self) {
+        if std::mem::take(&mut self.entered_last) {
+            self.stack.pop();
+        }
+        self.pending = None;
+    }
+
     /// Descends no deeper than `depth` levels (1: the start's entries only).
     pub fn max_depth(mut self, depth: usize) -> Self {
         self.max_depth = depth;
@@ -96,6 +108,7 @@ impl Iterator for Walk<'_> {
     type Item = Result<WalkEntry, JailError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        self.entered_last = false;
         if let Some(e) = self.pending.take() {
             return Some(Err(e));
         }
@@ -131,12 +144,15 @@ impl Iterator for Walk<'_> {
                     Ok(Some((dir, path))) => {
                         if self.jail.secret_of(&path).is_none() {
                             match sys::read_names(dir.as_fd()) {
-                                Ok(names) => self.stack.push(Frame {
-                                    dir: Arc::new(dir),
-                                    path: Arc::new(path),
-                                    names: names.into_iter(),
-                                    depth: entry.depth + 1,
-                                }),
+                                Ok(names) => {
+                                    self.stack.push(Frame {
+                                        dir: Arc::new(dir),
+                                        path: Arc::new(path),
+                                        names: names.into_iter(),
+                                        depth: entry.depth + 1,
+                                    });
+                                    self.entered_last = true;
+                                }
                                 Err(e) => self.pending = Some(io_error(Op::Walk, &entry.path(), e)),
                             }
                         }
@@ -176,6 +192,7 @@ impl Jail {
             given: w.given,
             max_depth: DEFAULT_MAX_DEPTH,
             pending: None,
+            entered_last: false,
         })
     }
 

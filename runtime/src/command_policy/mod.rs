@@ -153,6 +153,14 @@ impl CommandPolicy {
         (decision == Decision::Deny).then_some(rule)
     }
 
+    /// Asks the approver about an action that is not a command line — an
+    /// in-server file tool's effect (SPEC H4) — through the same seam, so
+    /// the same owners (or `--ask`'s terminal) answer, and with none the
+    /// answer is deny. `Err` says why the answer is deny.
+    pub async fn ask(&self, question: &Question) -> Result<(), String> {
+        self.approver.ask(question).await
+    }
+
     /// Lets a command through, asks the approver, or refuses it. `place` is
     /// where it runs on the host, when that is in a bind: its
     /// `node_modules/.bin` is read for the classifier ([`Workdir`]).
@@ -202,6 +210,23 @@ impl CommandPolicy {
             }
         }
     }
+}
+
+/// A verdict as every front-end shows it: the decision, the rule, every
+/// command with its class.
+pub fn verdict_json(verdict: &Verdict) -> serde_json::Value {
+    let commands: Vec<serde_json::Value> = verdict
+        .classes
+        .iter()
+        .map(|(class, command)| serde_json::json!({"class": class.as_str(), "command": command}))
+        .collect();
+    serde_json::json!({
+        "decision": verdict.decision.as_str(),
+        "rule": verdict.rule,
+        "commands": commands,
+        "reasons": verdict.reasons,
+        "opaque": verdict.opaque,
+    })
 }
 
 /// An argv as the shell line that runs exactly it: words that need quoting

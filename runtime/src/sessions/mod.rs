@@ -7,6 +7,7 @@ pub mod budget;
 mod plan;
 pub(crate) mod router;
 
+use std::any::{Any, TypeId};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -292,6 +293,10 @@ impl Sessions {
         }
         let id = spec.session_id.clone();
         let (mode, network_enabled) = (spec.mode, spec.network_enabled);
+        // What the sandbox was launched with, for the in-server file tools
+        // (the same binds, globs and protected paths; SPEC H2).
+        let launched = spec.clone();
+        let agent_credential = crate::random::hex(32).map_err(SessionError::Random)?;
         let (binds, workdir) = (spec.bind_mounts.clone(), spec.guest_workdir.clone());
         let mut reservation = self.reserve(&id)?;
         let router = Arc::new(Router::new(Arc::clone(&self.settings.output_budget)));
@@ -350,6 +355,9 @@ impl Sessions {
             fate: Mutex::new(Fate::Live),
             layout_details: held.as_ref().map(|h| h.details.clone()).unwrap_or_default(),
             lease: Mutex::new(held.map(|h| h.lease)),
+            launched,
+            agent_credential,
+            front_end_state: Mutex::new(HashMap::new()),
         });
         reservation.fill(Arc::clone(&session));
         tracing::info!(session = %session.id, backend = session.backend_name(), "sandbox launched");
@@ -376,6 +384,22 @@ impl Sessions {
             Some(Slot::Live(session)) => Ok(Arc::clone(session)),
             _ => Err(SessionError::NotFound(id.to_owned())),
         }
+    }
+
+    /// The live session whose agent credential is `given` (SPEC H4, H12).
+    /// Compared in constant time; a destroyed session's credential opens
+    /// nothing, since it is no longer among the live ones.
+    pub fn by_agent_credential(&self, given: &str) -> Option<Arc<Session>> {
+        let slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let mut found = None;
+        for slot in slots.values() {
+            if let Slot::Live(session) = slot
+                && same_secret(&session.agent_credential, given)
+            {
+                found = Some(Arc::clone(session));
+            }
+        }
+        found
     }
 
     pub fn list(&self) -> Vec<Arc<Session>> {
@@ -460,9 +484,71 @@ pub struct Session {
     layout_details: serde_json::Map<String, serde_json::Value>,
     /// The conversation this session holds, let go at destroy.
     lease: Mutex<Option<Box<dyn Lease>>>,
+    /// The spec the backend was given (binds checked, the dispatch
+    /// policy's globs and the protected paths added).
+    launched: SandboxSpec,
+    /// Opens this sandbox's exec, stdin and file tools and nothing else:
+    /// minted at launch, gone with the session (SPEC H4, H12).
+    agent_credential: String,
+    /// What front-ends keep per sandbox (the file tools' jail), dropped
+    /// with the session: one value per type.
+    front_end_state: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
 }
 
 impl Session {
+    /// The spec the sandbox was launched with, as the backend got it: the
+    /// in-server file tools judge by the same binds, globs and protected
+    /// paths (SPEC H2).
+    pub fn launched_spec(&self) -> &SandboxSpec {
+        &self.launched
+    }
+
+    /// The command policy this sandbox's commands pass, whose approver
+    /// also answers the file tools' prompts (SPEC H4).
+    pub fn commands(&self) -> &Arc<CommandPolicy> {
+        &self.commands
+    }
+
+    /// The sandbox's mode (SPEC H3).
+    pub fn mode(&self) -> SandboxMode {
+        self.mode
+    }
+
+    /// The credential an agent holds for this sandbox alone: its exec,
+    /// stdin and file tools, never the owner's routes (SPEC H4, H12).
+    pub fn agent_credential(&self) -> &str {
+        &self.agent_credential
+    }
+
+    /// The value of type `T` a front-end keeps for this sandbox, made by
+    /// `make` the first time (and again after `make` failed). Dropped with
+    /// the session.
+    pub fn front_end_state<T, E>(&self, make: impl FnOnce() -> Result<T, E>) -> Result<Arc<T>, E>
+    where
+        T: Any + Send + Sync,
+    {
+        let mut state = self
+            .front_end_state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(value) = state.get(&TypeId::of::<T>())
+            && let Ok(value) = Arc::clone(value).downcast::<T>()
+        {
+            return Ok(value);
+        }
+        let value = Arc::new(make()?);
+        state.insert(
+            TypeId::of::<T>(),
+            Arc::clone(&value) as Arc<dyn Any + Send + Sync>,
+        );
+        Ok(value)
+    }
+
+    /// Whether the sandbox is still live (not destroyed, not failed).
+    pub fn is_live(&self) -> bool {
+        self.check_live().is_ok()
+    }
+
     pub fn backend_name(&self) -> &str {
         self.backend.name()
     }
@@ -696,6 +782,11 @@ impl Session {
         };
         let (result, ()) = tokio::join!(destroyed, proxies_stopped);
         self.router.close();
+        // What front-ends kept (a jail's open roots) goes with the sandbox.
+        self.front_end_state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         let fate = match result {
             Ok(Ok(())) => Fate::Destroyed,
             Ok(Err(e)) => Fate::Failed(format!("destroy failed: {e}")),
@@ -820,6 +911,12 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(SessionError::Join)
+}
+
+/// Whether two secrets are equal, in time independent of where they differ.
+fn same_secret(expected: &str, given: &str) -> bool {
+    let (a, b) = (expected.as_bytes(), given.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn new_session_id() -> Result<String, SessionError> {
