@@ -5,7 +5,7 @@
 
 use std::fs;
 
-use super::tests::{SENTINEL, plant, w};
+use super::jail_tests::{SENTINEL, plant, w};
 use super::*;
 
 #[test]

@@ -50,7 +50,7 @@ mod judge_tests;
 #[cfg(test)]
 mod race_tests;
 #[cfg(test)]
-mod tests;
+mod jail_tests;
 
 pub use clone::{CloneChoice, CloneEntry, CloneReport, CloneSource};
 pub use error::{Denial, JailError, Op, rule};

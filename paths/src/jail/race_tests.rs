@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::tests::{SENTINEL, plant, snapshot, w};
+use super::jail_tests::{SENTINEL, plant, snapshot, w};
 use super::*;
 
 /// `renameat2(from_dir, from, to_dir, to, flags)`.
