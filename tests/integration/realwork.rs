@@ -871,6 +871,123 @@ fn a_large_output_as_an_unprivileged_user() {
     large_output(&user);
 }
 
+// ---- process tools ----------------------------------------------------------
+
+/// `ps`, `pgrep`/`pkill`, `kill %1` (bash's: dash's `kill %N` needs job
+/// control, on the host too), `/proc/$$` and `/proc/$!` from a shell,
+/// printed as `key=value` lines and `ps` tables.
+const PROCESS_TOOLS: &str = r#"sleep 30 &
+bang=$!
+until [ "$(cat /proc/$bang/comm)" = sleep ]; do sleep 0.01; done
+echo "shell=$$"
+echo "bang=$bang"
+echo "comm=$(cat /proc/$$/comm)"
+echo "bangcomm=$(cat /proc/$bang/comm)"
+echo "pgrep=$(pgrep -x sleep)"
+echo ps-mine:
+ps -o pid=,comm=
+pkill -x sleep
+wait "$bang"
+echo "sleep-status=$?"
+echo "job-status=$(bash -c 'sleep 30 & kill %1; wait %1; echo $?')"
+echo ps-all:
+ps -e -o pid=,comm=
+echo end
+"#;
+
+/// The `pid comm` rows `ps` printed after `start` up to the next line
+/// that is not one.
+fn ps_rows(stdout: &str, start: &str) -> Vec<(String, String)> {
+    stdout
+        .lines()
+        .skip_while(|l| *l != start)
+        .skip(1)
+        .map_while(|l| {
+            let (pid, comm) = l.trim().split_once(' ')?;
+            pid.parse::<u32>().ok()?;
+            Some((pid.to_owned(), comm.trim().to_owned()))
+        })
+        .collect()
+}
+
+fn process_tools(account: &Account) {
+    let work = workspace(account);
+    let out = sh(account, work.path(), PROCESS_TOOLS);
+    assert_ok(&out, "ps, pgrep, pkill, kill %1");
+    let stdout = text(&out.stdout);
+    let value = |key: &str| {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key}= line\n{}", both(&out)))
+            .to_owned()
+    };
+    let (shell, bang) = (value("shell"), value("bang"));
+    assert_eq!(
+        value("comm"),
+        "sh",
+        "/proc/$$ is not the shell\n{}",
+        both(&out)
+    );
+    assert_eq!(
+        value("bangcomm"),
+        "sleep",
+        "/proc/$! is not the sleep\n{}",
+        both(&out)
+    );
+    assert_eq!(
+        value("pgrep"),
+        bang,
+        "pgrep did not find $!\n{}",
+        both(&out)
+    );
+    // 128 + SIGTERM: pkill and kill %1 ended them.
+    assert_eq!(value("sleep-status"), "143", "{}", both(&out));
+    assert_eq!(value("job-status"), "143", "{}", both(&out));
+    let mine = ps_rows(&stdout, "ps-mine:");
+    assert!(
+        mine.contains(&(shell.clone(), "sh".to_owned())),
+        "ps does not list the shell as $$ names it\n{}",
+        both(&out)
+    );
+    // Only the command's own processes and the namespace's reaper.
+    let all = ps_rows(&stdout, "ps-all:");
+    let comms: std::collections::BTreeSet<&str> = all.iter().map(|(_, c)| c.as_str()).collect();
+    assert_eq!(
+        comms,
+        ["pidns-reaper", "ps", "sh"]
+            .into_iter()
+            .collect::<std::collections::BTreeSet<_>>(),
+        "ps -e shows more than the command's processes and the reaper\n{}",
+        both(&out)
+    );
+    assert!(
+        all.contains(&("1".to_owned(), "pidns-reaper".to_owned())),
+        "{}",
+        both(&out)
+    );
+    assert!(all.contains(&(shell, "sh".to_owned())), "{}", both(&out));
+}
+
+/// G4 (docs/design.md §8, the commands' `/proc`): process tools see the
+/// command's own processes, numbered as the shell numbers them — `ps` lists
+/// the shell under `$$`, `/proc/$$` and `/proc/$!` are the shell and its
+/// job, `pgrep` finds `$!`, `pkill` and `kill %1` end it, and `ps -e` shows
+/// the command's processes and the reaper, nothing of the sandbox's own.
+#[test]
+fn process_tools_see_the_commands_processes_as_the_invoking_account() {
+    require_bwrap!();
+    process_tools(&invoking());
+}
+
+/// G4: the same as `cc-test`.
+#[test]
+fn process_tools_see_the_commands_processes_as_an_unprivileged_user() {
+    require_bwrap!();
+    let Some(user) = test_user() else { return };
+    process_tools(&user);
+}
+
 fn large_stdin(account: &Account) {
     let work = workspace(account);
     let w = work.path();

@@ -289,6 +289,13 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     // every capability before anything runs (`sandbox_init::layout`).
     // New user namespaces are forbidden there, and by the seccomp filter.
     args.one("--cap-add", "CAP_SETFCAP");
+    // For the maker of the commands' /proc alone, forked by PID 1 before it
+    // leaves bubblewrap's namespaces (a procfs can be made only where one is
+    // fully visible; `sandbox_init::commands_proc`): it ends before any
+    // command starts, and PID 1 leaves both behind with its own user
+    // namespace.
+    args.one("--cap-add", "CAP_SYS_ADMIN");
+    args.one("--cap-add", "CAP_SYS_CHROOT");
 
     // 1. The system view: read-only, and the only place commands may
     //    exec from (sandbox-init's Landlock ruleset, below).

@@ -168,6 +168,10 @@ fn namespaces_hardening_and_the_init_come_first_and_last() {
     // sandbox-init makes its own user namespace and forbids further ones
     // there; bwrap's --disable-userns would forbid ours.
     assert!(has(&args, &["--cap-add", "CAP_SETFCAP"]));
+    // The maker of the commands' /proc mounts a procfs from bubblewrap's
+    // namespaces (sandbox-init's commands_proc).
+    assert!(has(&args, &["--cap-add", "CAP_SYS_ADMIN"]));
+    assert!(has(&args, &["--cap-add", "CAP_SYS_CHROOT"]));
     assert!(!args.contains(&"--disable-userns".to_owned()));
     let at = args.iter().position(|a| a == "--").unwrap();
     assert_eq!(

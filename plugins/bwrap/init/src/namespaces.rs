@@ -1,0 +1,261 @@
+//! The commands' pid and mount namespaces, and their reaper
+//! (docs/research/linux-create-deny.md §2.2; SPEC G1, G4).
+//!
+//! Every command lives in a pid namespace below PID 1's, so it cannot name
+//! the supervisor or the forwarder — `kill`, `ptrace`, `pidfd_open` and
+//! `process_vm_*` take pids of the caller's namespace, and they have none
+//! there — and in a mount namespace of the commands' own, a copy of PID 1's
+//! whose `/proc` is the procfs of that pid namespace (`crate::commands_proc`):
+//! `ps`, `pgrep`, `/proc/self` and `/proc/$$` number processes as the
+//! commands do, and show nothing of the sandbox's machinery but the reaper.
+//!
+//! Both are made by a short-lived child of PID 1 ([`Namespaces::make`]),
+//! after PID 1's mounts and before its Landlock domain: the commands'
+//! `/proc` must exist by then, for the domain to grant writing beneath it
+//! (a Landlock rule names a file, and the commands' `/proc` is a file system
+//! of its own). That child unshares both namespaces and forks their first
+//! process, the reaper, then exits; the reaper stays PID 1's child. The
+//! fork thread (`crate::forker`) enters both later and forks every command
+//! there.
+//!
+//! The reaper sets `vm.memfd_noexec` to 2 in its namespace (Linux 6.3: the
+//! setting is per pid namespace, and a namespace below can only raise it),
+//! so no command can make an executable memfd: a program written into
+//! memory cannot be exec'd any more than one written to a file. Only global
+//! root may write it, through a descriptor PID 1 opened before `/proc/sys`
+//! became read-only (`crate::layout`); for any other account
+//! [`MemfdExec::FilterOnly`] tells the fork thread to have the commands'
+//! filter do it.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+
+/// How the commands' namespace keeps memfds from being exec'd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemfdExec {
+    /// `vm.memfd_noexec = 2` there: `MFD_EXEC` is refused (EACCES) and
+    /// every other memfd is sealed non-executable.
+    Sysctl,
+    /// The setting could not be made — writing it takes global root (the
+    /// account running bubblewrap), and Linux 6.3 — so the commands' filter
+    /// must allow only memfds made with `MFD_NOEXEC_SEAL`
+    /// (`crate::seccomp::fork_thread_filter`).
+    FilterOnly,
+}
+
+/// The commands' namespaces, by descriptor, and their reaper.
+#[derive(Debug)]
+pub struct Namespaces {
+    /// The pid namespace (its reaper's).
+    pub pid: OwnedFd,
+    /// The mount namespace.
+    pub mnt: OwnedFd,
+    /// The reaper's pid in PID 1's namespace. If it ends, the kernel kills
+    /// every process of the namespace and no further one can be made there.
+    pub reaper: libc::pid_t,
+    pub memfd: MemfdExec,
+}
+
+impl Namespaces {
+    /// Makes them. Call from PID 1 while it has a single thread and
+    /// CAP_SYS_ADMIN in its own user namespace. `memfd_sysctl`, when PID 1
+    /// could open it for writing, is `/proc/sys/vm/memfd_noexec`.
+    pub fn make(memfd_sysctl: Option<RawFd>) -> io::Result<Namespaces> {
+        let (ours, theirs) = UnixStream::pair()?;
+        // SAFETY: PID 1 has a single thread here (the caller's contract).
+        let maker = unsafe { libc::fork() };
+        if maker < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if maker == 0 {
+            drop(ours);
+            // SAFETY: a fresh child of a single-threaded process.
+            unsafe { make_and_exit(theirs.as_raw_fd(), memfd_sysctl) }
+        }
+        drop(theirs);
+        let mut answer = [0u8; 12];
+        let mut fds = Vec::new();
+        let got = sandbox_fdpass::recv(ours.as_raw_fd(), &mut answer, &mut fds);
+        let mut status = 0;
+        // SAFETY: waits for our own child, which exits once it has answered.
+        unsafe { libc::waitpid(maker, &mut status, 0) };
+        let n = got?;
+        let number = |at: usize| {
+            i32::from_le_bytes([answer[at], answer[at + 1], answer[at + 2], answer[at + 3]])
+        };
+        let mut fds = fds.into_iter();
+        match (n, fds.next(), fds.next()) {
+            (12, Some(pid), Some(mnt)) if number(0) > 0 => Ok(Namespaces {
+                pid,
+                mnt,
+                reaper: number(0),
+                memfd: if number(4) == 0 {
+                    MemfdExec::Sysctl
+                } else {
+                    MemfdExec::FilterOnly
+                },
+            }),
+            (12, ..) => Err(io::Error::from_raw_os_error(number(8).max(1))),
+            _ => Err(io::Error::other(
+                "the child making the commands' namespaces ended without an answer",
+            )),
+        }
+    }
+}
+
+/// The child of [`Namespaces::make`]: unshares the namespaces, makes its
+/// mounts slaves (nothing mounted there reaches PID 1's), forks the reaper,
+/// sends `report` the reaper's pid, whether it set `vm.memfd_noexec`, an
+/// errno, and the namespaces' descriptors; exits.
+///
+/// # Safety
+/// Call only in a freshly forked child of a single-threaded process.
+unsafe fn make_and_exit(report: RawFd, memfd_sysctl: Option<RawFd>) -> ! {
+    let fail = |errno: i32| -> ! {
+        let mut out = [0u8; 12];
+        out[8..].copy_from_slice(&errno.to_le_bytes());
+        let _ = sandbox_fdpass::send(report, &out, &[]);
+        // SAFETY: plain syscall.
+        unsafe { libc::_exit(1) }
+    };
+    let errno = || {
+        io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    };
+    // SAFETY: plain syscalls with valid arguments.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWNS) != 0 {
+            fail(errno());
+        }
+        if libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_SLAVE,
+            std::ptr::null(),
+        ) != 0
+        {
+            fail(errno());
+        }
+    }
+    let mut told = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `told`.
+    if unsafe { libc::pipe2(told.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        fail(errno());
+    }
+    // SAFETY: we have a single thread; the child never returns.
+    let reaper = unsafe { libc::fork() };
+    if reaper < 0 {
+        fail(errno());
+    }
+    if reaper == 0 {
+        // SAFETY: async-signal-safe calls only; never returns.
+        unsafe {
+            let set = match memfd_sysctl {
+                Some(fd) => set_memfd_noexec(fd),
+                None => libc::EACCES,
+            };
+            libc::write(told[1], set.to_le_bytes().as_ptr().cast(), 4);
+            drop_all_capabilities();
+            reap_forever()
+        }
+    }
+    // SAFETY: closes our copy of the pipe's write end.
+    unsafe { libc::close(told[1]) };
+    let mut set = [0u8; 4];
+    // SAFETY: reads into a local buffer from our pipe.
+    let n = unsafe { libc::read(told[0], set.as_mut_ptr().cast(), 4) };
+    let set = if n == 4 {
+        i32::from_le_bytes(set)
+    } else {
+        libc::EIO
+    };
+    // Named only once it has a first process (the kernel answers ENOENT
+    // for a pid namespace without one).
+    let own = |name: &str| -> io::Result<OwnedFd> {
+        Ok(std::fs::File::open(format!("/proc/self/ns/{name}"))?.into())
+    };
+    let (pid_ns, mnt_ns) = match (own("pid_for_children"), own("mnt")) {
+        (Ok(pid), Ok(mnt)) => (pid, mnt),
+        (Err(e), _) | (_, Err(e)) => fail(e.raw_os_error().unwrap_or(libc::EIO)),
+    };
+    let mut out = [0u8; 12];
+    out[..4].copy_from_slice(&reaper.to_le_bytes());
+    out[4..8].copy_from_slice(&set.to_le_bytes());
+    let _ = sandbox_fdpass::send(report, &out, &[pid_ns.as_raw_fd(), mnt_ns.as_raw_fd()]);
+    // SAFETY: plain syscall.
+    unsafe { libc::_exit(0) }
+}
+
+/// Writes `2` to the namespace's `vm.memfd_noexec` through `fd`; returns
+/// 0 or the errno. Async-signal-safe.
+///
+/// # Safety
+/// `fd` is open; call only in a freshly forked child.
+unsafe fn set_memfd_noexec(fd: RawFd) -> i32 {
+    // SAFETY: raw syscalls on a descriptor we hold and a local buffer.
+    unsafe {
+        let written = libc::pwrite(fd, b"2\n".as_ptr().cast(), 2, 0);
+        if written == 2 {
+            0
+        } else {
+            (*libc::__errno_location()).max(libc::EIO)
+        }
+    }
+}
+
+/// Empties this process's capability sets (it never execs, so the
+/// bounding set does not matter). Async-signal-safe.
+///
+/// # Safety
+/// Call only in a freshly forked child.
+unsafe fn drop_all_capabilities() {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    let header = Header {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+        pid: 0,
+    };
+    let none = [0u32; 6];
+    // SAFETY: capset reads a v3 header and two data structs (six u32).
+    let done = unsafe { libc::syscall(libc::SYS_capset, &raw const header, none.as_ptr()) };
+    if done != 0 {
+        // A reaper with capabilities must not stay: end the namespace.
+        // SAFETY: plain syscall.
+        unsafe { libc::_exit(1) };
+    }
+}
+
+/// The namespace's PID 1: sleeps, with `SIGCHLD` ignored so the kernel
+/// reaps the orphans handed to it. As a namespace's init it receives no
+/// signal from inside that it has no handler for (it has none); it is not
+/// dumpable, so no command can trace it; it holds no descriptor.
+///
+/// # Safety
+/// Call only in a freshly forked child.
+unsafe fn reap_forever() -> ! {
+    // SAFETY: async-signal-safe calls only.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
+        libc::prctl(
+            libc::PR_SET_NAME,
+            c"pidns-reaper".as_ptr() as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+        libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        loop {
+            libc::pause();
+        }
+    }
+}
