@@ -871,6 +871,208 @@ fn a_large_output_as_an_unprivileged_user() {
     large_output(&user);
 }
 
+// ---- version-manager shims --------------------------------------------------
+
+/// A version manager of the test's own, shaped like rbenv (found by
+/// `RBENV_ROOT`, its shims first on PATH): `greet install NAME` runs its
+/// `rehash`, which — under `set -e`, as pyenv's pip hook — refuses a shim
+/// directory it cannot write, then replaces every shim with one per program
+/// of its versions (`wave` has none before). Files: (path, contents, mode).
+const FIXTURE_MANAGER: &[(&str, &str, u32)] = &[
+    (
+        "libexec/shim",
+        "#!/bin/sh\nexec \"$RBENV_ROOT/versions/1/bin/$(basename \"$0\")\" \"$@\"\n",
+        0o755,
+    ),
+    (
+        "libexec/rehash",
+        "#!/bin/sh\nset -e\nshims=\"$RBENV_ROOT/shims\"\n\
+         [ -w \"$shims\" ] || { echo \"rbenv: cannot rehash: $shims isn't writable\" >&2; exit 1; }\n\
+         rm -f \"$shims\"/*\n\
+         for program in \"$RBENV_ROOT\"/versions/*/bin/*; do\n\
+         cp \"$RBENV_ROOT/libexec/shim\" \"$shims/$(basename \"$program\")\"\n\
+         done\n",
+        0o755,
+    ),
+    (
+        "versions/1/bin/greet",
+        "#!/bin/sh\nset -e\nif [ \"$1\" = install ]; then \"$RBENV_ROOT/libexec/rehash\"; \
+         echo \"installed $2\"; else echo \"hello from $(basename \"$0\")\"; fi\n",
+        0o755,
+    ),
+    (
+        "versions/1/bin/wave",
+        "#!/bin/sh\necho \"hello from $(basename \"$0\")\"\n",
+        0o755,
+    ),
+    (
+        "shims/greet",
+        "#!/bin/sh\nexec \"$RBENV_ROOT/versions/1/bin/$(basename \"$0\")\" \"$@\"\n",
+        0o755,
+    ),
+];
+
+/// The `python3` first on PATH when it is a pyenv shim: (its shim
+/// directory, the pyenv root).
+fn pyenv_python() -> Option<(PathBuf, PathBuf)> {
+    let path = std::env::var_os("PATH")?;
+    let shims = std::env::split_paths(&path).find(|d| d.join("python3").is_file())?;
+    let root = shims.parent()?.to_path_buf();
+    (shims.file_name()? == "shims" && root.join("bin/pyenv").is_file()).then_some((shims, root))
+}
+
+/// A wheel of one module, `cc_shim_probe` (`VALUE = 42`), made with the
+/// host's Python: nothing to download.
+fn probe_wheel(account: &Account, dir: &Path) -> PathBuf {
+    let wheel = dir.join("cc_shim_probe-1.0-py3-none-any.whl");
+    let script = "import sys, zipfile\n\
+        info = 'cc_shim_probe-1.0.dist-info/'\n\
+        files = {'cc_shim_probe/__init__.py': 'VALUE = 42\\n',\n\
+          info + 'METADATA': 'Metadata-Version: 2.1\\nName: cc-shim-probe\\nVersion: 1.0\\n',\n\
+          info + 'WHEEL': 'Wheel-Version: 1.0\\nGenerator: cc-test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n'}\n\
+        files[info + 'RECORD'] = ''.join(n + ',,\\n' for n in list(files) + [info + 'RECORD'])\n\
+        with zipfile.ZipFile(sys.argv[1], 'w') as z: [z.writestr(n, c) for n, c in files.items()]\n";
+    run_host(
+        Command::new("/usr/bin/python3")
+            .arg("-c")
+            .arg(script)
+            .arg(&wheel),
+    );
+    std::os::unix::fs::chown(&wheel, Some(account.uid), Some(account.gid)).unwrap();
+    wheel
+}
+
+fn version_manager_shims(account: &Account) {
+    // The fixture manager, outside the workspace (a bind would win over it).
+    let manager = workspace(account);
+    let root = manager.path().join("rbenv");
+    for (rel, contents, mode) in FIXTURE_MANAGER {
+        put(account, &root, rel, contents, *mode);
+    }
+    let shims = root.join("shims");
+    let before = std::fs::read_dir(&shims).unwrap().count();
+    let work = workspace(account);
+    let path = match account.invoking {
+        true => std::env::var("PATH").unwrap_or_default(),
+        false => format!("{TEST_TOOLCHAIN}:/usr/local/bin:/usr/bin:/bin"),
+    };
+    let server = session(account, work.path(), true)
+        .env("RBENV_ROOT", &root)
+        .env("PATH", format!("{}:{path}", shims.display()))
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "set -e\ngreet install wave\nwave\ngreet\n\
+             touch \"$RBENV_ROOT/versions/1/bin/extra\" || echo refused\n",
+        ]);
+    let _home = server.home();
+    let out = wait_output(server.spawn(), std::time::Duration::from_secs(120));
+    assert_ok(&out, "greet install wave (a rehash into the shims)");
+    assert_eq!(
+        text(&out.stdout),
+        "installed wave\nhello from wave\nhello from greet\nrefused\n",
+        "{}",
+        both(&out)
+    );
+    // The home itself stays read-only, and the refusal says so and why.
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "cc_server: violation: file-write {}",
+            root.join("versions/1/bin/extra").display()
+        )) && stderr.contains("one of your toolchains"),
+        "a write into the read-only home was not explained\n{}",
+        both(&out)
+    );
+    assert!(!root.join("versions/1/bin/extra").exists());
+    let names: Vec<String> = std::fs::read_dir(&shims)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        (before, names),
+        (1, vec!["greet".to_owned()]),
+        "the host's shim directory changed"
+    );
+
+    // pyenv's own, where the account has it first on PATH.
+    let Some((pyenv_shims, pyenv_root)) = pyenv_python().filter(|_| account.invoking) else {
+        eprintln!(
+            "{}: no pyenv `python3` first on PATH; the fixture manager above covers the rule",
+            account.name
+        );
+        return;
+    };
+    let listing = |dir: &Path| -> Vec<(String, u64, std::time::SystemTime)> {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let meta = e.metadata().unwrap();
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    meta.len(),
+                    meta.modified().unwrap(),
+                )
+            })
+            .collect();
+        entries.sort();
+        entries
+    };
+    let before = (
+        listing(&pyenv_shims),
+        std::fs::metadata(&pyenv_shims).unwrap().modified().unwrap(),
+    );
+    let work = workspace(account);
+    let wheel = probe_wheel(account, work.path());
+    let script = format!(
+        "set -e\npython3 -m pip install -q --user --no-index --no-warn-script-location {}\n\
+         python3 -c 'import cc_shim_probe; print(\"value\", cc_shim_probe.VALUE)'\n",
+        wheel.file_name().unwrap().to_string_lossy()
+    );
+    let out = sh(account, work.path(), &script);
+    assert_ok(&out, "python3 -m pip install --user through the pyenv shim");
+    assert!(text(&out.stdout).contains("value 42"), "{}", both(&out));
+    assert!(
+        !text(&out.stderr).contains("cannot rehash"),
+        "{}",
+        both(&out)
+    );
+    let after = (
+        listing(&pyenv_shims),
+        std::fs::metadata(&pyenv_shims).unwrap().modified().unwrap(),
+    );
+    assert_eq!(
+        before,
+        after,
+        "the host's pyenv shims ({}) changed",
+        pyenv_root.display()
+    );
+}
+
+/// G4 (T27): a version manager's shim directory is a throwaway overlay in
+/// its read-only home: an install that rehashes (a fixture manager of the
+/// test's own, shaped like rbenv; and, where the account's `python3` is a
+/// pyenv shim, `python3 -m pip install --user` through it, whose pip hook
+/// runs `pyenv rehash` under `set -e`) exits 0, the rewritten shims run —
+/// `wave` had none before — and the host's shim directory is unchanged;
+/// a write into the home itself is refused and explained (`file-write`,
+/// naming the toolchains).
+#[test]
+fn version_manager_shims_rehash_inside_as_the_invoking_account() {
+    require_bwrap!();
+    version_manager_shims(&invoking());
+}
+
+/// G4: the same as `cc-test` (the fixture manager; no pyenv of its own).
+#[test]
+fn version_manager_shims_rehash_inside_as_an_unprivileged_user() {
+    require_bwrap!();
+    let Some(user) = test_user() else { return };
+    version_manager_shims(&user);
+}
+
 // ---- process tools ----------------------------------------------------------
 
 /// `ps`, `pgrep`/`pkill`, `kill %1` (bash's: dash's `kill %N` needs job

@@ -557,8 +557,9 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
                         .map(|d| d.display().to_string())
                         .collect(),
                     hidden: c.hidden.iter().map(|d| d.display().to_string()).collect(),
-                    // Beneath an exec grant, as exec-able as the grant.
-                    exec: grants.iter().any(|g| c.path.starts_with(g)),
+                    // Beneath an exec grant, as exec-able as the grant; a
+                    // version manager's shims, as its read-only home.
+                    exec: c.shims || grants.iter().any(|g| c.path.starts_with(g)),
                 })
                 .collect(),
         };
@@ -680,6 +681,9 @@ impl Shown {
             }
             args.two("--ro-bind", &cache.path, &cache.path);
             exec_from.extend(cache.read_only.iter().cloned());
+            if cache.shims {
+                exec_from.push(cache.path.clone());
+            }
             shown.overlays.push(cache.clone());
         }
         if !shown.overlays.is_empty() {
