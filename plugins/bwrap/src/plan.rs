@@ -96,6 +96,10 @@ pub struct PlanInput<'a> {
     pub cache_bytes: u64,
     /// The size of each writable tmpfs (SPEC G6): every tmpfs gets one.
     pub tmpfs_bytes: u64,
+    /// The server's own state on the host (its runtime dir: every session's
+    /// proxy sockets, the kept probe): masked, as an empty directory,
+    /// wherever a bind holds it (a workdir of `/tmp`, where root's lies).
+    pub server_state: &'a [PathBuf],
 }
 
 /// The descriptor bwrap reads the private home's `.gitconfig` from
@@ -446,13 +450,19 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         }
     }
 
-    // 4. Secrets, wherever a bind, a toolchain or a system path shows
-    //    them (the caches hide theirs by construction: `Shown::plan`):
+    // 4. Secrets and the server's own state, wherever a bind, a toolchain
+    //    or a system path shows them (the caches hide theirs by
+    //    construction: `Shown::plan`):
     //    sandbox-init mounts the masks, before anything runs
     //    (`sandbox_init::masks`: bubblewrap's binds cost far more).
     let mut masked = Vec::new();
     let mut masks = MaskPoints::default();
-    for (secret, kind) in secrets(home.as_deref(), &input.toolchains.secrets, host) {
+    for (secret, kind) in secrets(
+        home.as_deref(),
+        &input.toolchains.secrets,
+        input.server_state,
+        host,
+    ) {
         let mut guests: Vec<PathBuf> = views
             .iter()
             .chain(&read_only_views)
@@ -922,6 +932,7 @@ fn module_gitdirs(dot_git: &Path, host: &dyn HostFacts) -> Vec<PathBuf> {
 fn secrets(
     home: Option<&Path>,
     toolchain_secrets: &[PathBuf],
+    server_state: &[PathBuf],
     host: &dyn HostFacts,
 ) -> Vec<(PathBuf, Kind)> {
     let mut candidates: Vec<PathBuf> = SYSTEM_SECRETS
@@ -929,6 +940,7 @@ fn secrets(
         .map(|(p, _)| PathBuf::from(p))
         .collect();
     candidates.extend(toolchain_secrets.iter().cloned());
+    candidates.extend(server_state.iter().cloned());
     if let Some(home) = home {
         candidates.extend(HOME_SECRETS.iter().map(|(p, _)| home.join(p)));
     }

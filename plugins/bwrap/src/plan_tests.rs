@@ -121,10 +121,14 @@ fn run(spec: &SandboxSpec, host: &FakeHost) -> Result<Plan, PlanError> {
             toolchains: &crate::toolchains::Found::default(),
             cache_bytes: DEFAULT_CACHE_BYTES,
             tmpfs_bytes: 1 << 20,
+            server_state: &[PathBuf::from(SERVER_STATE)],
         },
         host,
     )
 }
+
+/// The runtime dir the plans are given (root's, below `/tmp`).
+const SERVER_STATE: &str = "/tmp/cc_server-0";
 
 fn strings(plan: &Plan) -> Vec<String> {
     plan.args
@@ -798,6 +802,7 @@ fn configured_system_paths_go_on_top_and_are_the_extra_exec_roots() {
             toolchains: &crate::toolchains::Found::default(),
             cache_bytes: DEFAULT_CACHE_BYTES,
             tmpfs_bytes: 1 << 20,
+            server_state: &[],
         },
         &host,
     )
@@ -922,6 +927,7 @@ fn a_private_home_gets_the_generated_gitconfig_only() {
         toolchains: &nothing,
         cache_bytes: DEFAULT_CACHE_BYTES,
         tmpfs_bytes: 1 << 20,
+        server_state: &[],
     };
     let private = spec_with(vec![bind("/work/proj", false)]);
     let planned = plan(&input(&private), &host).unwrap();
@@ -954,6 +960,7 @@ fn run_with_toolchains(
             cache_bytes: 5 << 20,
             gitconfig: None,
             tmpfs_bytes: 1 << 20,
+            server_state: &[],
         },
         host,
     )
@@ -1166,5 +1173,30 @@ fn secrets_under_system_paths_and_toolchain_homes_are_masked() {
         ),
         "{:?}",
         plan.args
+    );
+}
+
+/// G5 (T14): a bind that holds the server's runtime dir — a workdir of
+/// `/tmp`, where root's lies — is planned with that directory masked (an
+/// empty directory, like every directory mask), and nothing else changes;
+/// a bind that does not hold it masks nothing of it.
+#[test]
+fn the_server_state_inside_a_bind_is_masked() {
+    let mut host = FakeHost::standard();
+    host.dir("/tmp").dir(SERVER_STATE).dir("/work/proj");
+    let plan = run(&spec_with(vec![bind("/tmp", false)]), &host).unwrap();
+    assert!(
+        plan.masked.contains(&PathBuf::from(SERVER_STATE)),
+        "{:?}",
+        plan.masked
+    );
+    let args = strings(&plan);
+    assert!(has(&args, &["--mask-dir", SERVER_STATE]), "{args:?}");
+    assert!(has(&args, &["--bind", "/tmp", "/tmp"]), "{args:?}");
+    let plan = run(&spec_with(vec![bind("/work/proj", false)]), &host).unwrap();
+    assert!(
+        !plan.masked.contains(&PathBuf::from(SERVER_STATE)),
+        "{:?}",
+        plan.masked
     );
 }
