@@ -377,7 +377,7 @@ fn enter_namespaces(namespaces: &Namespaces) -> io::Result<()> {
     // opens — starts under the commands' hardening, attached once here
     // rather than by each command (`seccomp::fork_thread_filter`).
     crate::seccomp::install(&crate::seccomp::fork_thread_filter(
-        namespaces.memfd == MemfdExec::FilterOnly,
+        namespaces.memfd() == MemfdExec::FilterOnly,
     ))
     .map_err(|e| io::Error::new(e.kind(), format!("the commands' seccomp filter: {e}")))?;
     Ok(())

@@ -9,14 +9,12 @@
 //! `ps`, `pgrep`, `/proc/self` and `/proc/$$` number processes as the
 //! commands do, and show nothing of the sandbox's machinery but the reaper.
 //!
-//! Both are made by a short-lived child of PID 1 ([`Namespaces::make`]),
-//! after PID 1's mounts and before its Landlock domain: the commands'
-//! `/proc` must exist by then, for the domain to grant writing beneath it
-//! (a Landlock rule names a file, and the commands' `/proc` is a file system
-//! of its own). That child unshares both namespaces and forks their first
-//! process, the reaper, then exits; the reaper stays PID 1's child. The
-//! fork thread (`crate::forker`) enters both later and forks every command
-//! there.
+//! Both are made by PID 1 ([`Namespaces::make`]) after its mounts and
+//! before its Landlock domain: the commands' `/proc` must exist by then, for
+//! the domain to grant writing beneath it (a Landlock rule names a file, and
+//! the commands' `/proc` is a file system of its own). A thread of PID 1
+//! unshares both and forks their first process, the reaper. The fork thread
+//! (`crate::forker`) enters both later and forks every command there.
 //!
 //! The reaper sets `vm.memfd_noexec` to 2 in its namespace (Linux 6.3: the
 //! setting is per pid namespace, and a namespace below can only raise it),
@@ -28,8 +26,7 @@
 //! filter do it.
 
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::net::UnixStream;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// How the commands' namespace keeps memfds from being exec'd.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,139 +51,109 @@ pub struct Namespaces {
     /// The reaper's pid in PID 1's namespace. If it ends, the kernel kills
     /// every process of the namespace and no further one can be made there.
     pub reaper: libc::pid_t,
-    pub memfd: MemfdExec,
+    /// Where the reaper says whether it set `vm.memfd_noexec` (read by the
+    /// fork thread, off the start's critical path: [`Namespaces::memfd`]).
+    told: OwnedFd,
 }
 
 impl Namespaces {
-    /// Makes them. Call from PID 1 while it has a single thread and
-    /// CAP_SYS_ADMIN in its own user namespace. `memfd_sysctl`, when PID 1
-    /// could open it for writing, is `/proc/sys/vm/memfd_noexec`.
+    /// Makes them. Call from PID 1 while it holds CAP_SYS_ADMIN in its own
+    /// user namespace. `memfd_sysctl`, when PID 1 could open it for
+    /// writing, is `/proc/sys/vm/memfd_noexec`.
+    ///
+    /// A short-lived thread of PID 1 unshares both, forks the reaper into
+    /// them and names them by its own `/proc` entries: the namespaces are
+    /// that thread's alone (a thread that unshared a pid namespace may
+    /// start no thread, and PID 1 needs threads), no process is made for
+    /// it, and the reaper is PID 1's child.
     pub fn make(memfd_sysctl: Option<RawFd>) -> io::Result<Namespaces> {
-        let (ours, theirs) = UnixStream::pair()?;
-        // SAFETY: PID 1 has a single thread here (the caller's contract).
-        let maker = unsafe { libc::fork() };
-        if maker < 0 {
-            return Err(io::Error::last_os_error());
+        let (told, tell) = pipe()?;
+        let made = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    // SAFETY: plain syscall; changes this thread alone (its
+                    // pid namespace for children, and — with its own root
+                    // and working directory — its mount namespace).
+                    if unsafe { libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWNS) } != 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    let reaper = Self::reaper_here(memfd_sysctl, &tell)?;
+                    // Named only once it has a first process (the kernel
+                    // answers ENOENT for a pid namespace without one).
+                    let own = |name: &str| -> io::Result<OwnedFd> {
+                        Ok(std::fs::File::open(format!("/proc/thread-self/ns/{name}"))?.into())
+                    };
+                    Ok((reaper, own("pid_for_children")?, own("mnt")?))
+                })
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("the thread making them panicked")))
+        });
+        drop(tell);
+        let (reaper, pid, mnt) = made?;
+        Ok(Namespaces {
+            pid,
+            mnt,
+            reaper,
+            told,
+        })
+    }
+
+    /// On that thread, in the new namespaces: makes the mounts slaves
+    /// (nothing mounted in them reaches PID 1's) and forks the reaper, which
+    /// tells `tell` whether it set `vm.memfd_noexec`.
+    fn reaper_here(memfd_sysctl: Option<RawFd>, tell: &OwnedFd) -> io::Result<libc::pid_t> {
+        // SAFETY: plain syscalls with valid arguments; the child makes only
+        // async-signal-safe calls and never returns.
+        unsafe {
+            if libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_SLAVE,
+                std::ptr::null(),
+            ) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            let reaper = libc::fork();
+            if reaper < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if reaper == 0 {
+                let set = match memfd_sysctl {
+                    Some(fd) => set_memfd_noexec(fd),
+                    None => libc::EACCES,
+                };
+                libc::write(tell.as_raw_fd(), set.to_le_bytes().as_ptr().cast(), 4);
+                drop_all_capabilities();
+                reap_forever()
+            }
+            Ok(reaper)
         }
-        if maker == 0 {
-            drop(ours);
-            // SAFETY: a fresh child of a single-threaded process.
-            unsafe { make_and_exit(theirs.as_raw_fd(), memfd_sysctl) }
-        }
-        drop(theirs);
-        let mut answer = [0u8; 12];
-        let mut fds = Vec::new();
-        let got = sandbox_fdpass::recv(ours.as_raw_fd(), &mut answer, &mut fds);
-        let mut status = 0;
-        // SAFETY: waits for our own child, which exits once it has answered.
-        unsafe { libc::waitpid(maker, &mut status, 0) };
-        let n = got?;
-        let number = |at: usize| {
-            i32::from_le_bytes([answer[at], answer[at + 1], answer[at + 2], answer[at + 3]])
-        };
-        let mut fds = fds.into_iter();
-        match (n, fds.next(), fds.next()) {
-            (12, Some(pid), Some(mnt)) if number(0) > 0 => Ok(Namespaces {
-                pid,
-                mnt,
-                reaper: number(0),
-                memfd: if number(4) == 0 {
-                    MemfdExec::Sysctl
-                } else {
-                    MemfdExec::FilterOnly
-                },
-            }),
-            (12, ..) => Err(io::Error::from_raw_os_error(number(8).max(1))),
-            _ => Err(io::Error::other(
-                "the child making the commands' namespaces ended without an answer",
-            )),
+    }
+
+    /// How the namespace keeps memfds from being exec'd: what the reaper
+    /// said (it says at once; this waits for it).
+    pub fn memfd(&self) -> MemfdExec {
+        let mut set = [0u8; 4];
+        // SAFETY: reads into a local buffer from our pipe.
+        let n = unsafe { libc::read(self.told.as_raw_fd(), set.as_mut_ptr().cast(), 4) };
+        if n == 4 && i32::from_le_bytes(set) == 0 {
+            MemfdExec::Sysctl
+        } else {
+            MemfdExec::FilterOnly
         }
     }
 }
 
-/// The child of [`Namespaces::make`]: unshares the namespaces, makes its
-/// mounts slaves (nothing mounted there reaches PID 1's), forks the reaper,
-/// sends `report` the reaper's pid, whether it set `vm.memfd_noexec`, an
-/// errno, and the namespaces' descriptors; exits.
-///
-/// # Safety
-/// Call only in a freshly forked child of a single-threaded process.
-unsafe fn make_and_exit(report: RawFd, memfd_sysctl: Option<RawFd>) -> ! {
-    let fail = |errno: i32| -> ! {
-        let mut out = [0u8; 12];
-        out[8..].copy_from_slice(&errno.to_le_bytes());
-        let _ = sandbox_fdpass::send(report, &out, &[]);
-        // SAFETY: plain syscall.
-        unsafe { libc::_exit(1) }
-    };
-    let errno = || {
-        io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
-    };
-    // SAFETY: plain syscalls with valid arguments.
-    unsafe {
-        if libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWNS) != 0 {
-            fail(errno());
-        }
-        if libc::mount(
-            std::ptr::null(),
-            c"/".as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_SLAVE,
-            std::ptr::null(),
-        ) != 0
-        {
-            fail(errno());
-        }
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut ends = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `ends`.
+    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
     }
-    let mut told = [0; 2];
-    // SAFETY: pipe2 writes two descriptors into `told`.
-    if unsafe { libc::pipe2(told.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        fail(errno());
-    }
-    // SAFETY: we have a single thread; the child never returns.
-    let reaper = unsafe { libc::fork() };
-    if reaper < 0 {
-        fail(errno());
-    }
-    if reaper == 0 {
-        // SAFETY: async-signal-safe calls only; never returns.
-        unsafe {
-            let set = match memfd_sysctl {
-                Some(fd) => set_memfd_noexec(fd),
-                None => libc::EACCES,
-            };
-            libc::write(told[1], set.to_le_bytes().as_ptr().cast(), 4);
-            drop_all_capabilities();
-            reap_forever()
-        }
-    }
-    // SAFETY: closes our copy of the pipe's write end.
-    unsafe { libc::close(told[1]) };
-    let mut set = [0u8; 4];
-    // SAFETY: reads into a local buffer from our pipe.
-    let n = unsafe { libc::read(told[0], set.as_mut_ptr().cast(), 4) };
-    let set = if n == 4 {
-        i32::from_le_bytes(set)
-    } else {
-        libc::EIO
-    };
-    // Named only once it has a first process (the kernel answers ENOENT
-    // for a pid namespace without one).
-    let own = |name: &str| -> io::Result<OwnedFd> {
-        Ok(std::fs::File::open(format!("/proc/self/ns/{name}"))?.into())
-    };
-    let (pid_ns, mnt_ns) = match (own("pid_for_children"), own("mnt")) {
-        (Ok(pid), Ok(mnt)) => (pid, mnt),
-        (Err(e), _) | (_, Err(e)) => fail(e.raw_os_error().unwrap_or(libc::EIO)),
-    };
-    let mut out = [0u8; 12];
-    out[..4].copy_from_slice(&reaper.to_le_bytes());
-    out[4..8].copy_from_slice(&set.to_le_bytes());
-    let _ = sandbox_fdpass::send(report, &out, &[pid_ns.as_raw_fd(), mnt_ns.as_raw_fd()]);
-    // SAFETY: plain syscall.
-    unsafe { libc::_exit(0) }
+    // SAFETY: both were just created and are ours.
+    Ok(unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) })
 }
 
 /// Writes `2` to the namespace's `vm.memfd_noexec` through `fd`; returns
