@@ -4,27 +4,28 @@
 //! the sandbox's machinery but the namespace's reaper (docs/design.md §8,
 //! SPEC G4).
 //!
-//! The kernel lets a user namespace mount a procfs only where one is
-//! already fully visible in the mount namespace (no locked mount covering
-//! part of it). bubblewrap, run by root, covers `/proc/irq` and `/proc/bus`,
-//! and in PID 1's own user namespace those covers are locked: no procfs can
-//! be mounted from there. In bubblewrap's namespaces they are not. So PID 1
+//! A procfs belongs to the pid namespace of the process that creates its
+//! context, so the namespace's reaper creates it (`fsopen`, `fsconfig`:
+//! `crate::namespaces`). Mounting it is another matter: the kernel lets a
+//! user namespace mount a procfs only where one is already fully visible in
+//! the mount namespace (no locked mount covering part of it), and
+//! bubblewrap, run by root, covers `/proc/irq` and `/proc/bus` — covers
+//! that are locked in PID 1's own user namespace, so no procfs can be
+//! mounted from there. In bubblewrap's namespaces they are not. So PID 1
 //! forks the *maker* first thing, while it is still in bubblewrap's
 //! namespaces with `CAP_SYS_ADMIN` and `CAP_SYS_CHROOT` there
 //! (`bwrap/src/plan.rs` adds them for this alone; PID 1 leaves them behind
 //! when it makes its own user namespace). Once the commands' namespaces
-//! exist, PID 1 hands the maker their descriptors; the maker enters the pid
-//! namespace for its child, and the child makes the procfs (`fsopen`,
-//! `fsmount`, checked against bubblewrap's mount namespace — or, run by
-//! any other account, against the commands' own, where bubblewrap covered
-//! nothing and which bubblewrap's mount namespace is not ours to mount in),
-//! enters the commands' mount namespace, moves it onto `/proc` there,
-//! re-binds [`PROC_READ_ONLY`] read-only in it as PID 1 did in its own, and
-//! sends back the new `/proc`. Both exit before any command can start;
-//! neither is in the commands' reach (the maker is in PID 1's pid
-//! namespace, its child ends first). PID 1, the supervisor and the
-//! forwarder keep the procfs of PID 1's namespace, where the guard's pids
-//! are.
+//! exist, PID 1 hands the maker the reaper's procfs and the commands' mount
+//! namespace; the maker mounts the procfs (`fsmount`, checked against
+//! bubblewrap's mount namespace — or, run by any other account, against the
+//! commands' own, where bubblewrap covered nothing and which bubblewrap's
+//! mount namespace is not ours to mount in), enters the commands' mount
+//! namespace, moves it onto `/proc` there, re-binds [`PROC_READ_ONLY`]
+//! read-only in it as PID 1 did in its own, sends back the new `/proc` and
+//! exits, before any command can start; it is never in the commands' pid
+//! namespace. PID 1, the supervisor and the forwarder keep the procfs of
+//! PID 1's namespace, where the guard's pids are.
 //!
 //! Every step that fails fails the launch, naming the step.
 
@@ -34,12 +35,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use crate::layout::PROC_READ_ONLY;
 use crate::namespaces::Namespaces;
 
-/// The steps of the maker's child, by the number it reports.
+/// The maker's steps, by the number it reports.
 const STEPS: &[&str] = &[
-    "entering the commands' pid namespace",
-    "forking in the commands' pid namespace",
-    "fsopen(\"proc\")",
-    "creating the procfs",
     "fsmount of the procfs",
     "entering the commands' mount namespace",
     "moving the procfs onto /proc",
@@ -78,7 +75,7 @@ impl ProcMaker {
         sandbox_fdpass::send(
             self.socket.as_raw_fd(),
             b"N",
-            &[namespaces.pid.as_raw_fd(), namespaces.mnt.as_raw_fd()],
+            &[namespaces.procfs.as_raw_fd(), namespaces.mnt.as_raw_fd()],
         )?;
         let mut answer = [0u8; 8];
         let mut fds = Vec::new();
@@ -105,9 +102,8 @@ impl ProcMaker {
     }
 }
 
-/// The maker: waits for the namespaces' descriptors, has a child in that
-/// pid namespace do the work, passes on its answer (or its own failure),
-/// exits.
+/// The maker: waits for the procfs and the mount namespace, mounts the one
+/// in the other, passes on its answer, exits.
 fn serve(socket: OwnedFd) -> ! {
     let fd = socket.as_raw_fd();
     // SAFETY: closes every descriptor but our socket; plain syscalls.
@@ -119,88 +115,58 @@ fn serve(socket: OwnedFd) -> ! {
     let mut fds = Vec::new();
     let got = sandbox_fdpass::recv(fd, &mut buf, &mut fds);
     let mut fds = fds.into_iter();
-    let (Ok(_), Some(pid_ns), Some(mnt_ns)) = (got, fds.next(), fds.next()) else {
+    let (Ok(_), Some(procfs), Some(mnt_ns)) = (got, fds.next(), fds.next()) else {
         // PID 1 went on without us (its launch failed): nothing to do.
         // SAFETY: plain syscall.
         unsafe { libc::_exit(0) }
     };
-    let answer_with = |step: usize, errno: i32, proc_root: &[RawFd]| {
-        let mut out = [0u8; 8];
-        out[..4].copy_from_slice(&(step as u32).to_le_bytes());
-        out[4..].copy_from_slice(&errno.to_le_bytes());
-        let _ = sandbox_fdpass::send(fd, &out, proc_root);
-    };
-    let answer = |step: usize, errno: i32| answer_with(step, errno, &[]);
-    let errno = || {
-        io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
-    };
-    // SAFETY: plain syscall on a descriptor we hold.
-    if unsafe { libc::setns(pid_ns.as_raw_fd(), libc::CLONE_NEWPID) } != 0 {
-        answer(0, errno());
-        // SAFETY: plain syscall.
-        unsafe { libc::_exit(1) }
-    }
-    // SAFETY: we have one thread; the child runs `make` and exits.
-    let child = unsafe { libc::fork() };
-    if child < 0 {
-        answer(1, errno());
-        // SAFETY: plain syscall.
-        unsafe { libc::_exit(1) }
-    }
-    if child == 0 {
-        match make(&mnt_ns) {
-            Ok(proc_root) => answer_with(0, 0, &[proc_root.as_raw_fd()]),
-            Err((step, e)) => answer(step, e),
+    let mut out = [0u8; 8];
+    let sent = match make(&procfs, &mnt_ns) {
+        Ok(proc_root) => sandbox_fdpass::send(fd, &out, &[proc_root.as_raw_fd()]),
+        Err((step, errno)) => {
+            out[..4].copy_from_slice(&(step as u32).to_le_bytes());
+            out[4..].copy_from_slice(&errno.to_le_bytes());
+            sandbox_fdpass::send(fd, &out, &[])
         }
-        // SAFETY: plain syscall.
-        unsafe { libc::_exit(0) }
-    }
-    let mut status = 0;
-    // SAFETY: waits for our own child.
-    unsafe { libc::waitpid(child, &mut status, 0) };
+    };
+    drop(sent);
     // SAFETY: plain syscall.
     unsafe { libc::_exit(0) }
 }
 
-/// In the commands' pid namespace: makes the procfs, enters the mount
-/// namespace `mnt_ns` and puts it on `/proc` there. The procfs is made in
-/// bubblewrap's mount namespace where this process may (run by root,
-/// bubblewrap's mount namespace is its user namespace's, and there `/proc`
-/// is fully visible); else in the commands' (run by any other account,
-/// bubblewrap makes its mounts as root of a user namespace of its own and
-/// runs us in a second one, and covers nothing of `/proc`). The failing step
-/// and its errno.
-fn make(mnt_ns: &OwnedFd) -> Result<OwnedFd, (usize, i32)> {
+/// Mounts the created procfs context `procfs` and puts it on `/proc` in
+/// the mount namespace `mnt_ns`. The mount is made in bubblewrap's mount
+/// namespace where this process may (run by root, bubblewrap's mount
+/// namespace is its user namespace's, and there `/proc` is fully visible);
+/// else in the commands' (run by any other account, bubblewrap makes its
+/// mounts as root of a user namespace of its own and runs us in a second
+/// one, and covers nothing of `/proc`). The failing step and its errno.
+fn make(procfs: &OwnedFd, mnt_ns: &OwnedFd) -> Result<OwnedFd, (usize, i32)> {
     let errno = || {
         io::Error::last_os_error()
             .raw_os_error()
             .unwrap_or(libc::EIO)
     };
     let check = |step: usize, rc: i64| if rc < 0 { Err((step, errno())) } else { Ok(rc) };
-    let made_here = procfs();
+    let mounted_here = fsmount(procfs);
     // SAFETY: plain syscall on a descriptor we hold.
     let entered = unsafe { libc::setns(mnt_ns.as_raw_fd(), libc::CLONE_NEWNS) };
-    check(5, i64::from(entered))?;
-    let mounted = match made_here {
+    check(1, i64::from(entered))?;
+    let mounted = match mounted_here {
         Ok(mounted) => mounted,
-        Err(_) => procfs()?,
+        Err(_) => fsmount(procfs)?,
     };
-    // SAFETY: plain syscalls with valid C strings and descriptors we hold.
-    unsafe {
-        check(
-            6,
-            libc::syscall(
-                libc::SYS_move_mount,
-                mounted.as_raw_fd(),
-                c"".as_ptr(),
-                libc::AT_FDCWD,
-                c"/proc".as_ptr(),
-                libc::MOVE_MOUNT_F_EMPTY_PATH,
-            ),
-        )?;
-    }
+    // SAFETY: plain syscall with valid C strings and descriptors we hold.
+    check(2, unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            mounted.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            c"/proc".as_ptr(),
+            libc::MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    })?;
     let flags = libc::MS_REMOUNT
         | libc::MS_BIND
         | libc::MS_RDONLY
@@ -210,50 +176,34 @@ fn make(mnt_ns: &OwnedFd) -> Result<OwnedFd, (usize, i32)> {
         | libc::MS_RELATIME;
     for point in PROC_READ_ONLY {
         crate::mount::read_only_bind(point, flags)
-            .map_err(|e| (7, e.raw_os_error().unwrap_or(libc::EIO)))?;
+            .map_err(|e| (3, e.raw_os_error().unwrap_or(libc::EIO)))?;
     }
     std::fs::File::open("/proc")
         .map(OwnedFd::from)
-        .map_err(|e| (8, e.raw_os_error().unwrap_or(libc::EIO)))
+        .map_err(|e| (4, e.raw_os_error().unwrap_or(libc::EIO)))
 }
 
-/// A procfs of our active pid namespace, `nosuid`, `nodev`, `noexec`, not
-/// attached anywhere yet (checked against our mount namespace).
-fn procfs() -> Result<OwnedFd, (usize, i32)> {
-    let errno = || {
-        io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
+/// The mount of the procfs context `procfs`: `nosuid`, `nodev`, `noexec`,
+/// not attached anywhere yet (checked against our mount namespace).
+fn fsmount(procfs: &OwnedFd) -> Result<OwnedFd, (usize, i32)> {
+    let attributes = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC;
+    // SAFETY: plain syscall on a descriptor we hold.
+    let mounted = unsafe {
+        libc::syscall(
+            libc::SYS_fsmount,
+            procfs.as_raw_fd(),
+            libc::FSMOUNT_CLOEXEC,
+            attributes,
+        )
     };
-    let check = |step: usize, rc: i64| if rc < 0 { Err((step, errno())) } else { Ok(rc) };
-    // SAFETY: plain syscalls with valid C strings and descriptors we hold.
-    unsafe {
-        let context = check(
-            2,
-            libc::syscall(libc::SYS_fsopen, c"proc".as_ptr(), libc::FSOPEN_CLOEXEC),
-        )? as RawFd;
-        let context = OwnedFd::from_raw_fd(context);
-        check(
-            3,
-            libc::syscall(
-                libc::SYS_fsconfig,
-                context.as_raw_fd(),
-                libc::FSCONFIG_CMD_CREATE,
-                std::ptr::null::<libc::c_char>(),
-                std::ptr::null::<libc::c_void>(),
-                0,
-            ),
-        )?;
-        let attributes = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC;
-        let mounted = check(
-            4,
-            libc::syscall(
-                libc::SYS_fsmount,
-                context.as_raw_fd(),
-                libc::FSMOUNT_CLOEXEC,
-                attributes,
-            ),
-        )? as RawFd;
-        Ok(OwnedFd::from_raw_fd(mounted))
+    if mounted < 0 {
+        return Err((
+            0,
+            io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO),
+        ));
     }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(mounted as RawFd) })
 }

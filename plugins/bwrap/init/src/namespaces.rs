@@ -51,6 +51,9 @@ pub struct Namespaces {
     /// The reaper's pid in PID 1's namespace. If it ends, the kernel kills
     /// every process of the namespace and no further one can be made there.
     pub reaper: libc::pid_t,
+    /// A procfs of the pid namespace, created by the reaper and not mounted
+    /// yet (a filesystem context: `crate::commands_proc` mounts it).
+    pub procfs: OwnedFd,
     /// Where the reaper says whether it set `vm.memfd_noexec` (read by the
     /// fork thread, off the start's critical path: [`Namespaces::memfd`]).
     told: OwnedFd,
@@ -67,7 +70,7 @@ impl Namespaces {
     /// start no thread, and PID 1 needs threads), no process is made for
     /// it, and the reaper is PID 1's child.
     pub fn make(memfd_sysctl: Option<RawFd>) -> io::Result<Namespaces> {
-        let (told, tell) = pipe()?;
+        let (told, tell) = seqpacket_pair()?;
         let made = std::thread::scope(|scope| {
             scope
                 .spawn(|| {
@@ -83,24 +86,28 @@ impl Namespaces {
                     let own = |name: &str| -> io::Result<OwnedFd> {
                         Ok(std::fs::File::open(format!("/proc/thread-self/ns/{name}"))?.into())
                     };
-                    Ok((reaper, own("pid_for_children")?, own("mnt")?))
+                    let procfs = received_procfs(&told)?;
+                    Ok((reaper, own("pid_for_children")?, own("mnt")?, procfs))
                 })
                 .join()
                 .unwrap_or_else(|_| Err(io::Error::other("the thread making them panicked")))
         });
         drop(tell);
-        let (reaper, pid, mnt) = made?;
+        let (reaper, pid, mnt, procfs) = made?;
         Ok(Namespaces {
             pid,
             mnt,
             reaper,
+            procfs,
             told,
         })
     }
 
     /// On that thread, in the new namespaces: makes the mounts slaves
     /// (nothing mounted in them reaches PID 1's) and forks the reaper, which
-    /// tells `tell` whether it set `vm.memfd_noexec`.
+    /// sends `tell` a procfs of its namespace (created with the
+    /// capabilities it was forked with, before it drops them), then whether
+    /// it set `vm.memfd_noexec`.
     fn reaper_here(memfd_sysctl: Option<RawFd>, tell: &OwnedFd) -> io::Result<libc::pid_t> {
         // SAFETY: plain syscalls with valid arguments; the child makes only
         // async-signal-safe calls and never returns.
@@ -120,11 +127,17 @@ impl Namespaces {
                 return Err(io::Error::last_os_error());
             }
             if reaper == 0 {
+                send_procfs(tell.as_raw_fd());
                 let set = match memfd_sysctl {
                     Some(fd) => set_memfd_noexec(fd),
                     None => libc::EACCES,
                 };
-                libc::write(tell.as_raw_fd(), set.to_le_bytes().as_ptr().cast(), 4);
+                libc::send(
+                    tell.as_raw_fd(),
+                    set.to_le_bytes().as_ptr().cast(),
+                    4,
+                    libc::MSG_NOSIGNAL,
+                );
                 drop_all_capabilities();
                 reap_forever()
             }
@@ -136,8 +149,8 @@ impl Namespaces {
     /// said (it says at once; this waits for it).
     pub fn memfd(&self) -> MemfdExec {
         let mut set = [0u8; 4];
-        // SAFETY: reads into a local buffer from our pipe.
-        let n = unsafe { libc::read(self.told.as_raw_fd(), set.as_mut_ptr().cast(), 4) };
+        // SAFETY: reads one message into a local buffer from our socket.
+        let n = unsafe { libc::recv(self.told.as_raw_fd(), set.as_mut_ptr().cast(), 4, 0) };
         if n == 4 && i32::from_le_bytes(set) == 0 {
             MemfdExec::Sysctl
         } else {
@@ -146,14 +159,77 @@ impl Namespaces {
     }
 }
 
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut ends = [0; 2];
-    // SAFETY: pipe2 writes two descriptors into `ends`.
-    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+/// A close-on-exec `SOCK_SEQPACKET` pair: each of the reaper's two answers
+/// is one message.
+fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut pair = [0; 2];
+    // SAFETY: socketpair writes two descriptors into `pair`.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            pair.as_mut_ptr(),
+        )
+    } != 0
+    {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: both were just created and are ours.
-    Ok(unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) })
+    Ok(unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) })
+}
+
+/// In the reaper: creates a procfs of its pid namespace (`fsopen`,
+/// `fsconfig(CREATE)`: a procfs is the namespace of whoever makes its
+/// context) and sends it, or the errno, as one message. Async-signal-safe.
+///
+/// # Safety
+/// Call only in a freshly forked child, holding CAP_SYS_ADMIN in its user
+/// namespace.
+unsafe fn send_procfs(tell: RawFd) {
+    // SAFETY: plain syscalls with valid C strings and descriptors we hold;
+    // `fdpass::send` allocates nothing and takes no lock.
+    unsafe {
+        let context = libc::syscall(libc::SYS_fsopen, c"proc".as_ptr(), libc::FSOPEN_CLOEXEC);
+        let made = context >= 0
+            && libc::syscall(
+                libc::SYS_fsconfig,
+                context as RawFd,
+                libc::FSCONFIG_CMD_CREATE,
+                std::ptr::null::<libc::c_char>(),
+                std::ptr::null::<libc::c_void>(),
+                0,
+            ) == 0;
+        if made {
+            let _ = sandbox_fdpass::send(tell, &0i32.to_le_bytes(), &[context as RawFd]);
+        } else {
+            let errno = (*libc::__errno_location()).max(1);
+            let _ = sandbox_fdpass::send(tell, &errno.to_le_bytes(), &[]);
+        }
+        if context >= 0 {
+            libc::close(context as RawFd);
+        }
+    }
+}
+
+/// The reaper's first answer: its procfs, or why it could not make one.
+fn received_procfs(told: &OwnedFd) -> io::Result<OwnedFd> {
+    let mut answer = [0u8; 4];
+    let mut fds = Vec::new();
+    let n = sandbox_fdpass::recv(told.as_raw_fd(), &mut answer, &mut fds)?;
+    if let Some(procfs) = fds.into_iter().next() {
+        return Ok(procfs);
+    }
+    let errno = if n == 4 {
+        i32::from_le_bytes(answer)
+    } else {
+        libc::EIO
+    };
+    let e = io::Error::from_raw_os_error(errno);
+    Err(io::Error::new(
+        e.kind(),
+        format!("the reaper could not make a procfs of the commands' pid namespace: {e}"),
+    ))
 }
 
 /// Writes `2` to the namespace's `vm.memfd_noexec` through `fd`; returns
