@@ -124,7 +124,7 @@ fn computed_names_ask_where_the_policy_is_the_only_barrier() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    // The configure-style probe of the issue it came from: it runs in chat
+    // A configure-style probe (compile a test program, run it): it runs in chat
     // behind a sandbox, logged as opaque; on `none` it asks; in plan it is
     // denied, with the reason.
     let probe = "d=$(mktemp -d) && cc -o \"$d/t\" t.c && \"$d/t\"";

@@ -689,7 +689,14 @@ impl Shown {
                 shown.skipped.push((cache.path.clone(), why.into()));
                 continue;
             }
-            args.two("--ro-bind", &cache.path, &cache.path);
+            // A version manager's shims lie in its home, shown read-only
+            // already: the overlay's lower layer is there (every bubblewrap
+            // bind re-reads the mount table: one fewer).
+            let in_home =
+                cache.shims && shown.views.iter().any(|v| cache.path.starts_with(&v.guest));
+            if !in_home {
+                args.two("--ro-bind", &cache.path, &cache.path);
+            }
             exec_from.extend(cache.read_only.iter().cloned());
             if cache.shims {
                 exec_from.push(cache.path.clone());

@@ -1200,3 +1200,47 @@ fn the_server_state_inside_a_bind_is_masked() {
         plan.masked
     );
 }
+
+/// G4 (T27): a version manager's shims are an overlay inside its read-only
+/// home — no bind of their own (the home's shows the lower layer), exec-able
+/// (an exec root, and `exec` for sandbox-init's noexec pass) with no exec
+/// grant at all.
+#[test]
+fn a_version_managers_shims_are_an_exec_able_overlay_in_its_home() {
+    let mut host = toolchain_host();
+    for dir in [
+        "/home/u",
+        "/home/u/.pyenv",
+        "/home/u/.pyenv/shims",
+        "/home/u/.pyenv/bin",
+    ] {
+        host.dir(dir);
+    }
+    let found = found_on(&host, "/home/u/.pyenv/shims:/home/u/.pyenv/bin", &[]);
+    let spec = spec_with(vec![bind("/work/proj", false)]);
+    let plan = run_with_toolchains(&spec, &host, &[], &found);
+    let args = strings(&plan);
+    assert!(
+        has(&args, &["--ro-bind", "/home/u/.pyenv", "/home/u/.pyenv"]),
+        "{args:?}"
+    );
+    assert!(
+        !has(
+            &args,
+            &["--ro-bind", "/home/u/.pyenv/shims", "/home/u/.pyenv/shims"]
+        ),
+        "{args:?}"
+    );
+    assert!(
+        has(&args, &["--exec-from", "/home/u/.pyenv/shims"]),
+        "{args:?}"
+    );
+    let caches = caches_arg(&args).unwrap();
+    let shims = caches
+        .overlays
+        .iter()
+        .find(|o| o.point == "/home/u/.pyenv/shims")
+        .unwrap_or_else(|| panic!("{caches:?}"));
+    assert!(shims.exec && shims.read_only.is_empty(), "{shims:?}");
+    assert!(plan.exec_grants.is_empty(), "{:?}", plan.exec_grants);
+}

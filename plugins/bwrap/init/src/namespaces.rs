@@ -14,7 +14,11 @@
 //! the domain to grant writing beneath it (a Landlock rule names a file, and
 //! the commands' `/proc` is a file system of its own). A thread of PID 1
 //! unshares both and forks their first process, the reaper. The fork thread
-//! (`crate::forker`) enters both later and forks every command there.
+//! (`crate::forker`) enters both later and forks every command there. So the
+//! reaper is in no Landlock domain (PID 1's does not exist yet): it runs
+//! nothing but a pause loop, with no descriptor and no capability, is not
+//! dumpable, and the commands' domain keeps them from tracing it and, on
+//! Landlock ABI 6, from signalling it.
 //!
 //! The reaper sets `vm.memfd_noexec` to 2 in its namespace (Linux 6.3: the
 //! setting is per pid namespace, and a namespace below can only raise it),
