@@ -2,9 +2,12 @@
 //!
 //! A bind gives a sandbox a piece of the host. Some pieces are never safe:
 //! the whole filesystem, the kernel's interfaces, the host's service
-//! sockets, the secrets every backend masks, the server's own token and
-//! runtime state (any mode: reading the token, or connecting to another
-//! session's proxy socket, needs no write access); others only read-only:
+//! sockets, the secrets every backend masks, the server's own token, a
+//! directory inside its runtime state (any mode: reading the token, or
+//! connecting to another session's proxy socket, needs no write access) —
+//! a bind that *holds* the runtime dir (`/tmp`, where root's lies) is
+//! allowed, and the backend hides it (bwrap masks it; one that cannot,
+//! refuses); others only read-only:
 //! the system directories, the config and guardrails files, the plugins
 //! directories the server loads code from. [`check_binds`] decides, as a
 //! pure function of the spec, the server's paths and the filesystem facts
@@ -320,8 +323,8 @@ fn secrets(source: &Source<'_>, server: &ServerPaths, facts: &PathFacts) -> Resu
     Ok(())
 }
 
-/// A bind that shows the server's token, runtime state or another session's
-/// proxy sockets, in any mode.
+/// A bind that shows the server's token, or lies in its runtime state or
+/// another session's proxy sockets, in any mode.
 fn server_state(
     source: &Source<'_>,
     server: &ServerPaths,
@@ -365,17 +368,22 @@ fn server_state(
             dir.display()
         ));
     }
+    // The runtime dir (every session's proxy sockets, saved VM templates,
+    // the kept probe): a bind inside it is refused; a bind that holds it
+    // (`/tmp`, where root's lies) is the backend's to hide it in — bwrap
+    // masks it, a backend that cannot refuses (SPEC G5; threat model T14).
     if let Some(runtime) = &server.runtime_dir
-        && shows(facts, path, runtime)
+        && within(facts, path, runtime)
     {
         return Err(format!(
-            "shows the server's runtime directory `{}` (saved VM templates and every \
-             sandbox's runtime files), in any mode: bind a directory that does not contain it",
+            "is at or inside the server's runtime directory `{}` (every session's proxy \
+             sockets, saved VM templates), in any mode: bind a directory that does not lie \
+             in it",
             runtime.display()
         ));
     }
-    let temp = &server.temp_dir;
-    let temps = facts.spellings(temp);
+    // Where older servers made the egress directories.
+    let temps = facts.spellings(&server.temp_dir);
     let in_egress_dir = facts.spellings(path).iter().any(|p| {
         temps.iter().any(|t| {
             p.strip_prefix(t)
@@ -384,12 +392,12 @@ fn server_state(
                 .is_some_and(|first| first.to_string_lossy().starts_with(EGRESS_DIR_PREFIX))
         })
     });
-    if in_egress_dir || within(facts, temp, path) {
+    if in_egress_dir {
         return Err(format!(
-            "shows the sessions' egress directories `{}/{EGRESS_DIR_PREFIX}*` (every \
-             sandbox's proxy sockets; connecting needs no write access), in any mode: bind a \
-             directory below the temp dir instead, such as one made for this sandbox",
-            temp.display()
+            "is inside a session's egress directory `{}/{EGRESS_DIR_PREFIX}*` (its proxy \
+             sockets; connecting needs no write access), in any mode: bind a directory made \
+             for this sandbox instead",
+            server.temp_dir.display()
         ));
     }
     Ok(())

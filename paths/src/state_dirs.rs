@@ -1,14 +1,17 @@
 //! Where the server and its backends keep their own state on the host, one
-//! definition for all of them: the host refuses a bind that would show these
-//! to a sandbox (a VM template or another session's proxy socket is not a
-//! sandbox's business), so it must know them as the backends do.
+//! definition for all of them: the host refuses a bind at or inside these,
+//! and a backend hides them inside a bind that holds them (a VM template or
+//! another session's proxy socket is not a sandbox's business), so both
+//! must know them as the backends do. Everything lives in one directory, the
+//! runtime dir, so one mask hides it all, present and future.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The name prefix of each session's private egress directory (its proxy
-/// sockets), made directly in the temp dir.
+/// sockets), made directly in the runtime dir ([`own_runtime_dir`]; before,
+/// in the temp dir, where a start still sweeps what a gone server left).
 pub const EGRESS_DIR_PREFIX: &str = "cc_server-egress-";
 
 /// This user's private runtime directory (probe cache, VM templates, VM
@@ -19,6 +22,38 @@ pub fn runtime_dir(uid: u32, xdg_runtime_dir: Option<&OsStr>, temp_dir: &Path) -
         Some(runtime) if Path::new(runtime).is_absolute() => Path::new(runtime).join("cc_server"),
         _ => temp_dir.join(format!("cc_server-{uid}")),
     }
+}
+
+/// This process's runtime dir ([`runtime_dir`] of its effective uid, its
+/// `XDG_RUNTIME_DIR` and temp dir), created 0700 when missing. Refused,
+/// naming it and why, unless it is a directory of ours (not a link) nobody
+/// else may enter: what is kept there must not be planted or read by
+/// another account.
+pub fn own_runtime_dir() -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let uid = std::fs::metadata("/proc/self").map(|m| m.uid())?;
+    let dir = runtime_dir(
+        uid,
+        std::env::var_os("XDG_RUNTIME_DIR").as_deref(),
+        &std::env::temp_dir(),
+    );
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            return Err(std::io::Error::new(
+                e.kind(),
+                format!("the runtime directory {}: {e}", dir.display()),
+            ));
+        }
+        _ => {}
+    }
+    let meta = std::fs::symlink_metadata(&dir)?;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(std::io::Error::other(format!(
+            "the runtime directory {} is not a private directory of this account (a link,              another's, or open to others): remove it, or set XDG_RUNTIME_DIR to move it",
+            dir.display()
+        )));
+    }
+    Ok(dir)
 }
 
 /// The file in a per-server runtime directory that names the server

@@ -1,8 +1,10 @@
 //! The toolchains and version managers the backends know, where they live
 //! and what of them is shown how (SPEC G4): their homes are shown
-//! read-only (or, for the caches tools write, as a throwaway overlay), and
-//! the credential files inside them masked. Backends find them on the host
-//! from these lists; the lists are the rule.
+//! read-only (or, for the caches tools write, as a throwaway overlay), a
+//! version manager's shim directory — which it rewrites after every install
+//! (`pyenv rehash`, `rbenv rehash`, `asdf reshim`) — as a throwaway overlay
+//! too, and the credential files inside them masked. Backends find them on
+//! the host from these lists; the lists are the rule.
 
 /// A tool's home: where its binaries, versions and shims live.
 #[derive(Debug)]
@@ -23,6 +25,10 @@ pub struct ToolHome {
     /// these subdirectories (its binaries) read-only and exec-able on top.
     /// `None`: shown read-only.
     pub overlay: Option<&'static [&'static str]>,
+    /// The directory (relative) of the shims a version manager writes
+    /// beside itself after an install: shown as a throwaway overlay inside
+    /// the read-only home, its programs still run.
+    pub shims: Option<&'static str>,
 }
 
 /// The homes of the toolchains and version managers we know.
@@ -34,6 +40,7 @@ pub const HOMES: &[ToolHome] = &[
         with: None,
         secrets: &["credentials.toml", "credentials"],
         overlay: Some(&["bin"]),
+        shims: None,
     },
     ToolHome {
         tool: "rustup",
@@ -42,6 +49,7 @@ pub const HOMES: &[ToolHome] = &[
         with: Some("cargo"),
         secrets: &[],
         overlay: None,
+        shims: None,
     },
     ToolHome {
         tool: "pyenv",
@@ -50,6 +58,7 @@ pub const HOMES: &[ToolHome] = &[
         with: None,
         secrets: &[],
         overlay: None,
+        shims: Some("shims"),
     },
     ToolHome {
         tool: "rbenv",
@@ -58,6 +67,16 @@ pub const HOMES: &[ToolHome] = &[
         with: None,
         secrets: &[],
         overlay: None,
+        shims: Some("shims"),
+    },
+    ToolHome {
+        tool: "nodenv",
+        var: "NODENV_ROOT",
+        default: Some(".nodenv"),
+        with: None,
+        secrets: &[],
+        overlay: None,
+        shims: Some("shims"),
     },
     ToolHome {
         tool: "nvm",
@@ -67,6 +86,7 @@ pub const HOMES: &[ToolHome] = &[
         // A node's global npmrc can hold registry tokens.
         secrets: &["versions/node/*/etc/npmrc"],
         overlay: None,
+        shims: None,
     },
     ToolHome {
         tool: "volta",
@@ -75,6 +95,7 @@ pub const HOMES: &[ToolHome] = &[
         with: None,
         secrets: &[],
         overlay: None,
+        shims: None,
     },
     ToolHome {
         tool: "asdf",
@@ -83,6 +104,7 @@ pub const HOMES: &[ToolHome] = &[
         with: None,
         secrets: &[],
         overlay: None,
+        shims: Some("shims"),
     },
     ToolHome {
         tool: "go",
@@ -91,6 +113,7 @@ pub const HOMES: &[ToolHome] = &[
         with: None,
         secrets: &[],
         overlay: None,
+        shims: None,
     },
     ToolHome {
         tool: "gopath",
@@ -99,6 +122,7 @@ pub const HOMES: &[ToolHome] = &[
         with: None,
         secrets: &[],
         overlay: Some(&["bin"]),
+        shims: None,
     },
 ];
 

@@ -38,8 +38,8 @@ pub fn explain(action: &str) -> Option<Explanation> {
             false,
         ),
         FILE_WRITE => (
-            "read-only here: outside the writable binds, a read-only mode, or a protected path",
-            "bind the directory writable (`--bind PATH`, `bindMounts`) in chat mode; protected paths and the mandatory denies stay read-only",
+            "read-only here: outside the writable binds, a read-only mode, a protected path, or one of your toolchains (shown read-only; their caches and shims are throwaway overlays)",
+            "bind the directory writable (`--bind PATH`, `bindMounts`) in chat mode; for a toolchain, install into a venv or with `--user` instead; protected paths and the mandatory denies stay read-only",
             true,
         ),
         FILE_ACCESS => (

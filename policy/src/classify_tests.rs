@@ -3,8 +3,8 @@
 use crate::Decision::{Allow as A, Deny as D, Prompt as P};
 use crate::table::{IN_PROJECT, PROJECT_BINS, TABLE, code};
 use crate::{
-    Class, SandboxMode, Workdir, analyze, analyze_in, class_decision, classify, decide,
-    opaque_decision,
+    Barrier, Class, Guardrails, SandboxMode, Workdir, analyze, analyze_in, class_decision,
+    classify, computed_name_decision, decide, decide_behind, opaque_decision,
 };
 
 fn codes_of(line: &str) -> Vec<&'static str> {
@@ -68,7 +68,14 @@ fn table_decisions_per_mode() {
             } else {
                 row.chat
             };
-            let v = classify(row.line, mode);
+            // The table's chat column is chat behind a sandbox, where the
+            // runtime puts every bwrap and microvm session.
+            let v = decide_behind(
+                &analyze(row.line),
+                mode,
+                &Guardrails::default(),
+                Barrier::Sandbox,
+            );
             if v.decision != want {
                 failures.push(format!(
                     "{:?} in {}: want {want}, got {} ({})",
@@ -85,6 +92,92 @@ fn table_decisions_per_mode() {
         "{} decisions differ:\n{}",
         failures.len(),
         failures.join("\n")
+    );
+}
+
+/// T12: where the policy is the only barrier (`none`, or a caller that does
+/// not know where the command runs), a computed command name keeps the
+/// strict value of an opaque line — chat asks — and every other row is
+/// decided as behind a sandbox; the read-only modes are the same either way.
+#[test]
+fn computed_names_ask_where_the_policy_is_the_only_barrier() {
+    let mut failures = Vec::new();
+    for row in TABLE {
+        let a = analyze(row.line);
+        for mode in SandboxMode::ALL {
+            let mut want = if mode.is_read_only() {
+                row.ro
+            } else {
+                row.chat
+            };
+            if !a.computed_names.is_empty() {
+                want = want.max(opaque_decision(mode));
+            }
+            let got = decide(&a, mode).decision;
+            if got != want {
+                failures.push(format!(
+                    "{:?} in {}: want {want}, got {got}",
+                    row.line,
+                    mode.as_str()
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // A configure-style probe (compile a test program, run it): it runs in chat
+    // behind a sandbox, logged as opaque; on `none` it asks; in plan it is
+    // denied, with the reason.
+    let probe = "d=$(mktemp -d) && cc -o \"$d/t\" t.c && \"$d/t\"";
+    let a = analyze(probe);
+    assert_eq!(a.computed_names.len(), 1, "{a:?}");
+    assert!(a.opaque.is_empty(), "opaque only in name: {a:?}");
+    let behind = decide_behind(
+        &a,
+        SandboxMode::Chat,
+        &Guardrails::default(),
+        Barrier::Sandbox,
+    );
+    assert_eq!(behind.decision, A, "{behind:?}");
+    assert!(behind.opaque, "logged as opaque");
+    assert!(
+        behind.reasons.iter().any(|r| r
+            .starts_with("opaque: the command name is computed at run time")
+            && r.ends_with("→ allow")),
+        "{behind:?}"
+    );
+    assert_eq!(decide(&a, SandboxMode::Chat).decision, P);
+    let plan = decide_behind(
+        &a,
+        SandboxMode::Plan,
+        &Guardrails::default(),
+        Barrier::Sandbox,
+    );
+    assert_eq!(plan.decision, D);
+    assert!(
+        plan.reasons.iter().any(|r| r
+            .starts_with("opaque: the command name is computed at run time")
+            && r.ends_with("→ deny")),
+        "{plan:?}"
+    );
+    let alone = decide_behind(
+        &analyze("\"$d/t\""),
+        SandboxMode::Plan,
+        &Guardrails::default(),
+        Barrier::Sandbox,
+    );
+    assert_eq!(
+        alone.rule,
+        "plan: an opaque command line is denied (the command name is computed at run time: $d/t)"
+    );
+    let ran = decide_behind(
+        &analyze("\"$d/t\""),
+        SandboxMode::Chat,
+        &Guardrails::default(),
+        Barrier::Sandbox,
+    );
+    assert_eq!(
+        ran.rule,
+        "chat: an opaque command line runs behind the sandbox (the command name is computed at run time: $d/t)"
     );
 }
 
@@ -284,8 +377,21 @@ fn decision_table_per_mode() {
             assert_eq!(class_decision(c, mode), want, "{c} in {}", mode.as_str());
         }
         assert_eq!(opaque_decision(mode), D);
+        for barrier in [Barrier::PolicyOnly, Barrier::Sandbox] {
+            assert_eq!(computed_name_decision(mode, barrier), D);
+        }
     }
     assert_eq!(opaque_decision(SandboxMode::Chat), P);
+    // A computed command name runs in chat behind a sandbox; on `none`
+    // (the policy the only barrier) it asks, as every opaque line.
+    assert_eq!(
+        computed_name_decision(SandboxMode::Chat, Barrier::Sandbox),
+        A
+    );
+    assert_eq!(
+        computed_name_decision(SandboxMode::Chat, Barrier::PolicyOnly),
+        P
+    );
 }
 
 #[test]

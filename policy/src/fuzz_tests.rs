@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use crate::table::TABLE;
 use crate::{
-    Analysis, Class, Decision, SandboxMode, analyze, class_decision, decide, opaque_decision,
+    Analysis, Barrier, Class, Decision, Guardrails, SandboxMode, analyze, class_decision,
+    computed_name_decision, decide, decide_behind, opaque_decision,
 };
 
 /// A hang, not a benchmark: generous for a debug build on a 2-core box.
@@ -229,14 +230,20 @@ fn consistent(a: &Analysis) -> Result<(), String> {
             return Err(format!("overlong command text ({} bytes)", entry.1.len()));
         }
     }
-    for mode in SandboxMode::ALL {
-        let v = decide(a, mode);
+    for (mode, barrier) in SandboxMode::ALL
+        .into_iter()
+        .flat_map(|m| [(m, Barrier::PolicyOnly), (m, Barrier::Sandbox)])
+    {
+        let v = decide_behind(a, mode, &Guardrails::default(), barrier);
         let mut want = Decision::Allow;
         for (c, _) in &a.classes {
             want = want.max(class_decision(*c, mode));
         }
-        if a.is_opaque() {
+        if !a.opaque.is_empty() {
             want = want.max(opaque_decision(mode));
+        }
+        if !a.computed_names.is_empty() {
+            want = want.max(computed_name_decision(mode, barrier));
         }
         if v.decision != want {
             return Err(format!(
@@ -251,7 +258,7 @@ fn consistent(a: &Analysis) -> Result<(), String> {
         {
             return Err(format!("{}: allowed a non-read-only line", mode.as_str()));
         }
-        if v.reasons.len() != a.classes.len() + a.opaque.len() {
+        if v.reasons.len() != a.classes.len() + a.opaque.len() + a.computed_names.len() {
             return Err("a reason is missing".to_string());
         }
         if v.rule.is_empty() || !v.rule.starts_with(mode.as_str()) {

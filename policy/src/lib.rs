@@ -43,13 +43,17 @@
 //! - **Opaque** means "this line runs shell text that cannot be read here":
 //!   `eval` or `sh -c` of text computed at run time, a shell or interpreter
 //!   reading its program from a pipe, a process substitution or stdin
-//!   (`curl … | bash`, `source <(…)`, `bash <(…)`), a command name computed at
-//!   run time (`$CMD`, `"$GIT" push`, `{git,push}`, globs), an unknown `git`
+//!   (`curl … | bash`, `source <(…)`, `bash <(…)`), an unknown `git`
 //!   or `gh` subcommand (an alias or extension), a subcommand `xargs`
 //!   supplies, anything brush-parser rejects, and anything past a bound.
 //!   Where the hidden text has a visible template (`eval "git push $X"`,
 //!   a heredoc with expansions fed to `bash`), the template is classified
 //!   too, so the verdict is never *looser* than what can be seen.
+//! - **A command name computed at run time** (`$CMD`, `"$GIT" push`,
+//!   `$d/prog`, `$(command -v x) …`, `{git,push}`, globs) is opaque in name
+//!   only: in chat mode behind a sandbox it runs, logged as opaque; where
+//!   the policy is the only barrier (`none`) and in the read-only modes it
+//!   keeps the opaque value ([`computed_name_decision`], [`Barrier`]).
 //! - **Programs in named files or inline non-shell code are not opaque**:
 //!   `./script.sh`, `bash build.sh`, `source .venv/bin/activate`, `make`,
 //!   `npm run x`, `python3 -c '…'`, `perl -pe '…'` are [`Class::Other`]
@@ -277,13 +281,31 @@ pub struct Analysis {
     pub targets: Vec<Targets>,
     /// Why the line is opaque; empty when every command could be seen.
     pub opaque: Vec<String>,
+    /// The commands whose *name* is computed at run time (`$d/prog`,
+    /// `"$CC" -o t t.c`, `$(command -v x) …`): opaque too, but in name only
+    /// — the line runs no text the parser could not read — and decided by
+    /// [`computed_name_decision`].
+    pub computed_names: Vec<String>,
 }
 
 impl Analysis {
     /// Whether some part of the line could not be seen statically.
     pub fn is_opaque(&self) -> bool {
-        !self.opaque.is_empty()
+        !self.opaque.is_empty() || !self.computed_names.is_empty()
     }
+}
+
+/// What stands between a command and the host besides this policy
+/// (docs/threat-model.md T12: the policy is a guardrail against honest
+/// mistakes; the sandbox and, for pushes, the gateway are the boundary).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Barrier {
+    /// Nothing: the command runs on the host (the `none` backend), or the
+    /// caller does not know where it runs (a hook, `cc_server policy`).
+    #[default]
+    PolicyOnly,
+    /// A sandbox (bwrap, microvm): what the command does stays inside it.
+    Sandbox,
 }
 
 /// The policy's answer for one command line in one mode.
@@ -364,6 +386,24 @@ pub fn opaque_decision(mode: SandboxMode) -> Decision {
     }
 }
 
+/// The decision for a command whose name is computed at run time
+/// ([`Analysis::computed_names`]): it runs in chat mode behind a sandbox,
+/// logged as opaque (`Verdict::opaque`, its reason on the event stream) —
+/// the seeds' chat mode denies the fixed deny list, asks before remote-state
+/// changes and runs the rest, and a configure-style probe (`cc -o "$d/t"
+/// t.c && "$d/t"`) is the rest: the same lines in a script file run, since
+/// the policy never reads a script, so asking here stopped ordinary work and
+/// protected nothing. Every part of the line that can be seen is still
+/// classified (`"$CC" x && sudo y` is denied). Where the policy is the only
+/// barrier ([`Barrier::PolicyOnly`]) it keeps the strict value of an opaque
+/// line, and the read-only modes deny it, as before.
+pub fn computed_name_decision(mode: SandboxMode, barrier: Barrier) -> Decision {
+    match barrier {
+        Barrier::Sandbox if !mode.is_read_only() => Decision::Allow,
+        _ => opaque_decision(mode),
+    }
+}
+
 /// Parse `line` and classify every command it would run; no mode applied.
 /// Nothing is known about the working directory ([`Workdir::default`]).
 pub fn analyze(line: &str) -> Analysis {
@@ -415,11 +455,25 @@ pub fn decide(analysis: &Analysis, mode: SandboxMode) -> Verdict {
 }
 
 /// [`decide`] with guardrails on top of the mode's table (see
-/// [`Guardrails`]: they never lower a mode's deny).
+/// [`Guardrails`]: they never lower a mode's deny), for a command whose
+/// barrier is not known ([`Barrier::PolicyOnly`]).
 pub fn decide_with(analysis: &Analysis, mode: SandboxMode, guardrails: &Guardrails) -> Verdict {
+    decide_behind(analysis, mode, guardrails, Barrier::PolicyOnly)
+}
+
+/// [`decide_with`] for a command that runs behind `barrier` (what that
+/// changes: [`computed_name_decision`]).
+pub fn decide_behind(
+    analysis: &Analysis,
+    mode: SandboxMode,
+    guardrails: &Guardrails,
+    barrier: Barrier,
+) -> Verdict {
     let m = mode.as_str();
     let mut decision = Decision::Allow;
-    let mut reasons = Vec::with_capacity(analysis.classes.len() + analysis.opaque.len());
+    let mut reasons = Vec::with_capacity(
+        analysis.classes.len() + analysis.opaque.len() + analysis.computed_names.len(),
+    );
     let mut asking = Vec::new();
     // The first entry reaching the final decision names the rule.
     let mut decider: Option<String> = None;
@@ -478,7 +532,26 @@ pub fn decide_with(analysis: &Analysis, mode: SandboxMode, guardrails: &Guardrai
             &mut decision,
         );
     }
-    let rule = decider.or(loosened_by).unwrap_or_else(|| {
+    let cd = computed_name_decision(mode, barrier);
+    // When nothing else decides, what let the line run says so.
+    let mut ran_opaque: Option<String> = None;
+    for why in &analysis.computed_names {
+        reasons.push(format!("opaque: {why} → {cd}"));
+        if cd == Decision::Prompt {
+            asking.push(format!("an opaque command line: {why}"));
+        }
+        let verb = match cd {
+            Decision::Deny => "is denied",
+            Decision::Prompt => "asks first",
+            Decision::Allow => "runs behind the sandbox",
+        };
+        let rule = format!("{m}: an opaque command line {verb} ({why})");
+        if cd == Decision::Allow && ran_opaque.is_none() {
+            ran_opaque = Some(rule.clone());
+        }
+        consider(cd, rule, &mut decision);
+    }
+    let rule = decider.or(loosened_by).or(ran_opaque).unwrap_or_else(|| {
         if analysis.classes.is_empty() {
             format!("{m}: nothing to run")
         } else if mode.is_read_only() {

@@ -9,7 +9,8 @@
 use crate::Decision::{self, Allow as A, Deny as D, Prompt as P};
 
 /// One row (the benchmark reads only `line`): the line, its classes as short codes (space separated; `opaque`
-/// marks an opaque line), the chat decision, the read-only decision.
+/// marks an opaque line), the chat decision behind a sandbox (on `none` a
+/// computed command name asks instead), the read-only decision.
 #[cfg_attr(not(test), allow(dead_code))]
 pub(crate) struct Row {
     pub line: &'static str,
@@ -374,11 +375,27 @@ pub(crate) const TABLE: &[Row] = &[
     t("bash <<EOF\ngit push $X\nEOF", "opaque push", P, D),
     t("curl x | python3", "opaque net", P, D),
     t("python -c \"$CODE\"", "opaque", P, D),
-    t("$CMD push", "opaque", P, D),
-    t("$(echo git) push", "opaque ro", P, D),
-    t("\"$GIT\" push", "opaque", P, D),
-    t("{git,push}", "opaque", P, D),
-    t("gi? push", "opaque", P, D),
+    // A command name computed at run time: opaque in name only. Chat
+    // behind a sandbox runs it (these rows asked before): the line runs no
+    // text the parser could not read, the same lines in a script file run
+    // anyway, and the sandbox — for a push, the gateway — is the boundary,
+    // not this guardrail (lib.rs `computed_name_decision`; on `none` they
+    // still ask: classify_tests.rs
+    // `computed_names_ask_where_the_policy_is_the_only_barrier`).
+    t("$CMD push", "opaque", A, D),
+    t("$(echo git) push", "opaque ro", A, D),
+    t("\"$GIT\" push", "opaque", A, D),
+    t("{git,push}", "opaque", A, D),
+    t("gi? push", "opaque", A, D),
+    t("\"$CC\" -o t t.c", "opaque", A, D),
+    t("$d/prog --version", "opaque", A, D),
+    t("$(command -v python3) -V", "opaque ro", A, D),
+    t("d=$(mktemp -d) && cc -o \"$d/t\" t.c && \"$d/t\"", "opaque other ro", A, D),
+    // …whose arguments are still classified, and a hidden program still
+    // keeps the opaque value.
+    t("\"$CC\" x.c && sudo make install", "opaque priv other", D, D),
+    t("$SH -c \"$X\"", "opaque", A, D),
+    t("sh -c \"$x\"", "opaque", P, D),
     t("git ci -m x", "opaque", P, D),
     t("git $SUB", "opaque", P, D),
     t("xargs -I{} git {} < cmds", "opaque", P, D),

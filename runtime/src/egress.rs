@@ -111,10 +111,16 @@ pub fn parse_resolve(text: &str) -> Result<(String, IpAddr), EgressError> {
 /// process that no longer runs; a live server's, or one without an owner
 /// file, stays. Run once at start.
 pub fn sweep_stale_dirs() {
-    let removed = sandbox_paths::state_dirs::sweep_gone_owners(
-        &std::env::temp_dir(),
-        sandbox_paths::state_dirs::EGRESS_DIR_PREFIX,
-    );
+    // In the runtime dir, and in the temp dir where older servers made them.
+    let parents = sandbox_paths::state_dirs::own_runtime_dir()
+        .into_iter()
+        .chain([std::env::temp_dir()]);
+    let removed = parents.flat_map(|parent| {
+        sandbox_paths::state_dirs::sweep_gone_owners(
+            &parent,
+            sandbox_paths::state_dirs::EGRESS_DIR_PREFIX,
+        )
+    });
     for dir in removed {
         tracing::info!(dir = %dir.display(), "removed the egress directory a gone server left");
     }
@@ -136,17 +142,20 @@ pub enum Reach {
 }
 
 impl SessionEgress {
-    /// Starts the proxies on unix sockets in a fresh 0700 directory; the
-    /// endpoints go into the spec the backend gets.
+    /// Starts the proxies on unix sockets in a fresh 0700 directory in the
+    /// runtime dir (where a backend hides it, with every other session's,
+    /// inside a bind that holds it); the endpoints go into the spec the
+    /// backend gets.
     pub async fn start(
         policy: Policy,
         known_hosts: &[String],
         max_connections: usize,
         on_violation: ViolationSink,
     ) -> Result<(Self, Reach), EgressError> {
+        let parent = sandbox_paths::state_dirs::own_runtime_dir().map_err(EgressError::Dir)?;
         let dir = tempfile::Builder::new()
             .prefix(sandbox_paths::state_dirs::EGRESS_DIR_PREFIX)
-            .tempdir()
+            .tempdir_in(&parent)
             .map_err(EgressError::Dir)?;
         // Names this server, so a start after it was killed removes the
         // directory (`sweep_stale_dirs`); never shown to a sandbox (only

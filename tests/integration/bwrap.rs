@@ -937,6 +937,41 @@ fn a_missing_bashrc_cannot_be_created_in_a_writable_home() {
     assert_line(&out, "bashrc=failed");
 }
 
+/// C1, G4 (what README's "enforced where" says): the home's write denies
+/// guard the host's `$HOME` — a writable bind of it keeps `~/.bashrc` out
+/// (above) — while the default private home, thrown away with the sandbox,
+/// takes `~/.bashrc`, `~/.profile` and `~/.local/bin/…` (`pip install
+/// --user` puts scripts there); the host's home is untouched, and a
+/// `.bashrc` in the workdir is refused all the same.
+#[test]
+fn the_private_home_takes_rc_files_and_local_bin_and_the_host_home_stays_untouched() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mut script = String::new();
+    script += &attempt("bashrc", "echo 'echo hi' >> ~/.bashrc");
+    script += &attempt("profile", "echo 'PATH=x' > ~/.profile");
+    script += &attempt(
+        "local-bin",
+        "mkdir -p ~/.local/bin && printf '#!/bin/sh\\necho tool\\n' > ~/.local/bin/tool",
+    );
+    script += &attempt("work-bashrc", "echo x > .bashrc");
+    let out = bwrap_sh(&plugins, work.path(), Some(home.path()), &[], &script);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    for label in ["bashrc", "profile", "local-bin"] {
+        assert_line(&out, &format!("{label}=ok"));
+    }
+    assert_line(&out, "work-bashrc=failed");
+    assert_eq!(
+        std::fs::read_dir(home.path()).unwrap().count(),
+        0,
+        "the private home reached the host's\n{}",
+        both(&out)
+    );
+    assert!(!work.path().join(".bashrc").exists());
+}
+
 /// C2 (hardening): no new user namespace, no mount, no io_uring or clone3 (ENOSYS),
 /// only `lo` in the network namespace, no capabilities, no_new_privs, a
 /// seccomp filter, and PID 1 is sandbox-init.
@@ -1998,8 +2033,12 @@ fn a_start_removes_what_a_killed_server_left_and_keeps_a_live_ones() {
     let plugins = Plugins::with_bwrap();
     let tmp = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
+    // The egress directories are in the runtime dir: here, in `tmp`.
+    // SAFETY: plain getter.
+    let uid = unsafe { libc::geteuid() };
+    let runtime = tmp.path().join(format!("cc_server-{uid}"));
     let egress_dirs = || -> Vec<PathBuf> {
-        std::fs::read_dir(tmp.path())
+        std::fs::read_dir(&runtime)
             .unwrap()
             .flatten()
             .filter(|e| {
@@ -2010,7 +2049,13 @@ fn a_start_removes_what_a_killed_server_left_and_keeps_a_live_ones() {
             .map(|e| e.path())
             .collect()
     };
-    let start = || Server::start_with(CcServer::new(&plugins).env("TMPDIR", tmp.path()));
+    let start = || {
+        Server::start_with(
+            CcServer::new(&plugins)
+                .env("TMPDIR", tmp.path())
+                .env_remove("XDG_RUNTIME_DIR"),
+        )
+    };
     let create = |server: &Server, id: &str| -> Value {
         let body = json!({
             "sessionId": id,

@@ -120,7 +120,8 @@ fn assert_only_private_or_bound(
 /// uid 0, which the kernel's sysctl check trusts alone. Every path writable
 /// from inside is enumerated: each lies under a bind or a private mount (a
 /// cargo home made here is a cache overlay: writable inside, unchanged on
-/// the host), and `core_pattern` & co. refuse opening for writing (EROFS).
+/// the host; so is a version manager's shim directory), and `core_pattern`
+/// & co. refuse opening for writing (EROFS).
 #[test]
 fn nothing_is_writable_inside_but_the_binds_and_private_mounts() {
     require_bwrap!();
@@ -131,9 +132,19 @@ fn nothing_is_writable_inside_but_the_binds_and_private_mounts() {
     std::fs::create_dir(cargo_home.path().join("bin")).unwrap();
     std::fs::write(cargo_home.path().join("bin/cargo"), "#!/bin/sh\n").unwrap();
     let before: Vec<_> = walkdir_names(cargo_home.path());
+    // A version manager's home made here: its shims are an overlay too.
+    let rbenv = tempfile::tempdir_in(target_dir()).unwrap();
+    std::fs::create_dir(rbenv.path().join("shims")).unwrap();
+    std::fs::write(rbenv.path().join("shims/ruby"), "#!/bin/sh\n").unwrap();
+    let rbenv_before: Vec<_> = walkdir_names(rbenv.path());
     let out = CcServer::new(&plugins)
         .config(SANDBOX_LAYER_ONLY)
         .env("CARGO_HOME", cargo_home.path())
+        .env("RBENV_ROOT", rbenv.path())
+        // Only the version managers made here (the host's would add theirs).
+        .env_remove("PYENV_ROOT")
+        .env_remove("NODENV_ROOT")
+        .env_remove("ASDF_DATA_DIR")
         .current_dir(work.path())
         .args(["run", "--backend", "bwrap", "--", "/usr/bin/python3", "-c"])
         .arg(WRITABLE_WALK)
@@ -144,11 +155,17 @@ fn nothing_is_writable_inside_but_the_binds_and_private_mounts() {
     } else {
         libc::EACCES
     };
-    assert_only_private_or_bound(&out, work.path(), &[cargo_home.path()], errno);
+    let shims = rbenv.path().join("shims");
+    assert_only_private_or_bound(&out, work.path(), &[cargo_home.path(), &shims], errno);
     assert_eq!(
         walkdir_names(cargo_home.path()),
         before,
         "the host's cargo home changed"
+    );
+    assert_eq!(
+        walkdir_names(rbenv.path()),
+        rbenv_before,
+        "the host's rbenv home changed"
     );
 }
 

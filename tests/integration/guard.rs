@@ -187,10 +187,12 @@ fn host_repo(dir: &Path) {
 }
 
 /// The start of every C program here: `only_in_a_sandbox()` exits 99 unless
-/// PID 1 is `sandbox-init`, so a program run by mistake on the host does
-/// nothing; `try_create(label, path)` prints `LABEL=0` or `LABEL=errno` for
-/// an `open(O_CREAT | O_WRONLY)`.
+/// PID 1 is `sandbox-init` (the commands' reaper is a fork of it), so a
+/// program run by mistake on the host does nothing; `try_create(label,
+/// path)` prints `LABEL=0` or `LABEL=errno` for an `open(O_CREAT |
+/// O_WRONLY)`; `machinery()` counts the sandbox's own processes in `/proc`.
 const C_PRELUDE: &str = r#"#define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -207,6 +209,33 @@ static void only_in_a_sandbox(void) {
         exit(99);
     }
     close(fd);
+}
+
+/* How many processes the command's /proc shows of the sandbox's machinery:
+   PID 1 (the supervisor) and the forwarder are `sandbox-init` by name (the
+   commands' reaper, a fork of PID 1, is `pidns-reaper`). */
+__attribute__((unused)) static int machinery(void) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int found = 0;
+    while (d && (e = readdir(d))) {
+        int pid = atoi(e->d_name);
+        if (pid <= 0) continue;
+        char p[64], comm[64] = {0}, cmdline[4096];
+        snprintf(p, sizeof p, "/proc/%d/comm", pid);
+        int fd = open(p, O_RDONLY);
+        ssize_t n = fd < 0 ? -1 : read(fd, comm, sizeof comm - 1);
+        if (fd >= 0) close(fd);
+        snprintf(p, sizeof p, "/proc/%d/cmdline", pid);
+        fd = open(p, O_RDONLY);
+        ssize_t m = fd < 0 ? -1 : read(fd, cmdline, sizeof cmdline);
+        if (fd >= 0) close(fd);
+        if ((n > 0 && strstr(comm, "sandbox-init"))
+            || (m > 0 && memmem(cmdline, (size_t)m, "--forwarder", 11)))
+            found++;
+    }
+    if (d) closedir(d);
+    return found;
 }
 
 __attribute__((unused)) static void try_create(const char *label, const char *path) {
@@ -991,13 +1020,15 @@ int main(void) {
     assert!(w.join("x.txt").exists(), "{}", both(&out));
 }
 
-/// G1 (process layout, §2.2): commands live in a pid namespace below the
-/// supervisor's, so no pid they can name is the supervisor. Their pid 1 is
-/// a reaper: SIGKILL and SIGSTOP aimed at it, and a pidfd on it, reach
-/// nothing of the guard's; the supervisor's `/proc` entry (it is pid 1 of
-/// the `/proc` they see) gives neither its cwd nor its memory. Host:
-/// afterwards `after.pem` is still refused (absent) and `after.txt`
-/// created — the supervisor kept serving.
+/// G1 (process layout, §2.2), T4: commands live in a pid namespace below
+/// the supervisor's, so no pid they can name is the supervisor, and their
+/// `/proc` is that namespace's (SPEC G4: `ps`, `/proc/self`, `/proc/$$`
+/// agree with `getpid`). Its pid 1 is the reaper: SIGKILL and SIGSTOP aimed
+/// at it, and a pidfd on it, reach nothing of the guard's; its cwd and
+/// memory stay closed; no process of the sandbox's machinery (PID 1, the
+/// forwarder) shows in that `/proc` at all. Host: afterwards `after.pem` is
+/// still refused (absent) and `after.txt` created — the supervisor kept
+/// serving.
 #[test]
 fn commands_cannot_name_the_supervisor() {
     require_bwrap!();
@@ -1021,8 +1052,12 @@ int main(void) {
     int pidfd = syscall(SYS_pidfd_open, 1, 0);
     int stolen = pidfd < 0 ? -1 : syscall(SYS_pidfd_getfd, pidfd, 0, 0);
     printf("getfd=%d\n", stolen < 0 ? errno : 0);
-    /* /proc is PID 1's namespace's: its pid 1 is the supervisor. */
-    char link[256];
+    /* /proc is the commands' namespace's: its pid 1 is the reaper. */
+    char link[256], comm[64] = {0};
+    int cfd = open("/proc/1/comm", O_RDONLY);
+    if (cfd >= 0) { read(cfd, comm, sizeof comm - 1); close(cfd); }
+    printf("comm1=%s", comm);
+    printf("machinery=%d\n", machinery());
     printf("cwd1=%d\n", readlink("/proc/1/cwd", link, sizeof link) < 0 ? errno : 0);
     int mem = open("/proc/1/mem", O_RDONLY);
     printf("mem1=%d\n", mem < 0 ? errno : 0);
@@ -1034,11 +1069,18 @@ int main(void) {
     );
     let out = prog.sh(&plugins, w, &[], &prog.path());
     assert_eq!(code(&out), 0, "{}", both(&out));
-    // /proc is PID 1's: it shows our pid there, which differs from ours.
-    assert_ne!(
+    // /proc is the command's own namespace's: it shows our own pid.
+    assert_eq!(
         reading(&out, "ownpid"),
         reading(&out, "procpid"),
-        "the command is not in a namespace of its own\n{}",
+        "the command's /proc is not its pid namespace's\n{}",
+        both(&out)
+    );
+    assert_line(&out, "comm1=pidns-reaper");
+    assert_eq!(
+        reading(&out, "machinery"),
+        0,
+        "the sandbox's machinery shows in the commands' /proc\n{}",
         both(&out)
     );
     assert_ne!(
@@ -1073,12 +1115,12 @@ int main(void) {
 /// Threat model T4, T8: the forwarder holds its channel
 /// to the proxy and every handed-off upstream socket — host sockets, which
 /// could be disconnected and connected anywhere. A command holding a live
-/// handed-off tunnel finds the forwarder by its `/proc` entry (the sandbox's
-/// procfs is PID 1's namespace's) and cannot reach one of its descriptors
-/// (it can list their numbers: the directory is its uid's; following one
-/// takes ptrace access): not by reading `/proc/<pid>/fd/N`, opening its entries, a
-/// `/proc/<pid>` descriptor given to `pidfd_getfd`, `/proc/<pid>/mem` or
-/// `environ`; the proxy's forwarder socket is not in the sandbox; its own
+/// handed-off tunnel cannot even name the forwarder: the commands' `/proc`
+/// is their own pid namespace's, where it has no pid (no process there has
+/// its command line), so none of its descriptors is reachable — not by
+/// reading `/proc/<pid>/fd/N`, opening its entries, a `/proc/<pid>`
+/// descriptor given to `pidfd_getfd`, `/proc/<pid>/mem` or `environ`; the
+/// proxy's forwarder socket is not in the sandbox; the command's own
 /// descriptors show through the same route, and the tunnel keeps working.
 /// With the guard and without (the kernel alone answers).
 #[test]
@@ -1191,7 +1233,7 @@ int main(int argc, char **argv) {
         assert_eq!(code(out), 0, "{}", both(out));
         for (name, want_zero) in [
             ("tunnel", true),
-            ("found", true),
+            ("found", false),
             ("fdlinks", true),
             ("fdopens", true),
             ("getfd", true),
@@ -1953,6 +1995,93 @@ fn npm_install_of_a_package_with_pem_fixtures_works() {
     assert!(
         !text(&out.stderr).contains(&in_work),
         "the guard refused something in the work dir\n{}",
+        both(&out)
+    );
+}
+
+/// G1, G4 (T5, T6): a directory named by its descriptor's path — as
+/// Claude Code's Bash tool names its temporary directory — takes creates
+/// as the kernel would: `mkdir` and `open(O_CREAT)` below
+/// `/proc/self/fd/N`, `/dev/fd/N` (a symlink to `/proc/self/fd`, whose
+/// `self` names nothing for the supervisor), `/proc/$$/fd/N` (the shell's
+/// own number, in the commands' pid namespace, translated by the guard),
+/// `/proc/thread-self/fd/N` and `fd/N` from a `/proc/$$` working directory
+/// land in the held directory; the guard judges the name there, so a `.env`
+/// or `*.pem` through the same paths is refused with its rule and reported
+/// under its real path. Host: exactly the allowed names were made.
+#[test]
+fn a_directory_named_by_its_descriptor_takes_creates_as_the_kernel_does() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    std::fs::create_dir(w.join("held")).unwrap();
+    let mut script = String::from("exec 12<held\n");
+    for (label, cmd) in [
+        ("mkdir-self", "mkdir /proc/self/fd/12/d1"),
+        ("open-self", "echo 1 > /proc/self/fd/12/f1.txt"),
+        ("mkdir-devfd", "mkdir /dev/fd/12/d2"),
+        ("open-devfd", "echo 2 > /dev/fd/12/f2.txt"),
+        ("open-pid", "echo 3 > /proc/$$/fd/12/f3.txt"),
+        ("open-thread", "echo 4 > /proc/thread-self/fd/12/f4.txt"),
+        ("open-relative", "( cd /proc/$$ && echo 5 > fd/12/f5.txt )"),
+        (
+            "nested",
+            "mkdir /proc/self/fd/12/d1/inner && echo 6 > /dev/fd/12/d1/inner/f6.txt",
+        ),
+        ("env-self", "echo k > /proc/self/fd/12/.env"),
+        ("env-devfd", "echo k > /dev/fd/12/.env"),
+        ("pem-pid", "touch /proc/$$/fd/12/id.pem"),
+        ("pem-mkdir", "mkdir /proc/self/fd/12/d1/x.pem"),
+    ] {
+        script += &attempt(label, cmd);
+    }
+    let guarded = format!("{ONLY_IN_A_SANDBOX}{script}");
+    let out = guard_run(&plugins, w, &[], &["bash", "-c", &guarded]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    for label in [
+        "mkdir-self",
+        "open-self",
+        "mkdir-devfd",
+        "open-devfd",
+        "open-pid",
+        "open-thread",
+        "open-relative",
+        "nested",
+    ] {
+        assert_line(&out, &format!("{label}=ok"));
+    }
+    assert_failed(&out, &["env-self", "env-devfd", "pem-pid", "pem-mkdir"]);
+    let held = w.join("held");
+    for dir in ["d1", "d2", "d1/inner"] {
+        assert!(held.join(dir).is_dir(), "{dir} missing\n{}", both(&out));
+    }
+    for (n, file) in [
+        "f1.txt",
+        "f2.txt",
+        "f3.txt",
+        "f4.txt",
+        "f5.txt",
+        "d1/inner/f6.txt",
+    ]
+    .iter()
+    .enumerate()
+    {
+        assert_eq!(
+            std::fs::read_to_string(held.join(file)).unwrap_or_default(),
+            format!("{}\n", n + 1),
+            "{file}\n{}",
+            both(&out)
+        );
+    }
+    for refused in [".env", "id.pem", "d1/x.pem"] {
+        assert_absent(&held.join(refused), &out);
+    }
+    assert_reported(&out, "file-write-create", &held.join(".env"));
+    assert_reported(&out, "file-write-create", &held.join("id.pem"));
+    assert!(
+        text(&out.stderr).contains("rule: **/.env"),
+        "the rule is not named\n{}",
         both(&out)
     );
 }
@@ -2839,73 +2968,83 @@ fn a_bound_home_keeps_every_family_that_runs_code_later() {
     );
 }
 
-/// The start of the programs that aim at the sandbox's own long-lived
-/// processes: `find_sandbox_processes()` fills `targets` (PID 1, the
-/// supervisor; the egress forwarder; the commands' namespace reaper) with
-/// their pids as the sandbox's `/proc` numbers them, found by their command
-/// lines, so nothing outside the sandbox can be picked. The forwarder
-/// starts at the first connection to a proxy port: one is made first (and
-/// kept open), and the forwarder looked for until it is there (2 s).
+/// The start of the programs that aim at the other processes a command
+/// can name: `find_sandbox_processes()` first has the forwarder relay a
+/// request (so it runs), then fills `targets` with the commands' namespace
+/// reaper (their pid 1, a fork of PID 1 that never execs) and `sib`, a
+/// process of the command's own making that is not dumpable (another
+/// process a command may see but not trace), and prints how many processes
+/// of the sandbox's machinery (PID 1, the supervisor; the forwarder) the
+/// command's `/proc` shows — none: they are in PID 1's pid namespace, not
+/// the commands'.
 const SANDBOX_PROCESSES: &str = r#"
 #include <dirent.h>
 #include <signal.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
-static const char *names[3] = {"sup", "fwd", "reaper"};
-static int targets[3] = {1, -1, -1};
+static const char *names[2] = {"reaper", "sib"};
+static int targets[2] = {1, -1};
 
-static int find(const char *file, const char *needle) {
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    int found = -1;
-    while (d && (e = readdir(d))) {
-        int pid = atoi(e->d_name);
-        if (pid <= 1) continue;
-        char p[64], buf[4096];
-        snprintf(p, sizeof p, "/proc/%d/%s", pid, file);
-        int fd = open(p, O_RDONLY);
-        if (fd < 0) continue;
-        ssize_t n = read(fd, buf, sizeof buf);
-        close(fd);
-        if (n > 0 && memmem(buf, (size_t)n, needle, strlen(needle))) { found = pid; break; }
-    }
-    if (d) closedir(d);
-    return found;
-}
-
+/* A CONNECT through the forwarder to the session's proxy, which refuses a
+   loopback port: only a live forwarder relays the answer. */
 static int wake_forwarder(void) {
     int s = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in proxy = { .sin_family = AF_INET, .sin_port = htons(3128) };
     proxy.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    return connect(s, (struct sockaddr *)&proxy, sizeof proxy) == 0 ? s : -1;
+    if (connect(s, (struct sockaddr *)&proxy, sizeof proxy) != 0) return 0;
+    const char *req = "CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n";
+    char buf[16] = {0};
+    if (write(s, req, strlen(req)) != (ssize_t)strlen(req)) return 0;
+    ssize_t n = read(s, buf, 12);
+    close(s);
+    return n > 0 && strncmp(buf, "HTTP/1.", 7) == 0;
+}
+
+static int sibling(void) {
+    int pipefd[2];
+    if (pipe(pipefd) != 0) return -1;
+    int pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        write(pipefd[1], "x", 1);
+        for (;;) pause();
+    }
+    char x;
+    read(pipefd[0], &x, 1);
+    return pid;
 }
 
 static void find_sandbox_processes(void) {
-    printf("woken=%d\n", wake_forwarder() >= 0);
-    for (int i = 0; i < 200 && targets[1] < 0; i++) {
-        targets[1] = find("cmdline", "--forwarder");
-        if (targets[1] < 0) usleep(10000);
-    }
-    targets[2] = find("comm", "pidns-reaper");
-    for (int i = 0; i < 3; i++) printf("%s=%d\n", names[i], targets[i]);
+    printf("woken=%d\n", wake_forwarder());
+    char comm[64] = {0};
+    int fd = open("/proc/1/comm", O_RDONLY);
+    if (fd >= 0) { read(fd, comm, sizeof comm - 1); close(fd); }
+    printf("reaper_is_pid_1=%d\n", strcmp(comm, "pidns-reaper\n") == 0);
+    targets[1] = sibling();
+    printf("machinery=%d\n", machinery());
+    for (int i = 0; i < 2; i++) printf("%s=%d\n", names[i], targets[i]);
 }
 "#;
 
 /// G1 (T5, no confused deputy): the supervisor keeps
 /// CAP_SYS_PTRACE and sits above the commands' Landlock domain, so if it
 /// opened `/proc` files for them it would hand over what they may not open
-/// — the forwarder's or PID 1's memory, writable. Every route to another
-/// sandbox process's `/proc` entry — `mem` with O_RDWR, `maps` with
-/// O_CREAT, a relative path from a `/proc/<pid>` working directory, a
-/// dirfd, an O_PATH descriptor reopened through `/proc/self/fd/N`, its
-/// descriptor through `/proc/<pid>/fd/1`, a link of it, a symlink planted
-/// in the work dir — gets exactly the errno the same sandbox gives without
-/// the guard (the kernel's own answer for a command), for PID 1, the
-/// forwarder and the reaper; the caller's own `/proc/self/mem` stays
+/// — another process's memory, writable. Every route to another process's
+/// `/proc` entry — `mem` with O_RDWR, `maps` with O_CREAT, a relative path
+/// from a `/proc/<pid>` working directory, a dirfd, an O_PATH descriptor
+/// reopened through `/proc/self/fd/N`, its descriptor through
+/// `/proc/<pid>/fd/1`, a link of it, a symlink planted in the work dir —
+/// gets exactly the errno the same sandbox gives without the guard (the
+/// kernel's own answer for a command), for the reaper (the commands' pid 1)
+/// and for a non-dumpable process of the command's own making; the pids are
+/// the command's own `/proc` numbers, which the guard translates to its own
+/// to tell the caller's process from another's. PID 1 and the forwarder are
+/// not in that `/proc` at all. The caller's own `/proc/self/mem` stays
 /// writable. Host: the work dir holds only what the program made (its
 /// symlinks and `after.txt`), `after.pem` refused — the guard kept serving.
 #[test]
@@ -2925,7 +3064,7 @@ int main(void) {
     find_sandbox_processes();
     char p[128], q[128];
     int here = open(".", O_PATH | O_DIRECTORY);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 2; i++) {
         const char *who = names[i];
         int pid = targets[i];
         if (pid <= 0) continue;
@@ -2965,6 +3104,7 @@ int main(void) {
     report("own", "stdout", open("/proc/self/fd/1", O_WRONLY));
     try_create("after.pem", "after.pem");
     try_create("after.txt", "after.txt");
+    kill(targets[1], SIGKILL);
     return 0;
 }
 "#
@@ -2987,9 +3127,14 @@ int main(void) {
     };
     let (guarded, made) = run(true);
     let (kernel, _) = run(false);
-    for who in ["sup", "fwd", "reaper"] {
+    for out in [&guarded, &kernel] {
+        assert_eq!(reading(out, "woken"), 1, "{}", both(out));
+        assert_eq!(reading(out, "reaper_is_pid_1"), 1, "{}", both(out));
+        assert_eq!(reading(out, "machinery"), 0, "{}", both(out));
+    }
+    for who in ["reaper", "sib"] {
         assert!(
-            reading(&guarded, who) > 1 || who == "sup",
+            reading(&guarded, who) > 0,
             "no {who} found\n{}",
             both(&guarded)
         );
@@ -3035,9 +3180,8 @@ int main(void) {
     assert_eq!(reading(&guarded, "after.txt"), 0, "{}", both(&guarded));
     let mut expected = vec![
         "after.txt".to_owned(),
-        "link-fwd".to_owned(),
         "link-reaper".to_owned(),
-        "link-sup".to_owned(),
+        "link-sib".to_owned(),
     ];
     expected.sort();
     assert_eq!(made, expected, "{}", both(&guarded));
@@ -3045,14 +3189,16 @@ int main(void) {
 
 /// G1 (T4, T5): the sandbox's long-lived processes — PID 1 (the
 /// supervisor), the egress forwarder and the commands' namespace reaper —
-/// are out of the commands' reach: `ptrace` and `process_vm_writev` are
-/// refused (EPERM, the hardening filter), and signals sent through a
-/// `/proc/<pid>` descriptor reach neither PID 1 nor the forwarder (EINVAL:
-/// not in the commands' pid namespace) — SIGSTOP and SIGKILL included —
-/// while the reaper, their namespace's init, ignores them. Host: afterwards
-/// the command is alive and the guard still serves (`alive.txt` created,
-/// `alive.pem` refused), and a connection to the forwarder's port still
-/// reaches it (the forwarder answered).
+/// are out of the commands' reach: PID 1 and the forwarder have no pid in
+/// the commands' pid namespace (their `/proc` shows neither), and the
+/// reaper, their namespace's init and the one other process they can name,
+/// refuses `ptrace` and `process_vm_writev` (EPERM, the hardening filter)
+/// and outlives SIGSTOP and SIGKILL sent through its `/proc` descriptor
+/// (refused by Landlock's signal scope where the kernel has it, else
+/// dropped: an init ignores what it has no handler for).
+/// Host: afterwards the command is alive and the guard still serves
+/// (`alive.txt` created, `alive.pem` refused), and a connection to the
+/// forwarder's port still reaches it (the forwarder answered).
 #[test]
 fn the_sandboxs_own_processes_are_out_of_reach() {
     require_bwrap!();
@@ -3069,7 +3215,7 @@ int main(void) {
     only_in_a_sandbox();
     find_sandbox_processes();
     char p[64], byte = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 1; i++) {
         const char *who = names[i];
         int pid = targets[i];
         if (pid <= 0) continue;
@@ -3086,7 +3232,10 @@ int main(void) {
                    syscall(SYS_pidfd_send_signal, dir, sigs[s], NULL, 0) < 0 ? errno : 0);
         close(dir);
     }
+    kill(targets[1], SIGKILL);
     usleep(300000);
+    struct stat st;
+    printf("reaper_alive=%d\n", stat("/proc/1/comm", &st) == 0);
     printf("alive=1\n");
     fflush(stdout);
     try_create("alive.pem", "alive.pem");
@@ -3108,28 +3257,23 @@ echo "proxy-reply=$reply"
     );
     let out = prog.sh(&plugins, w, &[], &script);
     assert_eq!(code(&out), 0, "{}", both(&out));
-    assert!(reading(&out, "fwd") > 1, "no forwarder\n{}", both(&out));
-    assert!(reading(&out, "reaper") > 1, "no reaper\n{}", both(&out));
-    for who in ["sup", "fwd", "reaper"] {
-        for how in ["ptrace", "vm_writev"] {
-            assert_eq!(
-                reading(&out, &format!("{who}_{how}")),
-                i64::from(libc::EPERM),
-                "{who} {how}\n{}",
-                both(&out)
-            );
-        }
+    assert_eq!(reading(&out, "woken"), 1, "no forwarder\n{}", both(&out));
+    assert_eq!(reading(&out, "reaper_is_pid_1"), 1, "{}", both(&out));
+    assert_eq!(
+        reading(&out, "machinery"),
+        0,
+        "PID 1 or the forwarder shows in the commands' /proc\n{}",
+        both(&out)
+    );
+    for how in ["ptrace", "vm_writev"] {
+        assert_eq!(
+            reading(&out, &format!("reaper_{how}")),
+            i64::from(libc::EPERM),
+            "reaper {how}\n{}",
+            both(&out)
+        );
     }
-    for who in ["sup", "fwd"] {
-        for how in ["stop", "kill", "term"] {
-            assert_eq!(
-                reading(&out, &format!("{who}_{how}")),
-                i64::from(libc::EINVAL),
-                "{who} {how}\n{}",
-                both(&out)
-            );
-        }
-    }
+    assert_eq!(reading(&out, "reaper_alive"), 1, "{}", both(&out));
     assert_eq!(reading(&out, "alive"), 1, "{}", both(&out));
     assert_eq!(reading(&out, "alive.pem"), i64::from(libc::EACCES));
     assert_absent(&w.join("alive.pem"), &out);
@@ -3149,33 +3293,65 @@ echo "proxy-reply=$reply"
 /// process runs; that first connection is relayed all the same (the
 /// session's proxy answers a CONNECT to a loopback port with its refusal,
 /// which only a live forwarder passes on), and the forwarder runs after it
-/// (a process whose first argument is `--forwarder`).
+/// (a process whose first argument is `--forwarder`). Counted from the host
+/// among the processes `cc_server` started, as the script waits: the
+/// commands' own `/proc` does not show the forwarder.
 #[test]
 fn the_forwarder_starts_at_the_first_connection() {
+    use std::io::{BufRead, Write};
     require_bwrap!();
     let plugins = Plugins::with_bwrap();
     let work = tempfile::tempdir().unwrap();
-    let script = r#"forwarders() {
-  n=0
-  for f in /proc/[0-9]*/cmdline; do
-    [ "$(tr '\0' '\n' < "$f" 2>/dev/null | sed -n 2p)" = --forwarder ] && n=$((n + 1))
-  done
-  echo "$n"
-}
-echo "before=$(forwarders)"
+    let script = format!(
+        "{ONLY_IN_A_SANDBOX}{}",
+        r#"echo before
+read _
 reply=$(bash -c 'exec 3<>/dev/tcp/127.0.0.1/3128 && printf "CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n" >&3 && timeout 20 head -c 12 <&3' 2>/dev/null)
 echo "reply=$reply"
-echo "after=$(forwarders)"
-"#;
-    let out = guard_sh(&plugins, work.path(), &[], script);
-    assert_eq!(code(&out), 0, "{}", both(&out));
-    assert_line(&out, "before=0");
-    assert!(
-        lines(&out).iter().any(|l| l.starts_with("reply=HTTP/1.")),
-        "the first connection was not relayed\n{}",
-        both(&out)
+echo after
+read _
+"#
     );
-    assert_line(&out, "after=1");
+    let command = CcServer::new(&plugins)
+        .config(SANDBOX_LAYER_ONLY)
+        .current_dir(work.path())
+        .args(["run", "--backend", "bwrap", "--", "sh", "-c", &script]);
+    // Its config lives there: kept until the run is over.
+    let _home = command.home();
+    let mut child = command.spawn_with(std::process::Stdio::piped(), std::process::Stdio::piped());
+    let server = child.id() as i32;
+    let forwarders = || {
+        descendants(server)
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.split(|&b| b == 0).nth(1) == Some(&b"--forwarder"[..]))
+            })
+            .count()
+    };
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    let mut counts = Vec::new();
+    let mut line = String::new();
+    while stdout.read_line(&mut line).unwrap_or(0) > 0 {
+        let said = line.trim_end().to_owned();
+        line.clear();
+        if said == "before" || said == "after" {
+            counts.push(forwarders());
+            let _ = writeln!(stdin);
+        }
+        seen.push(said);
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let shown = format!("{seen:?}\n{}", both(&out));
+    assert_eq!(code(&out), 0, "{shown}");
+    assert_eq!(counts, [0, 1], "forwarders before and after\n{shown}");
+    assert!(
+        seen.iter().any(|l| l.starts_with("reply=HTTP/1.")),
+        "the first connection was not relayed\n{shown}"
+    );
 }
 
 /// C1, G1 (T7): a program written into a memfd does not run,

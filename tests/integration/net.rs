@@ -4,7 +4,7 @@
 //! children killed and reaped), so a test can assert that a request did or
 //! did not reach its target without leaving anything behind.
 
-use crate::util::{eventually, skip_or_fail, text};
+use crate::util::{descendants, eventually, skip_or_fail, text};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -549,30 +549,6 @@ impl Drop for Sshd {
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
     }
-}
-
-/// Every live descendant of `root`, from /proc.
-fn descendants(root: i32) -> Vec<i32> {
-    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?;
-            Some((pid, ppid.parse().ok()?))
-        })
-        .collect();
-    let mut found = vec![root];
-    let mut i = 0;
-    while i < found.len() {
-        let parent = found[i];
-        found.extend(parents.iter().filter(|(_, p)| *p == parent).map(|(c, _)| c));
-        i += 1;
-    }
-    found.remove(0);
-    found
 }
 
 // ------------------------------------------------------------ git

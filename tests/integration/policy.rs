@@ -318,6 +318,67 @@ fn read_only_modes_run_only_read_only_commands() {
     assert!(!work.path().join("copy.txt").exists());
 }
 
+/// H3, T12: a command whose name is computed at run time — a one-line
+/// configure-style probe that compiles a test program into a temp dir and
+/// runs it by `"$d/t"` — runs in chat mode on bwrap, its `started` event
+/// saying the line was opaque; on `none`, where the policy is the only
+/// barrier, it asks, so with no owner it is refused naming the reason; in
+/// plan mode it is denied with the reason. Refused runs never start (no
+/// `probe-ran`).
+#[test]
+fn a_computed_command_name_runs_in_chat_on_bwrap_and_is_refused_elsewhere() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let probe = "d=$(mktemp -d) && printf 'int main(void){return 0;}\\n' > \"$d/t.c\" \
+        && cc -o \"$d/t\" \"$d/t.c\" && \"$d/t\" && echo probe-ran";
+    let run = |flags: &[&str]| {
+        CcServer::new(&plugins)
+            .current_dir(work.path())
+            .arg("run")
+            .args(flags)
+            .args(["--", "sh", "-c", probe])
+            .output()
+    };
+    let out = run(&["--backend", "bwrap"]);
+    assert_eq!(code(&out), 0, "{}", both(&out));
+    assert!(text(&out.stdout).contains("probe-ran"), "{}", both(&out));
+    let out = run(&["--backend", "bwrap", "--json"]);
+    let started: Value = text(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["type"] == "started")
+        .unwrap_or_else(|| panic!("no started event\n{}", both(&out)));
+    assert_eq!(started["policy"]["decision"], "allow", "{started}");
+    assert_eq!(started["policy"]["opaque"], true, "{started}");
+    assert!(
+        started["policy"]["rule"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the command name is computed at run time"),
+        "{started}"
+    );
+    for (flags, rule) in [
+        (
+            &["--backend", "none"][..],
+            "chat: an opaque command line asks first (the command name is computed at run time",
+        ),
+        (
+            &["--backend", "bwrap", "--mode", "plan"][..],
+            "the command name is computed at run time",
+        ),
+    ] {
+        let out = run(flags);
+        assert_eq!(code(&out), 126, "{flags:?}\n{}", both(&out));
+        assert!(
+            text(&out.stderr).contains(rule),
+            "{flags:?}\n{}",
+            both(&out)
+        );
+        assert!(!text(&out.stdout).contains("probe-ran"), "{}", both(&out));
+    }
+}
+
 /// A work dir with `repo` (one commit) and a bare `remote.git`.
 fn repo_and_remote() -> tempfile::TempDir {
     let work = tempfile::tempdir().unwrap();

@@ -871,6 +871,325 @@ fn a_large_output_as_an_unprivileged_user() {
     large_output(&user);
 }
 
+// ---- version-manager shims --------------------------------------------------
+
+/// A version manager of the test's own, shaped like rbenv (found by
+/// `RBENV_ROOT`, its shims first on PATH): `greet install NAME` runs its
+/// `rehash`, which — under `set -e`, as pyenv's pip hook — refuses a shim
+/// directory it cannot write, then replaces every shim with one per program
+/// of its versions (`wave` has none before). Files: (path, contents, mode).
+const FIXTURE_MANAGER: &[(&str, &str, u32)] = &[
+    (
+        "libexec/shim",
+        "#!/bin/sh\nexec \"$RBENV_ROOT/versions/1/bin/$(basename \"$0\")\" \"$@\"\n",
+        0o755,
+    ),
+    (
+        "libexec/rehash",
+        "#!/bin/sh\nset -e\nshims=\"$RBENV_ROOT/shims\"\n\
+         [ -w \"$shims\" ] || { echo \"rbenv: cannot rehash: $shims isn't writable\" >&2; exit 1; }\n\
+         rm -f \"$shims\"/*\n\
+         for program in \"$RBENV_ROOT\"/versions/*/bin/*; do\n\
+         cp \"$RBENV_ROOT/libexec/shim\" \"$shims/$(basename \"$program\")\"\n\
+         done\n",
+        0o755,
+    ),
+    (
+        "versions/1/bin/greet",
+        "#!/bin/sh\nset -e\nif [ \"$1\" = install ]; then \"$RBENV_ROOT/libexec/rehash\"; \
+         echo \"installed $2\"; else echo \"hello from $(basename \"$0\")\"; fi\n",
+        0o755,
+    ),
+    (
+        "versions/1/bin/wave",
+        "#!/bin/sh\necho \"hello from $(basename \"$0\")\"\n",
+        0o755,
+    ),
+    (
+        "shims/greet",
+        "#!/bin/sh\nexec \"$RBENV_ROOT/versions/1/bin/$(basename \"$0\")\" \"$@\"\n",
+        0o755,
+    ),
+];
+
+/// The `python3` first on PATH when it is a pyenv shim: (its shim
+/// directory, the pyenv root).
+fn pyenv_python() -> Option<(PathBuf, PathBuf)> {
+    let path = std::env::var_os("PATH")?;
+    let shims = std::env::split_paths(&path).find(|d| d.join("python3").is_file())?;
+    let root = shims.parent()?.to_path_buf();
+    (shims.file_name()? == "shims" && root.join("bin/pyenv").is_file()).then_some((shims, root))
+}
+
+/// A wheel of one module, `cc_shim_probe` (`VALUE = 42`), made with the
+/// host's Python: nothing to download.
+fn probe_wheel(account: &Account, dir: &Path) -> PathBuf {
+    let wheel = dir.join("cc_shim_probe-1.0-py3-none-any.whl");
+    let script = "import sys, zipfile\n\
+        info = 'cc_shim_probe-1.0.dist-info/'\n\
+        files = {'cc_shim_probe/__init__.py': 'VALUE = 42\\n',\n\
+          info + 'METADATA': 'Metadata-Version: 2.1\\nName: cc-shim-probe\\nVersion: 1.0\\n',\n\
+          info + 'WHEEL': 'Wheel-Version: 1.0\\nGenerator: cc-test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n'}\n\
+        files[info + 'RECORD'] = ''.join(n + ',,\\n' for n in list(files) + [info + 'RECORD'])\n\
+        with zipfile.ZipFile(sys.argv[1], 'w') as z: [z.writestr(n, c) for n, c in files.items()]\n";
+    run_host(
+        Command::new("/usr/bin/python3")
+            .arg("-c")
+            .arg(script)
+            .arg(&wheel),
+    );
+    std::os::unix::fs::chown(&wheel, Some(account.uid), Some(account.gid)).unwrap();
+    wheel
+}
+
+fn version_manager_shims(account: &Account) {
+    // The fixture manager, outside the workspace (a bind would win over it).
+    let manager = workspace(account);
+    let root = manager.path().join("rbenv");
+    for (rel, contents, mode) in FIXTURE_MANAGER {
+        put(account, &root, rel, contents, *mode);
+    }
+    let shims = root.join("shims");
+    let before = std::fs::read_dir(&shims).unwrap().count();
+    let work = workspace(account);
+    let path = match account.invoking {
+        true => std::env::var("PATH").unwrap_or_default(),
+        false => format!("{TEST_TOOLCHAIN}:/usr/local/bin:/usr/bin:/bin"),
+    };
+    let server = session(account, work.path(), true)
+        .env("RBENV_ROOT", &root)
+        .env("PATH", format!("{}:{path}", shims.display()))
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "set -e\ngreet install wave\nwave\ngreet\n\
+             touch \"$RBENV_ROOT/versions/1/bin/extra\" || echo refused\n",
+        ]);
+    let _home = server.home();
+    let out = wait_output(server.spawn(), std::time::Duration::from_secs(120));
+    assert_ok(&out, "greet install wave (a rehash into the shims)");
+    assert_eq!(
+        text(&out.stdout),
+        "installed wave\nhello from wave\nhello from greet\nrefused\n",
+        "{}",
+        both(&out)
+    );
+    // The home itself stays read-only, and the refusal says so and why.
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "cc_server: violation: file-write {}",
+            root.join("versions/1/bin/extra").display()
+        )) && stderr.contains("one of your toolchains"),
+        "a write into the read-only home was not explained\n{}",
+        both(&out)
+    );
+    assert!(!root.join("versions/1/bin/extra").exists());
+    let names: Vec<String> = std::fs::read_dir(&shims)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        (before, names),
+        (1, vec!["greet".to_owned()]),
+        "the host's shim directory changed"
+    );
+
+    // pyenv's own, where the account has it first on PATH.
+    let Some((pyenv_shims, pyenv_root)) = pyenv_python().filter(|_| account.invoking) else {
+        eprintln!(
+            "{}: no pyenv `python3` first on PATH; the fixture manager above covers the rule",
+            account.name
+        );
+        return;
+    };
+    let listing = |dir: &Path| -> Vec<(String, u64, std::time::SystemTime)> {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let meta = e.metadata().unwrap();
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    meta.len(),
+                    meta.modified().unwrap(),
+                )
+            })
+            .collect();
+        entries.sort();
+        entries
+    };
+    let before = (
+        listing(&pyenv_shims),
+        std::fs::metadata(&pyenv_shims).unwrap().modified().unwrap(),
+    );
+    let work = workspace(account);
+    let wheel = probe_wheel(account, work.path());
+    let script = format!(
+        "set -e\npython3 -m pip install -q --user --no-index --no-warn-script-location {}\n\
+         python3 -c 'import cc_shim_probe; print(\"value\", cc_shim_probe.VALUE)'\n",
+        wheel.file_name().unwrap().to_string_lossy()
+    );
+    let out = sh(account, work.path(), &script);
+    assert_ok(&out, "python3 -m pip install --user through the pyenv shim");
+    assert!(text(&out.stdout).contains("value 42"), "{}", both(&out));
+    assert!(
+        !text(&out.stderr).contains("cannot rehash"),
+        "{}",
+        both(&out)
+    );
+    let after = (
+        listing(&pyenv_shims),
+        std::fs::metadata(&pyenv_shims).unwrap().modified().unwrap(),
+    );
+    assert_eq!(
+        before,
+        after,
+        "the host's pyenv shims ({}) changed",
+        pyenv_root.display()
+    );
+}
+
+/// G4 (T27): a version manager's shim directory is a throwaway overlay in
+/// its read-only home: an install that rehashes (a fixture manager of the
+/// test's own, shaped like rbenv; and, where the account's `python3` is a
+/// pyenv shim, `python3 -m pip install --user` through it, whose pip hook
+/// runs `pyenv rehash` under `set -e`) exits 0, the rewritten shims run —
+/// `wave` had none before — and the host's shim directory is unchanged;
+/// a write into the home itself is refused and explained (`file-write`,
+/// naming the toolchains).
+#[test]
+fn version_manager_shims_rehash_inside_as_the_invoking_account() {
+    require_bwrap!();
+    version_manager_shims(&invoking());
+}
+
+/// G4: the same as `cc-test` (the fixture manager; no pyenv of its own).
+#[test]
+fn version_manager_shims_rehash_inside_as_an_unprivileged_user() {
+    require_bwrap!();
+    let Some(user) = test_user() else { return };
+    version_manager_shims(&user);
+}
+
+// ---- process tools ----------------------------------------------------------
+
+/// `ps`, `pgrep`/`pkill`, `kill %1` (bash's: dash's `kill %N` needs job
+/// control, on the host too), `/proc/$$` and `/proc/$!` from a shell,
+/// printed as `key=value` lines and `ps` tables.
+const PROCESS_TOOLS: &str = r#"sleep 30 &
+bang=$!
+until [ "$(cat /proc/$bang/comm)" = sleep ]; do sleep 0.01; done
+echo "shell=$$"
+echo "bang=$bang"
+echo "comm=$(cat /proc/$$/comm)"
+echo "bangcomm=$(cat /proc/$bang/comm)"
+echo "pgrep=$(pgrep -x sleep)"
+echo ps-mine:
+ps -o pid=,comm=
+pkill -x sleep
+wait "$bang"
+echo "sleep-status=$?"
+echo "job-status=$(bash -c 'sleep 30 & kill %1; wait %1; echo $?')"
+echo ps-all:
+ps -e -o pid=,comm=
+echo end
+"#;
+
+/// The `pid comm` rows `ps` printed after `start` up to the next line
+/// that is not one.
+fn ps_rows(stdout: &str, start: &str) -> Vec<(String, String)> {
+    stdout
+        .lines()
+        .skip_while(|l| *l != start)
+        .skip(1)
+        .map_while(|l| {
+            let (pid, comm) = l.trim().split_once(' ')?;
+            pid.parse::<u32>().ok()?;
+            Some((pid.to_owned(), comm.trim().to_owned()))
+        })
+        .collect()
+}
+
+fn process_tools(account: &Account) {
+    let work = workspace(account);
+    let out = sh(account, work.path(), PROCESS_TOOLS);
+    assert_ok(&out, "ps, pgrep, pkill, kill %1");
+    let stdout = text(&out.stdout);
+    let value = |key: &str| {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key}= line\n{}", both(&out)))
+            .to_owned()
+    };
+    let (shell, bang) = (value("shell"), value("bang"));
+    assert_eq!(
+        value("comm"),
+        "sh",
+        "/proc/$$ is not the shell\n{}",
+        both(&out)
+    );
+    assert_eq!(
+        value("bangcomm"),
+        "sleep",
+        "/proc/$! is not the sleep\n{}",
+        both(&out)
+    );
+    assert_eq!(
+        value("pgrep"),
+        bang,
+        "pgrep did not find $!\n{}",
+        both(&out)
+    );
+    // 128 + SIGTERM: pkill and kill %1 ended them.
+    assert_eq!(value("sleep-status"), "143", "{}", both(&out));
+    assert_eq!(value("job-status"), "143", "{}", both(&out));
+    let mine = ps_rows(&stdout, "ps-mine:");
+    assert!(
+        mine.contains(&(shell.clone(), "sh".to_owned())),
+        "ps does not list the shell as $$ names it\n{}",
+        both(&out)
+    );
+    // Only the command's own processes and the namespace's reaper.
+    let all = ps_rows(&stdout, "ps-all:");
+    let comms: std::collections::BTreeSet<&str> = all.iter().map(|(_, c)| c.as_str()).collect();
+    assert_eq!(
+        comms,
+        ["pidns-reaper", "ps", "sh"]
+            .into_iter()
+            .collect::<std::collections::BTreeSet<_>>(),
+        "ps -e shows more than the command's processes and the reaper\n{}",
+        both(&out)
+    );
+    assert!(
+        all.contains(&("1".to_owned(), "pidns-reaper".to_owned())),
+        "{}",
+        both(&out)
+    );
+    assert!(all.contains(&(shell, "sh".to_owned())), "{}", both(&out));
+}
+
+/// G4 (docs/design.md §8, the commands' `/proc`): process tools see the
+/// command's own processes, numbered as the shell numbers them — `ps` lists
+/// the shell under `$$`, `/proc/$$` and `/proc/$!` are the shell and its
+/// job, `pgrep` finds `$!`, `pkill` and `kill %1` end it, and `ps -e` shows
+/// the command's processes and the reaper, nothing of the sandbox's own.
+#[test]
+fn process_tools_see_the_commands_processes_as_the_invoking_account() {
+    require_bwrap!();
+    process_tools(&invoking());
+}
+
+/// G4: the same as `cc-test`.
+#[test]
+fn process_tools_see_the_commands_processes_as_an_unprivileged_user() {
+    require_bwrap!();
+    let Some(user) = test_user() else { return };
+    process_tools(&user);
+}
+
 fn large_stdin(account: &Account) {
     let work = workspace(account);
     let w = work.path();

@@ -24,6 +24,60 @@ fn code(output: &std::process::Output) -> i32 {
     })
 }
 
+/// G5 (T14): `cc_server run -- echo hi` started in the temp dir — which
+/// holds the server's runtime directory (`<temp>/cc_server-<uid>` without
+/// `XDG_RUNTIME_DIR`: the kept probe, every session's proxy sockets) —
+/// runs: on bwrap with that directory masked, empty inside while it is not
+/// on the host; on `none`, where nothing is bound, with nothing to refuse. A
+/// bind inside the runtime directory is still refused, on both.
+#[test]
+fn a_workdir_that_holds_the_runtime_dir_runs_with_it_hidden() {
+    let plugins = Plugins::with_bwrap();
+    let temp = std::env::temp_dir();
+    // SAFETY: plain getter.
+    let uid = unsafe { libc::geteuid() };
+    let runtime = temp.join(format!("cc_server-{uid}"));
+    let script = format!("echo hi; ls -A {} | wc -l", runtime.display());
+    let mut backends = vec!["none"];
+    if bwrap_installed() {
+        backends.push("bwrap");
+    }
+    for backend in backends {
+        let out = run_cmd(&plugins, &["--backend", backend, "--", "sh", "-c", &script])
+            .env_remove("XDG_RUNTIME_DIR")
+            .current_dir(&temp)
+            .output();
+        assert_eq!(code(&out), 0, "{backend}: {}", text(&out.stderr));
+        let lines: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+        assert_eq!(
+            lines.first(),
+            Some(&"hi"),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
+        let inside: usize = lines[1].trim().parse().unwrap();
+        let on_host = std::fs::read_dir(&runtime).unwrap().count();
+        assert!(on_host > 0, "the runtime dir is empty on the host");
+        if backend == "bwrap" {
+            assert_eq!(inside, 0, "the runtime dir shows inside the sandbox");
+        }
+        let bind = format!("{}:ro", runtime.display());
+        let out = run_cmd(
+            &plugins,
+            &["--backend", backend, "--bind", &bind, "--", "true"],
+        )
+        .env_remove("XDG_RUNTIME_DIR")
+        .current_dir(&temp)
+        .output();
+        assert_eq!(code(&out), 125, "{backend}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("runtime directory"),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
 /// F10: stdout and stderr pass through separately; the exit status is the command's.
 #[test]
 fn stdout_and_stderr_pass_through_and_the_exit_code_is_the_commands() {

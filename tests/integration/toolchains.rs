@@ -379,10 +379,16 @@ fn the_handle_lists_toolchains_and_an_api_exec_finds_cargo() {
     let cargo_home = cargo_home_with_fnv(&marker);
     let work = tempfile::tempdir_in(target_dir()).unwrap();
     let path = format!("{}:.:/usr/bin:/bin", s(&toolchain_bin()));
+    // The version managers of the host's own environment (pyenv here)
+    // would add their homes and shims: only cargo's home is wanted.
     let server = Server::start_with(
         CcServer::new(&plugins)
             .env("CARGO_HOME", cargo_home.path())
-            .env("PATH", &path),
+            .env("PATH", &path)
+            .env_remove("PYENV_ROOT")
+            .env_remove("RBENV_ROOT")
+            .env_remove("NODENV_ROOT")
+            .env_remove("ASDF_DATA_DIR"),
     );
     let created = server.create_bwrap_over("tc", work.path());
     let details = &created.json()["details"];

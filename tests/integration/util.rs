@@ -1249,3 +1249,27 @@ pub fn setsid_cannot_outlive_a_kill(server: &Server, id: &str) {
         processes_with(&marker)
     );
 }
+
+/// Every live descendant of `root`, from /proc.
+pub fn descendants(root: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?;
+            Some((pid, ppid.parse().ok()?))
+        })
+        .collect();
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(parents.iter().filter(|(_, p)| *p == parent).map(|(c, _)| c));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}

@@ -137,7 +137,7 @@ fn identity(path: &Path) -> String {
     }
 }
 
-fn euid() -> u32 {
+pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
 }

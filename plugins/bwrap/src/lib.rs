@@ -432,6 +432,7 @@ impl BackendImpl for BwrapBackend {
                     .or(defaults)
                     .tmpfs_bytes
                     .unwrap_or(limits::DEFAULT_TMPFS_BYTES),
+                server_state: &[server_state()],
             },
             &host,
         )
@@ -558,6 +559,17 @@ impl BwrapBackend {
 }
 
 sandbox_plugin_api::export_backend!(BwrapBackend::default());
+
+/// The server's runtime dir (`sandbox_paths::state_dirs::runtime_dir`, as
+/// the host computes it for the bind rules): hidden inside any bind that
+/// holds it.
+fn server_state() -> PathBuf {
+    sandbox_paths::state_dirs::runtime_dir(
+        kept::euid(),
+        std::env::var_os("XDG_RUNTIME_DIR").as_deref(),
+        &std::env::temp_dir(),
+    )
+}
 
 #[cfg(test)]
 mod tests {

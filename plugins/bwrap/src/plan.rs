@@ -96,6 +96,10 @@ pub struct PlanInput<'a> {
     pub cache_bytes: u64,
     /// The size of each writable tmpfs (SPEC G6): every tmpfs gets one.
     pub tmpfs_bytes: u64,
+    /// The server's own state on the host (its runtime dir: every session's
+    /// proxy sockets, the kept probe): masked, as an empty directory,
+    /// wherever a bind holds it (a workdir of `/tmp`, where root's lies).
+    pub server_state: &'a [PathBuf],
 }
 
 /// The descriptor bwrap reads the private home's `.gitconfig` from
@@ -289,6 +293,13 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     // every capability before anything runs (`sandbox_init::layout`).
     // New user namespaces are forbidden there, and by the seccomp filter.
     args.one("--cap-add", "CAP_SETFCAP");
+    // For the maker of the commands' /proc alone, forked by PID 1 before it
+    // leaves bubblewrap's namespaces (a procfs can be made only where one is
+    // fully visible; `sandbox_init::commands_proc`): it ends before any
+    // command starts, and PID 1 leaves both behind with its own user
+    // namespace.
+    args.one("--cap-add", "CAP_SYS_ADMIN");
+    args.one("--cap-add", "CAP_SYS_CHROOT");
 
     // 1. The system view: read-only, and the only place commands may
     //    exec from (sandbox-init's Landlock ruleset, below).
@@ -439,13 +450,19 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         }
     }
 
-    // 4. Secrets, wherever a bind, a toolchain or a system path shows
-    //    them (the caches hide theirs by construction: `Shown::plan`):
+    // 4. Secrets and the server's own state, wherever a bind, a toolchain
+    //    or a system path shows them (the caches hide theirs by
+    //    construction: `Shown::plan`):
     //    sandbox-init mounts the masks, before anything runs
     //    (`sandbox_init::masks`: bubblewrap's binds cost far more).
     let mut masked = Vec::new();
     let mut masks = MaskPoints::default();
-    for (secret, kind) in secrets(home.as_deref(), &input.toolchains.secrets, host) {
+    for (secret, kind) in secrets(
+        home.as_deref(),
+        &input.toolchains.secrets,
+        input.server_state,
+        host,
+    ) {
         let mut guests: Vec<PathBuf> = views
             .iter()
             .chain(&read_only_views)
@@ -550,8 +567,9 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
                         .map(|d| d.display().to_string())
                         .collect(),
                     hidden: c.hidden.iter().map(|d| d.display().to_string()).collect(),
-                    // Beneath an exec grant, as exec-able as the grant.
-                    exec: grants.iter().any(|g| c.path.starts_with(g)),
+                    // Beneath an exec grant, as exec-able as the grant; a
+                    // version manager's shims, as its read-only home.
+                    exec: c.shims || grants.iter().any(|g| c.path.starts_with(g)),
                 })
                 .collect(),
         };
@@ -671,8 +689,18 @@ impl Shown {
                 shown.skipped.push((cache.path.clone(), why.into()));
                 continue;
             }
-            args.two("--ro-bind", &cache.path, &cache.path);
+            // A version manager's shims lie in its home, shown read-only
+            // already: the overlay's lower layer is there (every bubblewrap
+            // bind re-reads the mount table: one fewer).
+            let in_home =
+                cache.shims && shown.views.iter().any(|v| cache.path.starts_with(&v.guest));
+            if !in_home {
+                args.two("--ro-bind", &cache.path, &cache.path);
+            }
             exec_from.extend(cache.read_only.iter().cloned());
+            if cache.shims {
+                exec_from.push(cache.path.clone());
+            }
             shown.overlays.push(cache.clone());
         }
         if !shown.overlays.is_empty() {
@@ -911,6 +939,7 @@ fn module_gitdirs(dot_git: &Path, host: &dyn HostFacts) -> Vec<PathBuf> {
 fn secrets(
     home: Option<&Path>,
     toolchain_secrets: &[PathBuf],
+    server_state: &[PathBuf],
     host: &dyn HostFacts,
 ) -> Vec<(PathBuf, Kind)> {
     let mut candidates: Vec<PathBuf> = SYSTEM_SECRETS
@@ -918,6 +947,7 @@ fn secrets(
         .map(|(p, _)| PathBuf::from(p))
         .collect();
     candidates.extend(toolchain_secrets.iter().cloned());
+    candidates.extend(server_state.iter().cloned());
     if let Some(home) = home {
         candidates.extend(HOME_SECRETS.iter().map(|(p, _)| home.join(p)));
     }

@@ -121,10 +121,14 @@ fn run(spec: &SandboxSpec, host: &FakeHost) -> Result<Plan, PlanError> {
             toolchains: &crate::toolchains::Found::default(),
             cache_bytes: DEFAULT_CACHE_BYTES,
             tmpfs_bytes: 1 << 20,
+            server_state: &[PathBuf::from(SERVER_STATE)],
         },
         host,
     )
 }
+
+/// The runtime dir the plans are given (root's, below `/tmp`).
+const SERVER_STATE: &str = "/tmp/cc_server-0";
 
 fn strings(plan: &Plan) -> Vec<String> {
     plan.args
@@ -168,6 +172,10 @@ fn namespaces_hardening_and_the_init_come_first_and_last() {
     // sandbox-init makes its own user namespace and forbids further ones
     // there; bwrap's --disable-userns would forbid ours.
     assert!(has(&args, &["--cap-add", "CAP_SETFCAP"]));
+    // The maker of the commands' /proc mounts a procfs from bubblewrap's
+    // namespaces (sandbox-init's commands_proc).
+    assert!(has(&args, &["--cap-add", "CAP_SYS_ADMIN"]));
+    assert!(has(&args, &["--cap-add", "CAP_SYS_CHROOT"]));
     assert!(!args.contains(&"--disable-userns".to_owned()));
     let at = args.iter().position(|a| a == "--").unwrap();
     assert_eq!(
@@ -794,6 +802,7 @@ fn configured_system_paths_go_on_top_and_are_the_extra_exec_roots() {
             toolchains: &crate::toolchains::Found::default(),
             cache_bytes: DEFAULT_CACHE_BYTES,
             tmpfs_bytes: 1 << 20,
+            server_state: &[],
         },
         &host,
     )
@@ -918,6 +927,7 @@ fn a_private_home_gets_the_generated_gitconfig_only() {
         toolchains: &nothing,
         cache_bytes: DEFAULT_CACHE_BYTES,
         tmpfs_bytes: 1 << 20,
+        server_state: &[],
     };
     let private = spec_with(vec![bind("/work/proj", false)]);
     let planned = plan(&input(&private), &host).unwrap();
@@ -950,6 +960,7 @@ fn run_with_toolchains(
             cache_bytes: 5 << 20,
             gitconfig: None,
             tmpfs_bytes: 1 << 20,
+            server_state: &[],
         },
         host,
     )
@@ -1163,4 +1174,73 @@ fn secrets_under_system_paths_and_toolchain_homes_are_masked() {
         "{:?}",
         plan.args
     );
+}
+
+/// G5 (T14): a bind that holds the server's runtime dir — a workdir of
+/// `/tmp`, where root's lies — is planned with that directory masked (an
+/// empty directory, like every directory mask), and nothing else changes;
+/// a bind that does not hold it masks nothing of it.
+#[test]
+fn the_server_state_inside_a_bind_is_masked() {
+    let mut host = FakeHost::standard();
+    host.dir("/tmp").dir(SERVER_STATE).dir("/work/proj");
+    let plan = run(&spec_with(vec![bind("/tmp", false)]), &host).unwrap();
+    assert!(
+        plan.masked.contains(&PathBuf::from(SERVER_STATE)),
+        "{:?}",
+        plan.masked
+    );
+    let args = strings(&plan);
+    assert!(has(&args, &["--mask-dir", SERVER_STATE]), "{args:?}");
+    assert!(has(&args, &["--bind", "/tmp", "/tmp"]), "{args:?}");
+    let plan = run(&spec_with(vec![bind("/work/proj", false)]), &host).unwrap();
+    assert!(
+        !plan.masked.contains(&PathBuf::from(SERVER_STATE)),
+        "{:?}",
+        plan.masked
+    );
+}
+
+/// G4 (T27): a version manager's shims are an overlay inside its read-only
+/// home — no bind of their own (the home's shows the lower layer), exec-able
+/// (an exec root, and `exec` for sandbox-init's noexec pass) with no exec
+/// grant at all.
+#[test]
+fn a_version_managers_shims_are_an_exec_able_overlay_in_its_home() {
+    let mut host = toolchain_host();
+    for dir in [
+        "/home/u",
+        "/home/u/.pyenv",
+        "/home/u/.pyenv/shims",
+        "/home/u/.pyenv/bin",
+    ] {
+        host.dir(dir);
+    }
+    let found = found_on(&host, "/home/u/.pyenv/shims:/home/u/.pyenv/bin", &[]);
+    let spec = spec_with(vec![bind("/work/proj", false)]);
+    let plan = run_with_toolchains(&spec, &host, &[], &found);
+    let args = strings(&plan);
+    assert!(
+        has(&args, &["--ro-bind", "/home/u/.pyenv", "/home/u/.pyenv"]),
+        "{args:?}"
+    );
+    assert!(
+        !has(
+            &args,
+            &["--ro-bind", "/home/u/.pyenv/shims", "/home/u/.pyenv/shims"]
+        ),
+        "{args:?}"
+    );
+    assert!(
+        has(&args, &["--exec-from", "/home/u/.pyenv/shims"]),
+        "{args:?}"
+    );
+    let caches = caches_arg(&args).unwrap();
+    let shims = caches
+        .overlays
+        .iter()
+        .find(|o| o.point == "/home/u/.pyenv/shims")
+        .unwrap_or_else(|| panic!("{caches:?}"));
+    assert!(shims.exec && shims.read_only.is_empty(), "{shims:?}");
+    assert!(plan.exec_grants.is_empty(), "{:?}", plan.exec_grants);
 }

@@ -15,7 +15,14 @@
 //!   `sandbox_init::caches`) and never reach the host: `CARGO_HOME` (its
 //!   registry, git checkouts and lock files; its `bin` read-only on top) and
 //!   `GOPATH` (likewise), and [`CACHES`] (`~/.npm`, `~/.cache/pip`, …) when
-//!   they exist.
+//!   they exist;
+//! - **shims**, shown as an overlay too, inside a version manager's
+//!   read-only home ([`ToolHome::shims`]: pyenv's, rbenv's, nodenv's,
+//!   asdf's `shims`): `pip install` through pyenv's `python3` ends in
+//!   `pyenv rehash`, which rewrites them (under `set -e`: a read-only shim
+//!   directory fails the install). The rewritten shims stay in the sandbox
+//!   and still run (the overlay keeps exec, as the home does); the host's
+//!   never change.
 //!
 //! Never shown, each skip logged with its reason ([`Skip`]): relative
 //! entries and `.`; what the system view shows already; `$HOME` itself or
@@ -90,6 +97,9 @@ pub struct Cache {
     /// Names inside it (relative) hidden by a whiteout: its credential
     /// files, whether they exist now or not.
     pub hidden: Vec<PathBuf>,
+    /// A version manager's shims ([`ToolHome::shims`]): they are run, so
+    /// the overlay keeps exec like the read-only home around it.
+    pub shims: bool,
 }
 
 /// Why a directory was not shown.
@@ -336,6 +346,7 @@ pub fn discover(env: &ToolEnv, extra_system: &[PathBuf], host: &dyn HostFacts) -
                 }
                 found.caches.push(Cache {
                     tool: h.tool.to_owned(),
+                    shims: false,
                     read_only: keep
                         .iter()
                         .map(|k| dir.join(k))
@@ -345,7 +356,12 @@ pub fn discover(env: &ToolEnv, extra_system: &[PathBuf], host: &dyn HostFacts) -
                     hidden,
                 });
             }
-            None => push_toolchain(&mut found, h.tool, at, dir),
+            None => {
+                if let Some(rel) = h.shims {
+                    shim_overlay(&mut found, h.tool, &dir.join(rel), host);
+                }
+                push_toolchain(&mut found, h.tool, at, dir);
+            }
         }
     }
     for (tool, var, default) in CACHES {
@@ -366,6 +382,7 @@ pub fn discover(env: &ToolEnv, extra_system: &[PathBuf], host: &dyn HostFacts) -
                 path: dir,
                 read_only: Vec::new(),
                 hidden: Vec::new(),
+                shims: false,
             }),
             Err(why) => skip(&mut found, &at, why),
         }
@@ -382,6 +399,26 @@ pub fn discover(env: &ToolEnv, extra_system: &[PathBuf], host: &dyn HostFacts) -
     }
     settle(&mut found);
     found
+}
+
+/// A shown home's shim directory, when it exists, as an overlay (a plain
+/// directory at its resolved path: an overlay is mounted there only).
+fn shim_overlay(found: &mut Found, tool: &str, shims: &Path, host: &dyn HostFacts) {
+    if host.kind(shims) != Some(Kind::Dir) {
+        return;
+    }
+    let resolved = host.resolve(shims).unwrap_or_else(|| shims.to_path_buf());
+    if let Err(why) = cache_path(shims, &resolved) {
+        skip(found, shims, why);
+        return;
+    }
+    found.caches.push(Cache {
+        tool: format!("{tool} shims"),
+        path: resolved,
+        read_only: Vec::new(),
+        hidden: Vec::new(),
+        shims: true,
+    });
 }
 
 fn skip(found: &mut Found, path: &Path, why: Skip) {

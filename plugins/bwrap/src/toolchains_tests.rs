@@ -124,8 +124,9 @@ fn path_entries_are_shown_or_skipped_with_the_rule() {
 
 /// G4: rustup's `~/.cargo/bin` on PATH brings cargo's home as a cache
 /// overlay (its `bin` read-only on top, its credentials hidden) and
-/// rustup's home read-only; pyenv's shims bring its root; PATH entries
-/// inside a home are covered by it; what exists of the caches is shown.
+/// rustup's home read-only; pyenv's shims bring its root, read-only, and
+/// the shims themselves as an overlay that keeps exec; PATH entries inside
+/// a home are covered by it; what exists of the caches is shown.
 #[test]
 fn homes_come_with_their_path_entries() {
     let path =
@@ -144,12 +145,21 @@ fn homes_come_with_their_path_entries() {
                 path: "/home/u/.cargo".into(),
                 read_only: vec!["/home/u/.cargo/bin".into()],
                 hidden: vec!["credentials.toml".into(), "credentials".into()],
+                shims: false,
             },
             Cache {
                 tool: "npm".into(),
                 path: "/home/u/.npm".into(),
                 read_only: vec![],
                 hidden: vec![],
+                shims: false,
+            },
+            Cache {
+                tool: "pyenv shims".into(),
+                path: "/home/u/.pyenv/shims".into(),
+                read_only: vec![],
+                hidden: vec![],
+                shims: true,
             },
         ]
     );
@@ -262,4 +272,69 @@ fn reasons_say_why() {
     let text = Skip::HoldsSecret("/home/u/.config/gh".into()).to_string();
     assert!(text.contains("/home/u/.config/gh"), "{text}");
     assert!(Skip::Relative.to_string().contains("relative"));
+}
+
+/// G4: a version manager's shim directory (pyenv, rbenv, nodenv, asdf) is
+/// an overlay inside its read-only home, found with the home — by its
+/// variable or a PATH entry in its default place; none when the home is
+/// not shown or has no shims, and none at a symlinked path (skipped with
+/// the cache-path rule: the home stays read-only around it).
+#[test]
+fn version_manager_shims_are_overlays_inside_their_homes() {
+    let mut host = host();
+    for dir in [
+        "/home/u/.rbenv/shims",
+        "/home/u/.nodenv/bin",
+        "/srv/asdf/shims",
+        "/srv/real-shims",
+    ] {
+        for at in Path::new(dir).ancestors().filter(|a| a.parent().is_some()) {
+            host.dir(&at.display().to_string());
+        }
+    }
+    host.symlink("/home/u/.nodenv/shims", "/srv/real-shims");
+    let shims = |found: &Found| -> Vec<(String, PathBuf)> {
+        found
+            .caches
+            .iter()
+            .filter(|c| c.shims)
+            .map(|c| (c.tool.clone(), c.path.clone()))
+            .collect()
+    };
+    let found = discover(
+        &env(
+            "/home/u/.rbenv/shims:/home/u/.nodenv/bin",
+            &[("ASDF_DATA_DIR", "/srv/asdf")],
+        ),
+        &[],
+        &host,
+    );
+    assert_eq!(
+        shims(&found),
+        // Parents first (by depth), as every overlay.
+        [
+            ("asdf shims".to_owned(), PathBuf::from("/srv/asdf/shims")),
+            (
+                "rbenv shims".to_owned(),
+                PathBuf::from("/home/u/.rbenv/shims")
+            ),
+        ],
+        "{found:#?}"
+    );
+    for home in ["/home/u/.rbenv", "/home/u/.nodenv", "/srv/asdf"] {
+        assert!(
+            toolchain_paths(&found).contains(&Path::new(home)),
+            "{home}: {found:#?}"
+        );
+    }
+    assert_eq!(why(&found, "/home/u/.nodenv/shims"), Some(Skip::CachePath));
+    // pyenv is not on PATH here: its shims are not shown either.
+    assert!(!cache_paths(&found).contains(&Path::new("/home/u/.pyenv/shims")));
+    assert!(
+        found
+            .caches
+            .iter()
+            .filter(|c| c.shims)
+            .all(|c| c.read_only.is_empty())
+    );
 }

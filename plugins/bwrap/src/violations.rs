@@ -1,6 +1,7 @@
 //! Refusals guessed from a command's stderr (SPEC F12 on Linux): lines that
 //! say "Read-only file system", "Permission denied" or "Operation not
-//! permitted" become `violation` events, with the path the line names,
+//! permitted", and a tool's own "DIR isn't writable" (a version manager
+//! that checks before it rehashes), become `violation` events, with the path the line names,
 //! once per exec. (The create-time guard reports exactly instead.) A
 //! "Permission denied" naming a file that is an executable program, the
 //! loader's "failed to map segment" and cargo's "could not execute process"
@@ -97,6 +98,8 @@ pub fn classify(line: &str, is_program: &dyn Fn(&str) -> bool) -> Option<Sandbox
         (PROCESS_EXEC, Some(program))
     } else if line.contains("Read-only file system") {
         (FILE_WRITE, target_of(line))
+    } else if let Some(dir) = not_writable(line) {
+        (FILE_WRITE, Some(dir))
     } else if line.contains("Permission denied") {
         let target = target_of(line);
         // A tool saying which file operation failed: about the file, not
@@ -134,6 +137,19 @@ pub fn classify(line: &str, is_program: &dyn Fn(&str) -> bool) -> Option<Sandbox
         target: target.unwrap_or_default(),
         raw: Some(line.trim_end().to_owned()),
     })
+}
+
+/// The directory of a tool's own "… isn't writable" (`pyenv: cannot
+/// rehash: /x/shims isn't writable`, rbenv's and nodenv's alike): it
+/// checked before writing, so no errno line follows.
+fn not_writable(line: &str) -> Option<String> {
+    let at = line
+        .find(" isn't writable")
+        .or_else(|| line.find(" is not writable"))?;
+    let before = &line[..at];
+    let start = before.rfind(": ").map_or(0, |i| i + 2);
+    let dir = before[start..].trim().trim_matches(['\'', '"', '`']);
+    (dir.starts_with('/') || dir.starts_with("~/")).then(|| dir.to_owned())
 }
 
 /// The program of a line that can only mean an exec was refused: the
@@ -216,6 +232,14 @@ mod tests {
             (
                 "error: could not lock config file .git/config: Read-only file system",
                 Some(("file-write", "")),
+            ),
+            (
+                "pyenv: cannot rehash: /root/.pyenv/shims isn't writable",
+                Some(("file-write", "/root/.pyenv/shims")),
+            ),
+            (
+                "rbenv: cannot rehash: /home/u/.rbenv/shims is not writable",
+                Some(("file-write", "/home/u/.rbenv/shims")),
             ),
             ("all good", None),
         ];

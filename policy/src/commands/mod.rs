@@ -55,10 +55,10 @@ impl<'a> Cmd<'a> {
 pub(crate) fn classify(w: &mut Walker, args: &[Arg], stdin: &Stdin, appended: bool) {
     let Some(first) = args.first() else { return };
     if !first.literal {
-        w.opaque(
-            format!("the command name is computed at run time: {}", shown(args)),
-            None,
-        );
+        w.computed_name(format!(
+            "the command name is computed at run time: {}",
+            shown(args)
+        ));
         return;
     }
     if !w.enter() {

@@ -66,6 +66,7 @@ pub(crate) struct Walker {
     why: Vec<String>,
     targets: Vec<Targets>,
     opaque: Vec<String>,
+    computed_names: Vec<String>,
     depth: usize,
     structure: usize,
     bytes: usize,
@@ -85,17 +86,21 @@ pub(crate) struct Walker {
 
 impl Walker {
     fn finish(self) -> Analysis {
-        let mut opaque: Vec<String> = Vec::new();
-        for o in self.opaque {
-            if !opaque.contains(&o) {
-                opaque.push(o);
+        let unique = |all: Vec<String>| {
+            let mut kept: Vec<String> = Vec::new();
+            for o in all {
+                if !kept.contains(&o) {
+                    kept.push(o);
+                }
             }
-        }
+            kept
+        };
         Analysis {
             classes: self.classes,
             why: self.why,
             targets: self.targets,
-            opaque,
+            opaque: unique(self.opaque),
+            computed_names: unique(self.computed_names),
         }
     }
 
@@ -152,6 +157,15 @@ impl Walker {
             self.quiet += 1;
             self.program(t, &Stdin::Inherited);
             self.quiet -= 1;
+        }
+    }
+
+    /// Mark the line opaque in name only: a command whose name is computed
+    /// at run time (`$d/prog`, `"$CC" …`), its arguments walked like any
+    /// other's (see [`crate::computed_name_decision`]).
+    pub(crate) fn computed_name(&mut self, why: String) {
+        if self.quiet == 0 {
+            self.computed_names.push(cut(&why));
         }
     }
 

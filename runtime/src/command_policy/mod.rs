@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use sandbox_policy::{Decision, Guardrails, SandboxMode, Verdict, Workdir};
+use sandbox_policy::{Barrier, Decision, Guardrails, SandboxMode, Verdict, Workdir};
 
 use self::approvals::{Answer, Approvals, Question};
 use self::workdir::HostDir;
@@ -138,8 +138,20 @@ impl CommandPolicy {
     /// [`CommandPolicy::check`] for a line run in a directory whose facts
     /// the host read ([`workdir::look`]).
     pub fn check_in(&self, line: &str, mode: SandboxMode, workdir: &Workdir) -> Verdict {
+        self.check_behind(line, mode, workdir, Barrier::PolicyOnly)
+    }
+
+    /// [`CommandPolicy::check_in`] for a command that runs behind `barrier`
+    /// (a sandbox, or nothing: see [`Barrier`]).
+    pub fn check_behind(
+        &self,
+        line: &str,
+        mode: SandboxMode,
+        workdir: &Workdir,
+        barrier: Barrier,
+    ) -> Verdict {
         let analysis = sandbox_policy::analyze_in(line, workdir);
-        sandbox_policy::decide_with(&analysis, mode, &self.guardrails)
+        sandbox_policy::decide_behind(&analysis, mode, &self.guardrails, barrier)
     }
 
     /// The "Access the network" rule for a run in `mode`, read once at
@@ -164,12 +176,15 @@ impl CommandPolicy {
     /// Lets a command through, asks the approver, or refuses it. `place` is
     /// where it runs on the host, when that is in a bind: its
     /// `node_modules/.bin` is read for the classifier ([`Workdir`]).
+    /// `barrier` is what the command runs behind: a sandbox, or nothing
+    /// (`none`), where the policy is the only barrier.
     pub async fn admit(
         &self,
         session_id: &str,
         mode: SandboxMode,
         argv: &[String],
         place: Option<HostDir>,
+        barrier: Barrier,
     ) -> Result<Option<Verdict>, Refusal> {
         if !self.enforce {
             return Ok(None);
@@ -184,7 +199,10 @@ impl CommandPolicy {
             }
             _ => Workdir::default(),
         };
-        let verdict = self.check_in(&line, mode, &workdir);
+        let verdict = self.check_behind(&line, mode, &workdir, barrier);
+        if verdict.opaque && verdict.decision == Decision::Allow {
+            tracing::info!(session = %session_id, "an opaque command line runs: {}", verdict.rule);
+        }
         match verdict.decision {
             Decision::Allow => Ok(Some(verdict)),
             Decision::Deny => Err(Refusal {
@@ -300,6 +318,7 @@ mod tests {
                 SandboxMode::Chat,
                 &argv(&["git", "push", "origin", "main"]),
                 None,
+                Barrier::Sandbox,
             )
             .await
             .unwrap_err();
@@ -311,6 +330,40 @@ mod tests {
         );
     }
 
+    /// T12: a command whose name is computed runs in chat behind a sandbox
+    /// (its verdict says opaque); on `none` it asks, so with no owner it is
+    /// refused naming the reason; in plan it is denied either way.
+    #[tokio::test]
+    async fn a_computed_command_name_runs_only_behind_a_sandbox() {
+        let policy = CommandPolicy::default();
+        let probe = argv(&["sh", "-c", "cc -o \"$d/t\" t.c && \"$d/t\""]);
+        let ran = policy
+            .admit("s", SandboxMode::Chat, &probe, None, Barrier::Sandbox)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(ran.opaque && ran.decision == Decision::Allow, "{ran:?}");
+        for (mode, barrier, decision) in [
+            (SandboxMode::Chat, Barrier::PolicyOnly, Decision::Prompt),
+            (SandboxMode::Plan, Barrier::Sandbox, Decision::Deny),
+            (SandboxMode::Plan, Barrier::PolicyOnly, Decision::Deny),
+        ] {
+            let refusal = policy
+                .admit("s", mode, &probe, None, barrier)
+                .await
+                .unwrap_err();
+            assert_eq!(refusal.verdict.decision, decision);
+            assert!(
+                refusal
+                    .verdict
+                    .reasons
+                    .iter()
+                    .any(|r| r.contains("the command name is computed at run time")),
+                "{refusal}"
+            );
+        }
+    }
+
     #[tokio::test]
     async fn enforce_off_lets_everything_reach_the_sandbox() {
         let policy = CommandPolicy {
@@ -319,7 +372,13 @@ mod tests {
         };
         assert!(
             policy
-                .admit("s", SandboxMode::Plan, &argv(&["sudo", "x"]), None)
+                .admit(
+                    "s",
+                    SandboxMode::Plan,
+                    &argv(&["sudo", "x"]),
+                    None,
+                    Barrier::PolicyOnly
+                )
                 .await
                 .is_ok()
         );

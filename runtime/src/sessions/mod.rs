@@ -657,9 +657,14 @@ impl Session {
             .as_ref()
             .or(self.workdir.as_ref())
             .and_then(|cwd| workdir::plan_host_dir(&self.binds, cwd));
+        // On `none` the policy is the only barrier (docs/threat-model.md T12).
+        let barrier = match self.kind {
+            SandboxBackend::None => sandbox_policy::Barrier::PolicyOnly,
+            SandboxBackend::Native | SandboxBackend::Microvm => sandbox_policy::Barrier::Sandbox,
+        };
         let verdict = self
             .commands
-            .admit(&self.id, self.mode, &request.argv, place)
+            .admit(&self.id, self.mode, &request.argv, place, barrier)
             .await
             .map_err(|refusal| {
                 tracing::info!(session = %self.id, "{refusal}");

@@ -411,17 +411,27 @@ fn hostile_binds_are_refused_naming_the_field() {
             "invalid bindMounts",
         ),
         (
-            "an egress dir",
-            "/tmp/cc_server-egress-x1/http.sock",
+            "an egress dir in the runtime dir",
+            "/tmp/cc_server-1000/cc_server-egress-x1/http.sock",
             RO,
             "invalid bindMounts",
         ),
         (
-            "the temp dir, which holds them",
-            "/tmp",
+            "an egress dir where older servers made them",
+            "/tmp/cc_server-egress-x1/http.sock",
             RO,
             "invalid bindMounts",
         ),
+        // Refused until a backend hid the runtime dir inside a bind that
+        // holds it; now a workdir of `/tmp` runs (bwrap masks it, microvm
+        // refuses, `none` binds nothing).
+        (
+            "the temp dir, which holds the runtime dir",
+            "/tmp",
+            RO,
+            "ok",
+        ),
+        ("the temp dir, writable", "/tmp", RW, "ok"),
         (
             "the config file, writable",
             "/home/me/etc/cc_server.toml",
@@ -579,11 +589,19 @@ fn bind_refusals_name_the_rule_and_the_remedy() {
             RO,
             &["SSH private keys", "remove the bind"],
         ),
-        ("/tmp", RO, &["in any mode", "does not contain it"]),
+        (
+            "/tmp/cc_server-1000/x",
+            RO,
+            &[
+                "runtime directory `/tmp/cc_server-1000`",
+                "in any mode",
+                "does not lie in it",
+            ],
+        ),
         (
             "/tmp/cc_server-egress-x1",
             RO,
-            &["egress", "below the temp dir"],
+            &["egress directory", "made for this sandbox"],
         ),
         (
             "/home/me/src/cc/target/release",

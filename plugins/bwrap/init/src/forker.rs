@@ -1,31 +1,23 @@
-//! The commands' pid namespace (docs/research/linux-create-deny.md §2.2): every
-//! command lives in a pid namespace below PID 1's, so it cannot name the
-//! supervisor — `kill`, `ptrace`, `pidfd_open` and `process_vm_*` take pids
-//! of the caller's namespace, and PID 1 has none there.
+//! Making the commands' processes (docs/research/linux-create-deny.md §2.2):
+//! every command is forked into the commands' pid and mount namespaces
+//! (`crate::namespaces`), so it cannot name the supervisor — `kill`,
+//! `ptrace`, `pidfd_open` and `process_vm_*` take pids of the caller's
+//! namespace, and PID 1 has none there — and its `/proc` is its own
+//! namespace's.
 //!
-//! A process that has unshared a pid namespace for its children can no
-//! longer start threads from that thread (the kernel refuses `CLONE_THREAD`
-//! when the two namespaces differ), and the supervisor needs threads. So a
-//! thread of its own does it: the *fork thread* unshares the namespace,
-//! forks the namespace's PID 1 (the reaper), drops its capabilities, and
+//! A thread that has entered a pid namespace for its children can no longer
+//! start threads (the kernel refuses `CLONE_THREAD` when the two namespaces
+//! differ), and the supervisor needs threads. So a thread of its own does
+//! it: the *fork thread* enters the namespaces, drops its capabilities, and
 //! from then on forks each command on request. The children are still PID
 //! 1's to wait for (any thread of a process may wait for the children of
 //! another), and PID 1 sees them under its own pids.
 //!
-//! Two more jobs come with owning that namespace:
-//! - its reaper sets `vm.memfd_noexec` to 2 there (Linux 6.3: the setting
-//!   is per pid namespace, and a namespace below can only raise it), so no
-//!   command can make an executable memfd: a program written into memory
-//!   cannot be exec'd any more than one written to a file. Only global root
-//!   may write it, through a descriptor PID 1 opened before `/proc/sys`
-//!   became read-only (`crate::layout`); for any other account
-//!   [`MemfdExec::FilterOnly`] tells the caller to have the commands'
-//!   filter do it;
-//! - [`Forker::open_as_command`] opens a file in a one-shot process with
-//!   exactly a command's credentials (this namespace, the commands' Landlock
-//!   domain, no capabilities), for the guard's supervisor, which must never
-//!   open another process's `/proc` entry with its own (SPEC G1, no
-//!   confused deputy).
+//! [`Forker::open_as_command`] opens a file in a one-shot process with
+//! exactly a command's credentials (the commands' namespaces, their Landlock
+//! domain, no capabilities), for the guard's supervisor, which must never
+//! open another process's `/proc` entry with its own (SPEC G1, no confused
+//! deputy).
 
 use std::ffi::CStr;
 use std::io;
@@ -34,6 +26,8 @@ use std::sync::{Mutex, mpsc};
 use std::time::Duration;
 
 use sandbox_spawn::{self as vfork, CLONE_INTO_CGROUP, ChildStack, CloneArgs};
+
+use crate::namespaces::{MemfdExec, Namespaces};
 
 /// A request to fork and run the `&dyn Fn(bool)` at the address in the
 /// child, made straight into the cgroup directory when one is given. It
@@ -68,49 +62,32 @@ struct Channel {
     answers: mpsc::Receiver<io::Result<libc::pid_t>>,
 }
 
-/// How the commands' namespace keeps memfds from being exec'd.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MemfdExec {
-    /// `vm.memfd_noexec = 2` there: `MFD_EXEC` is refused (EACCES) and
-    /// every other memfd is sealed non-executable.
-    Sysctl,
-    /// The setting could not be made — writing it takes global root (the
-    /// account running bubblewrap), and Linux 6.3 — so the commands' filter
-    /// must allow only memfds made with `MFD_NOEXEC_SEAL`
-    /// (`crate::seccomp::fork_thread_filter`).
-    FilterOnly,
-}
-
 /// How long a one-shot open may take before it is given up (a command can
 /// stop the process doing it: then that command's call fails, nothing else).
 const OPEN_LIMIT: Duration = Duration::from_secs(10);
 
 impl Forker {
     /// Starts the fork thread. The calling thread must hold CAP_SYS_ADMIN
-    /// in its user namespace (the new thread inherits it, uses it once and
-    /// drops every capability before it answers).
+    /// and CAP_SYS_CHROOT in its user namespace (the new thread inherits
+    /// them, uses them once to enter `namespaces` and drops every capability
+    /// before it answers).
     ///
-    /// `memfd_sysctl`, when the caller could open it for writing before
-    /// `/proc/sys` became read-only, is `/proc/sys/vm/memfd_noexec`: the
-    /// reaper writes it (the setting is the writer's pid namespace's).
-    ///
-    /// Returns once the thread exists; it makes the namespace meanwhile, and
-    /// [`Forker::wait_started`] waits for it (before `ready`: a namespace
-    /// that could not be made fails the sandbox's start, as before). So the
-    /// namespace and its reaper are made while PID 1 installs its filter and
-    /// binds the forwards, not before.
-    pub fn start(memfd_sysctl: Option<OwnedFd>) -> io::Result<Forker> {
+    /// Returns once the thread exists; it enters the namespaces meanwhile,
+    /// and [`Forker::wait_started`] waits for it (before `ready`: namespaces
+    /// that could not be entered fail the sandbox's start). So that happens
+    /// while PID 1 installs its filter and binds the forwards, not before.
+    pub fn start(namespaces: Namespaces) -> io::Result<Forker> {
         let (requests, incoming) = mpsc::channel::<Request>();
         let (answer, answers) = mpsc::channel();
         let (setup, started) = mpsc::channel();
         std::thread::Builder::new()
             .name("fork".into())
             .spawn(move || {
-                // Held until the reaper has written it (or could not).
-                let entered = enter_namespace(memfd_sysctl.as_ref().map(AsRawFd::as_raw_fd));
-                drop(memfd_sysctl);
+                let reaper = namespaces.reaper;
+                let entered = enter_namespaces(&namespaces);
+                drop(namespaces);
                 let ok = entered.is_ok();
-                let entered = entered.map(|reaper| Started { reaper });
+                let entered = entered.map(|()| Started { reaper });
                 if setup.send(entered).is_err() || !ok {
                     return;
                 }
@@ -300,7 +277,7 @@ impl Forker {
     /// The pid (in PID 1's namespace) of the namespace's reaper. If it ends,
     /// the kernel kills every process of the namespace and no further one
     /// can be made there.
-    /// (`-1`, no process, before the namespace is known made.)
+    /// (`-1`, no process, before the fork thread is known started.)
     pub fn reaper(&self) -> libc::pid_t {
         self.started().map_or(-1, |s| s.reaper)
     }
@@ -352,121 +329,58 @@ pub unsafe fn fork_maybe_into(cgroup_dir: Option<RawFd>) -> io::Result<(libc::pi
 }
 
 /// On the fork thread: no signals (they are PID 1's main thread's to
-/// take), a pid namespace for our children, a Landlock domain below PID
-/// 1's, the reaper as the namespace's first process (it sets the
-/// namespace's `vm.memfd_noexec` with the capabilities it was forked with,
-/// then drops them), then no capabilities, and the commands' hardening
-/// filter but for its `clone3` rule (each command adds that).
-fn enter_namespace(memfd_sysctl: Option<RawFd>) -> io::Result<libc::pid_t> {
+/// take), the commands' mount namespace (with a root and working directory
+/// of this thread's own) and their pid namespace for our children, a
+/// Landlock domain below PID 1's, no capabilities, and the commands'
+/// hardening filter but for its `clone3` rule (each command adds that).
+fn enter_namespaces(namespaces: &Namespaces) -> io::Result<()> {
     // SAFETY: a full set, applied to this thread only.
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
     }
-    // SAFETY: plain syscall; changes this thread's namespace for children.
-    if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
-        return Err(io::Error::last_os_error());
+    let entering = |what: &str, rc: libc::c_int| {
+        if rc == 0 {
+            Ok(())
+        } else {
+            let e = io::Error::last_os_error();
+            Err(io::Error::new(
+                e.kind(),
+                format!("entering the commands' {what}: {e}"),
+            ))
+        }
+    };
+    // SAFETY: plain syscalls on descriptors we hold; each changes this
+    // thread alone (CLONE_FS first: a mount namespace is entered only by a
+    // thread whose root and working directory are its own).
+    unsafe {
+        entering("mount namespace", libc::unshare(libc::CLONE_FS))?;
+        entering(
+            "mount namespace",
+            libc::setns(namespaces.mnt.as_raw_fd(), libc::CLONE_NEWNS),
+        )?;
+        entering(
+            "pid namespace",
+            libc::setns(namespaces.pid.as_raw_fd(), libc::CLONE_NEWPID),
+        )?;
     }
-    // The reaper and every command are in a Landlock domain below PID 1's
-    // (see `commands_domain`).
+    // Every command is in a Landlock domain below PID 1's (see
+    // `commands_domain`).
     let domain = crate::landlock::commands_domain()?;
     if !crate::landlock::restrict_self(domain.as_raw_fd()) {
         return Err(io::Error::last_os_error());
     }
-    let (told, tell) = pipe()?;
-    // SAFETY: the child makes only async-signal-safe calls and never returns.
-    let reaper = unsafe { libc::fork() };
-    if reaper < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if reaper == 0 {
-        // SAFETY: async-signal-safe calls only; never returns.
-        unsafe {
-            let errno = match memfd_sysctl {
-                Some(fd) => set_memfd_noexec(fd),
-                None => libc::EACCES,
-            };
-            libc::write(tell.as_raw_fd(), errno.to_le_bytes().as_ptr().cast(), 4);
-            drop_all_capabilities();
-            reap_forever()
-        }
-    }
-    drop(tell);
     // Every command is forked without any.
     crate::caps::drop_capabilities()?;
-    let mut answer = [0u8; 4];
-    // SAFETY: reads into a local buffer from our pipe.
-    let n = unsafe { libc::read(told.as_raw_fd(), answer.as_mut_ptr().cast(), 4) };
-    if n != 4 {
-        return Err(io::Error::other(
-            "the reaper did not say whether it set vm.memfd_noexec",
-        ));
-    }
-    let memfd = match i32::from_le_bytes(answer) {
-        0 => MemfdExec::Sysctl,
-        _ => MemfdExec::FilterOnly,
-    };
     // Last: every process made from here on — commands and one-shot
     // opens — starts under the commands' hardening, attached once here
     // rather than by each command (`seccomp::fork_thread_filter`).
     crate::seccomp::install(&crate::seccomp::fork_thread_filter(
-        memfd == MemfdExec::FilterOnly,
+        namespaces.memfd() == MemfdExec::FilterOnly,
     ))
     .map_err(|e| io::Error::new(e.kind(), format!("the commands' seccomp filter: {e}")))?;
-    Ok(reaper)
-}
-
-/// Writes `2` to the namespace's `vm.memfd_noexec` through `fd`; returns
-/// 0 or the errno. Async-signal-safe.
-///
-/// # Safety
-/// `fd` is open; call only in a freshly forked child.
-unsafe fn set_memfd_noexec(fd: RawFd) -> i32 {
-    // SAFETY: raw syscalls on a descriptor we hold and a local buffer.
-    unsafe {
-        let written = libc::pwrite(fd, b"2\n".as_ptr().cast(), 2, 0);
-        if written == 2 {
-            0
-        } else {
-            (*libc::__errno_location()).max(libc::EIO)
-        }
-    }
-}
-
-/// Empties this process's capability sets (it never execs, so the
-/// bounding set does not matter). Async-signal-safe.
-///
-/// # Safety
-/// Call only in a freshly forked child.
-unsafe fn drop_all_capabilities() {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: libc::c_int,
-    }
-    let header = Header {
-        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
-        pid: 0,
-    };
-    let none = [0u32; 6];
-    // SAFETY: capset reads a v3 header and two data structs (six u32).
-    let done = unsafe { libc::syscall(libc::SYS_capset, &raw const header, none.as_ptr()) };
-    if done != 0 {
-        // A reaper with capabilities must not stay: end the namespace.
-        // SAFETY: plain syscall.
-        unsafe { libc::_exit(1) };
-    }
-}
-
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut ends = [0; 2];
-    // SAFETY: pipe2 writes two descriptors into `ends`.
-    if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both were just created and are ours.
-    Ok(unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) })
+    Ok(())
 }
 
 /// A close-on-exec `SOCK_SEQPACKET` pair (the one-shot opener's answer, a
@@ -522,35 +436,6 @@ fn recv_answer(socket: &OwnedFd, limit: Duration) -> io::Result<OwnedFd> {
     }
     // It ended without an answer (killed by a command, say).
     Err(io::Error::from_raw_os_error(libc::EIO))
-}
-
-/// The namespace's PID 1: sleeps, with `SIGCHLD` ignored so the kernel
-/// reaps the orphans handed to it. As a namespace's init it receives no
-/// signal from inside that it has no handler for (it has none); it is not
-/// dumpable, so no command can trace it; it holds no descriptor.
-///
-/// # Safety
-/// Call only in a freshly forked child.
-unsafe fn reap_forever() -> ! {
-    // SAFETY: async-signal-safe calls only.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0);
-        libc::prctl(
-            libc::PR_SET_NAME,
-            c"pidns-reaper".as_ptr() as libc::c_ulong,
-            0,
-            0,
-            0,
-        );
-        libc::signal(libc::SIGCHLD, libc::SIG_IGN);
-        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-        loop {
-            libc::pause();
-        }
-    }
 }
 
 impl crate::guard::emulate::AsCommand for Forker {

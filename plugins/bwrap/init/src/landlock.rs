@@ -6,7 +6,8 @@
 //!   — a binary in a bind, read-only or not — is refused by the kernel;
 //! - writing, creating, removing, renaming and truncating only beneath the
 //!   writable mounts the sandbox was given (binds, `/tmp`, home, `/dev`,
-//!   `/proc`), not in bubblewrap's scratch root: the supervisor, which
+//!   `/proc` — PID 1's and the commands' own), not in bubblewrap's scratch
+//!   root: the supervisor, which
 //!   creates files for the commands, cannot be made to write anywhere a
 //!   command could not (no confused deputy), even through a resolution bug;
 //! - scopes (ABI 6): no signal and no abstract unix socket across the
@@ -138,12 +139,15 @@ pub fn plan(abi: i64) -> (Coverage, u64, u64) {
 }
 
 /// PID 1's domain: `EXECUTE` beneath each of `exec_from`, the write rights
-/// beneath each of `writable` (see the module doc); missing paths are
-/// skipped (bwrap did not mount them either). Fails when Landlock is not
-/// available: then exec cannot be limited, and the sandbox must not start.
+/// beneath each of `writable` and of the directories `writable_dirs` holds
+/// (the commands' `/proc`, which no path of ours names); see the module
+/// doc. Missing paths are skipped (bwrap did not mount them either). Fails
+/// when Landlock is not available: then exec cannot be limited, and the
+/// sandbox must not start.
 pub fn domain(
     exec_from: &[impl AsRef<Path>],
     writable: &[impl AsRef<Path>],
+    writable_dirs: &[&OwnedFd],
 ) -> io::Result<(OwnedFd, Coverage)> {
     let abi = abi_version().map_err(|e| {
         io::Error::new(
@@ -161,6 +165,16 @@ pub fn domain(
         .filter(|(_, rights)| *rights != 0);
     for (root, rights) in grants {
         add_rule(&ruleset, root, rights)?;
+    }
+    if write_rights != 0 {
+        for dir in writable_dirs {
+            add_rule_fd(&ruleset, dir, write_rights).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("Landlock rule for the commands' /proc: {e}"),
+                )
+            })?;
+        }
     }
     Ok((ruleset, coverage))
 }
@@ -245,6 +259,16 @@ fn add_rule(ruleset: &OwnedFd, root: &Path, rights: u64) -> io::Result<()> {
     if rights == 0 {
         return Ok(());
     }
+    add_rule_fd(ruleset, &fd, rights).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("Landlock rule for {}: {e}", root.display()),
+        )
+    })
+}
+
+/// Grants `rights` beneath the directory (or file) `fd` holds.
+fn add_rule_fd(ruleset: &OwnedFd, fd: &OwnedFd, rights: u64) -> io::Result<()> {
     let rule = PathBeneathAttr {
         allowed_access: rights,
         parent_fd: fd.as_raw_fd(),
@@ -260,11 +284,7 @@ fn add_rule(ruleset: &OwnedFd, root: &Path, rights: u64) -> io::Result<()> {
         )
     };
     if added != 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(
-            e.kind(),
-            format!("Landlock rule for {}: {e}", root.display()),
-        ));
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }

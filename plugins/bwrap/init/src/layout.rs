@@ -22,9 +22,12 @@
 //!    without a capability read-only ([`PROC_READ_ONLY`]): the sandbox runs
 //!    as the server's uid, and for a server run as root the sysctl check
 //!    trusts that uid alone — host root is never root here;
-//! 3. makes a pid namespace for the commands (`crate::forker`): a command
+//! 3. makes a pid and a mount namespace for the commands
+//!    (`crate::namespaces`), a `/proc` of their own in it
+//!    (`crate::commands_proc`), then PID 1's Landlock domain, then the fork
+//!    thread that forks every command there (`crate::forker`): a command
 //!    cannot name the supervisor in `kill`, `ptrace`, `pidfd_open` or
-//!    `process_vm_*`; its reaper sets `vm.memfd_noexec` there, through a
+//!    `process_vm_*`; the reaper sets `vm.memfd_noexec` there, through a
 //!    descriptor opened before `/proc/sys` became read-only;
 //! 4. drops every capability, bounding set included, with the securebits
 //!    locked, so no command (not even uid 0) gets one back at exec.
@@ -39,6 +42,8 @@ use crate::caps::{CAP_SYS_PTRACE, keep_only};
 use crate::forker::Forker;
 use crate::masks::Masks;
 use crate::mount::{bind_onto_itself, read_only_bind, remount};
+use crate::namespaces::Namespaces;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 /// The step of the layout that failed; the launch fails with it.
 #[derive(Debug, thiserror::Error)]
@@ -74,8 +79,10 @@ pub enum LayoutError {
     /// What the caller's `confine` said.
     #[error(transparent)]
     Confine(Box<dyn std::error::Error + Send + Sync>),
-    #[error("a pid namespace for the commands")]
+    #[error("the commands' pid and mount namespaces")]
     PidNamespace(#[source] io::Error),
+    #[error("the commands' /proc")]
+    CommandsProc(#[source] io::Error),
     #[error("dropping capabilities")]
     Capabilities(#[source] io::Error),
 }
@@ -197,7 +204,8 @@ pub fn null_device_flags(mounts: &[Mount]) -> libc::c_ulong {
 /// Sets the layout up (see the module doc). Must run while this process
 /// has a single thread (`unshare(CLONE_NEWUSER)` requires it). `confine`
 /// gets the writable mounts' points (bubblewrap's scratch root `/` left
-/// out) and enters PID 1's Landlock domain (`crate::landlock`) before the
+/// out) and the commands' `/proc` (writable like ours, and a file system of
+/// its own), and enters PID 1's Landlock domain (`crate::landlock`) before the
 /// fork thread starts, so that thread and everything forked later are in
 /// the very same domain (one a thread enters on its own would be a sibling,
 /// and Landlock would then hide the commands from the supervisor). Returns
@@ -209,17 +217,22 @@ pub fn null_device_flags(mounts: &[Mount]) -> libc::c_ulong {
 /// non-dumpable commands (ssh, gpg-agent) instead of failing their calls;
 /// the fork thread, and so every command, keeps nothing.
 ///
+/// `commands_proc` mounts the commands' `/proc` once their namespaces exist
+/// and returns it (`crate::commands_proc`, whose maker was forked before
+/// anything else).
+///
 /// `exec_grants` are directories commands may execute from although they
 /// are writable (`--exec-grant`; the plan checked each is a writable place).
 /// `masks` hide secrets first, where bubblewrap's last mounts were
 /// (`crate::masks`). `caches` are mounted after the grants and before the
 /// `noexec` pass (`crate::caches`); those beneath a grant keep exec like it.
 pub fn enter<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
+    commands_proc: impl FnOnce(&Namespaces) -> io::Result<OwnedFd>,
     supervise: bool,
     exec_grants: &[String],
     masks: &Masks,
     caches: &CacheOverlays,
-    confine: impl FnOnce(&[String]) -> Result<(), E>,
+    confine: impl FnOnce(&[String], &OwnedFd) -> Result<(), E>,
 ) -> Result<Forker, LayoutError> {
     enter_own_user_namespace().map_err(LayoutError::UserNamespace)?;
     let text = std::fs::read_to_string("/proc/self/mountinfo").map_err(LayoutError::Mountinfo)?;
@@ -274,10 +287,17 @@ pub fn enter<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
             source,
         })?;
     }
-    confine(&writable).map_err(|e| LayoutError::Confine(e.into()))?;
-    // While we still hold CAP_SYS_ADMIN here: the thread inherits it to make
-    // the pid namespace, then drops it like we do below.
-    let forker = Forker::start(memfd_sysctl).map_err(LayoutError::PidNamespace)?;
+    // The commands' namespaces and their /proc, before our Landlock domain,
+    // which grants writing beneath that /proc as beneath ours.
+    let namespaces = Namespaces::make(memfd_sysctl.as_ref().map(AsRawFd::as_raw_fd))
+        .map_err(LayoutError::PidNamespace)?;
+    drop(memfd_sysctl);
+    let commands_proc = commands_proc(&namespaces).map_err(LayoutError::CommandsProc)?;
+    confine(&writable, &commands_proc).map_err(|e| LayoutError::Confine(e.into()))?;
+    drop(commands_proc);
+    // While we still hold CAP_SYS_ADMIN here: the thread inherits it to
+    // enter the namespaces, then drops it like we do below.
+    let forker = Forker::start(namespaces).map_err(LayoutError::PidNamespace)?;
     let keep = if supervise { 1 << CAP_SYS_PTRACE } else { 0 };
     keep_only(keep).map_err(LayoutError::Capabilities)?;
     Ok(forker)

@@ -8,6 +8,7 @@
 pub mod args;
 pub mod caches;
 pub mod caps;
+pub mod commands_proc;
 pub mod control;
 pub mod forker;
 pub mod forward;
@@ -16,6 +17,7 @@ pub mod landlock;
 pub mod layout;
 pub mod masks;
 mod mount;
+pub mod namespaces;
 pub mod outbox;
 pub mod proto;
 pub mod reap;

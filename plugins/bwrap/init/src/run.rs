@@ -76,11 +76,25 @@ pub fn main() -> ExitCode {
     // noexec, no capabilities (see `sandbox_init::layout`). Fail closed.
     // PID 1's Landlock domain is entered in there, before anything is
     // forked: the supervisor, the forwarder and every command are in it.
+    // Before anything else: the maker of the commands' /proc must be forked
+    // while we are in bubblewrap's namespaces (`sandbox_init::commands_proc`).
+    let proc_maker = match crate::commands_proc::ProcMaker::start() {
+        Ok(maker) => maker,
+        Err(e) => {
+            eprintln!("sandbox-init: the maker of the commands' /proc: {e}");
+            return ExitCode::from(125);
+        }
+    };
     let guarded = guard_config.is_some();
     exec_from.extend(exec_grants.iter().map(std::path::PathBuf::from));
-    let forker = match crate::layout::enter(guarded, &exec_grants, &masks, &caches, |writable| {
-        enter_domain(&exec_from, writable, guarded)
-    }) {
+    let forker = match crate::layout::enter(
+        |namespaces| proc_maker.mount(namespaces),
+        guarded,
+        &exec_grants,
+        &masks,
+        &caches,
+        |writable, commands_proc| enter_domain(&exec_from, writable, commands_proc, guarded),
+    ) {
         Ok(forker) => forker,
         Err(e) => {
             eprintln!("sandbox-init: {}", error_chain(&e));
@@ -130,12 +144,13 @@ pub fn main() -> ExitCode {
 fn enter_domain(
     exec_from: &[std::path::PathBuf],
     writable: &[String],
+    commands_proc: &std::os::fd::OwnedFd,
     guarded: bool,
 ) -> Result<(), String> {
     if exec_from.is_empty() {
         return Err("no --exec-from: nothing could be executed".into());
     }
-    let (ruleset, coverage) = crate::landlock::domain(exec_from, writable)
+    let (ruleset, coverage) = crate::landlock::domain(exec_from, writable, &[commands_proc])
         .map_err(|e| format!("PID 1's Landlock domain: {e}"))?;
     if guarded && !coverage.writes {
         return Err(format!(

@@ -264,6 +264,16 @@ impl Engine {
         if let Some(why) = refuse::refusal(spec, &resolved, home.as_deref(), &exists) {
             return Err(PluginError::new(ErrorCode::INVALID_SPEC, why));
         }
+        // SAFETY: geteuid cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        let state = resolve(&sandbox_paths::state_dirs::runtime_dir(
+            uid,
+            std::env::var_os("XDG_RUNTIME_DIR").as_deref(),
+            &std::env::temp_dir(),
+        ));
+        if let Some(why) = refuse::holds_server_state(&resolved, &state) {
+            return Err(PluginError::new(ErrorCode::INVALID_SPEC, why));
+        }
         let invalid = |e: SettingError| PluginError::from_error(ErrorCode::INVALID_REQUEST, &e);
         let mode = self.suspend.clone().map_err(invalid)?;
         let templates = self.templates.clone().map_err(invalid)?;

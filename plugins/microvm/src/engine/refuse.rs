@@ -6,7 +6,8 @@
 //! - asks for filename-glob write denies (no create-time guard here);
 //! - has a protected path inside a writable bind, or a writable bind at or
 //!   inside a protected path;
-//! - would show a home secret (`~/.ssh`, `~/.aws`, …) through a bind;
+//! - would show a home secret (`~/.ssh`, `~/.aws`, …) through a bind, or
+//!   the server's runtime dir ([`holds_server_state`]);
 //! - would make a mandatory-deny name writable (a shell rc file, a git hook
 //!   or config, a repository's `.git`, a tool's or an agent's config) that
 //!   exists in a writable bind or in `$HOME` when a writable bind shows it
@@ -117,6 +118,18 @@ pub fn refusal(
         }
     }
     None
+}
+
+/// Why a share must be refused for holding the server's runtime dir
+/// (`state`: every session's proxy sockets, saved VM templates), which bwrap
+/// masks inside such a bind and a 9p export cannot; or `None`.
+pub fn holds_server_state(shares: &[Share], state: &Path) -> Option<String> {
+    let share = shares.iter().find(|s| state.starts_with(&s.host))?;
+    Some(format!(
+        "the bind {} holds the server's runtime directory {} (every session's proxy sockets, saved VM templates), which the microvm backend cannot hide inside a 9p export; bind a directory that does not hold it, or use bwrap",
+        share.host.display(),
+        state.display()
+    ))
 }
 
 #[cfg(test)]
@@ -277,5 +290,16 @@ mod tests {
             None,
             "a project's bin/ is its own"
         );
+    }
+
+    #[test]
+    fn a_bind_holding_the_server_state_is_refused() {
+        let state = Path::new("/tmp/cc_server-0");
+        let why = holds_server_state(&[share("/tmp", true)], state).unwrap();
+        assert!(
+            why.contains("/tmp/cc_server-0") && why.contains("use bwrap"),
+            "{why}"
+        );
+        assert_eq!(holds_server_state(&[share("/work", false)], state), None);
     }
 }

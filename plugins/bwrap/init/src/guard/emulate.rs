@@ -3,7 +3,9 @@
 //!
 //! The path is copied out of the tracee once; its parent is opened the way
 //! the tracee would resolve it (from its cwd, root or directory descriptor,
-//! no magic links, absolute paths inside its root); the decision is made on
+//! absolute paths inside its root, in the tracee's own `/proc` — see
+//! [`super::view`] — and a magic link on the way followed to the directory
+//! it holds, see `walk`); the decision is made on
 //! (canonical parent, final name); then the supervisor performs the call
 //! relative to that parent descriptor, so what it checked is what happens.
 //! A symlink in final position is followed here, hop by hop, each hop
@@ -28,10 +30,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use super::bases::{self, Base};
-use super::{timing, tracee};
+use super::{timing, tracee, view};
 use sandbox_paths::write_rules::{Refusal, Rules};
 
 mod two_names;
+mod walk;
 
 /// Symlinks followed before giving up, as the kernel (ELOOP).
 const MAX_HOPS: usize = 40;
@@ -68,10 +71,7 @@ fn foreign_proc(tid: u32, fd: RawFd, path: &Path) -> bool {
         return false;
     }
     match proc_entry_pid(path) {
-        Some(pid) => match (tracee::tgid(pid), tracee::tgid(tid)) {
-            (Some(theirs), Some(ours)) => theirs != ours,
-            _ => true,
-        },
+        Some(pid) => !view::is_own(tid, pid),
         None => true,
     }
 }
@@ -234,25 +234,30 @@ fn dup(fd: &OwnedFd) -> Step<OwnedFd> {
     io(fd.try_clone())
 }
 
-/// `/proc/<our pid>`, computed once: every notification asks.
-fn own_proc_dir() -> &'static Path {
-    static OWN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    OWN.get_or_init(|| PathBuf::from(format!("/proc/{}", std::process::id())))
-}
-
 /// Resolves the directory part the way the tracee would.
-fn resolve(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
+fn resolve(tid: u32, as_command: &dyn AsCommand, start: Start<'_>, path: &[u8]) -> Step<Target> {
     let began = timing::begin();
-    let resolved = resolve_untimed(tid, start, path);
+    let resolved = resolve_untimed(tid, as_command, start, path);
     timing::end("resolve", began);
     resolved
 }
 
-fn resolve_untimed(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
+fn resolve_untimed(
+    tid: u32,
+    as_command: &dyn AsCommand,
+    start: Start<'_>,
+    path: &[u8],
+) -> Step<Target> {
     if path.is_empty() {
         return Err(Outcome::error(libc::ENOENT));
     }
-    let path = tracee::rewrite_self(path, tid);
+    let path = if view::names_self(path) {
+        // The supervisor is not in the tracee's pid namespace: its numbers.
+        let ids = view::ids(tid).ok_or_else(|| Outcome::error(libc::ENOENT))?;
+        view::rewrite_self(path, &ids)
+    } else {
+        path.to_vec()
+    };
     let (dir, name) = tracee::split(&path);
     let absolute = path[0] == b'/';
     let base = if absolute {
@@ -274,7 +279,7 @@ fn resolve_untimed(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
         resolve_flags |= libc::RESOLVE_IN_ROOT;
     }
     let dir_c = CString::new(dir).map_err(|_| Outcome::error(libc::EINVAL))?;
-    let walk = |base: &std::rc::Rc<OwnedFd>, flags: u64| {
+    let walk = |flags: u64| {
         tracee::openat2(
             base.as_raw_fd(),
             &dir_c,
@@ -283,46 +288,26 @@ fn resolve_untimed(tid: u32, start: Start<'_>, path: &[u8]) -> Step<Target> {
             flags,
         )
     };
-    let (parent, walked_from) = if dir_c.is_empty() || dir_c.as_bytes() == b"/" {
-        (base, None)
+    let parent = if dir_c.is_empty() || dir_c.as_bytes() == b"/" {
+        base
     } else {
-        (
-            std::rc::Rc::new(io(walk(&base, resolve_flags))?),
-            Some(base),
-        )
+        match walk(resolve_flags) {
+            Ok(fd) => std::rc::Rc::new(fd),
+            // A magic link on the way (`/proc/self/fd/3/x`), or a symlink to
+            // `self` of the tracee's /proc (`/dev/fd/3/x`): the kernel's
+            // one walk stops there for us, not for the tracee.
+            Err(e)
+                if e.raw_os_error() == Some(libc::ELOOP)
+                    || (e.raw_os_error() == Some(libc::ENOENT)
+                        && walk(resolve_flags | libc::RESOLVE_NO_SYMLINKS)
+                            .is_err_and(|e| e.raw_os_error() == Some(libc::ELOOP))) =>
+            {
+                walk::by_hand(tid, as_command, &base, dir_c.as_bytes())?
+            }
+            Err(e) => return Err(Outcome::error(errno_of(&e))),
+        }
     };
-    let mut parent_path = io(tracee::dir_path(parent.as_raw_fd()))?;
-    // `/dev/fd` leads to `/proc/self/fd`, which the supervisor resolves to
-    // its *own* /proc entry: the tracee meant its own. Only a symlink on the
-    // way can have done that; a path that names PID 1's entry outright
-    // (`/proc/1/mem`) is left as it is — another process's entry, which
-    // only a command's credentials open (see `foreign_proc`).
-    let via_symlink = || {
-        walked_from.as_ref().is_some_and(|base| {
-            walk(base, resolve_flags | libc::RESOLVE_NO_SYMLINKS)
-                .is_err_and(|e| e.raw_os_error() == Some(libc::ELOOP))
-        })
-    };
-    if let Ok(rest) = parent_path.strip_prefix(own_proc_dir())
-        && via_symlink()
-    {
-        let theirs = Path::new("/proc").join(tid.to_string()).join(rest);
-        let theirs_c =
-            CString::new(tracee::bytes(&theirs)).map_err(|_| Outcome::error(libc::EINVAL))?;
-        let fd = io(tracee::openat2(
-            libc::AT_FDCWD,
-            &theirs_c,
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            0,
-            libc::RESOLVE_NO_MAGICLINKS,
-        ))?;
-        parent_path = theirs;
-        return Ok(Target {
-            parent: std::rc::Rc::new(fd),
-            parent_path,
-            name,
-        });
-    }
+    let parent_path = io(tracee::dir_path(parent.as_raw_fd()))?;
     Ok(Target {
         parent,
         parent_path,
@@ -465,7 +450,7 @@ fn open(
     };
     if flags & TMPFILE_BIT != 0 {
         // An unnamed file in a directory: no name to judge (linking it is).
-        let t = resolve(tid, Start::Tracee(dirfd), path)?;
+        let t = resolve(tid, as_command, Start::Tracee(dirfd), path)?;
         let name = t.name_c()?;
         let dir = io(tracee::openat2(
             t.parent.as_raw_fd(),
@@ -489,7 +474,7 @@ fn open(
     let mut holder: Option<std::rc::Rc<OwnedFd>> = None;
     for _ in 0..=MAX_HOPS {
         let start = holder.as_deref().map_or(Start::Tracee(dirfd), Start::Dir);
-        let t = resolve(tid, start, &text)?;
+        let t = resolve(tid, as_command, start, &text)?;
         if let Some(owner) = proc_fd_owner(&t.parent_path) {
             return magic_open(rules, as_command, tid, owner, &t, flags, write, syscall);
         }
@@ -571,24 +556,38 @@ fn judge_file(rules: &Rules, file: &OwnedFd, syscall: &'static str) -> Step<()> 
     Ok(())
 }
 
-/// Whether `pid` is a thread of the caller's own process.
-fn own_process(tid: u32, pid: u32) -> bool {
-    let ours = tracee::tgid(tid);
-    ours.is_some() && tracee::tgid(pid) == ours
-}
-
-/// The file behind the magic link `t` (`/proc/<owner>/fd/<k>`): the
-/// caller's own descriptor taken as it is; another process's only as a
-/// command could reach it (the kernel's ptrace check, for a command).
+/// The file behind the magic link `t` (`/proc/<owner>/fd/<k>`, `owner` as
+/// the caller numbers it): the caller's own descriptor taken as it is;
+/// another process's only as a command could reach it (the kernel's ptrace
+/// check, for a command).
 fn magic_file(as_command: &dyn AsCommand, tid: u32, owner: u32, t: &Target) -> Step<OwnedFd> {
     let k: i32 = std::str::from_utf8(&t.name)
         .ok()
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| Outcome::error(libc::ENOENT))?;
-    if own_process(tid, owner) {
-        return io(tracee::steal_fd(owner, k));
+    let ids = view::ids(tid);
+    // Its process's or its own table, by our numbers for them.
+    let outer = ids.and_then(|ids| match owner {
+        n if n == ids.tgid => Some(ids.outer_tgid),
+        n if n == ids.tid => Some(ids.outer_tid),
+        _ => None,
+    });
+    if let Some(outer) = outer {
+        return io(tracee::steal_fd(outer, k));
     }
     let name = t.name_c()?;
+    if view::is_own(tid, owner) {
+        // Another thread of its own process: the link followed by us, as
+        // the caller may follow it.
+        // SAFETY: openat relative to a directory we hold, with a valid C string.
+        return fd_result(unsafe {
+            libc::openat(
+                t.parent.as_raw_fd(),
+                name.as_ptr(),
+                libc::O_PATH | libc::O_CLOEXEC,
+            )
+        });
+    }
     io(as_command.openat(t.parent.as_raw_fd(), &name, libc::O_PATH, 0))
 }
 
@@ -741,7 +740,7 @@ fn run(
             };
             let path = string(tid, path_at)?;
             valid()?;
-            let t = resolve(tid, Start::Tracee(dirfd), &path)?;
+            let t = resolve(tid, as_command, Start::Tracee(dirfd), &path)?;
             let target = t.path();
             if let Some(refusal) = rules.check_create(&target) {
                 if exists(&t.parent, &t.name_c()?) {
@@ -772,7 +771,7 @@ fn run(
                 CString::new(string(tid, target_at)?).map_err(|_| Outcome::error(libc::EINVAL))?;
             let link = string(tid, link_at)?;
             valid()?;
-            let t = resolve(tid, Start::Tracee(dirfd), &link)?;
+            let t = resolve(tid, as_command, Start::Tracee(dirfd), &link)?;
             let target = t.path();
             // A symlink where protected names live (`.git/hooks -> elsewhere`)
             // would carry them out of the rules' sight; a directory is fine.
@@ -794,7 +793,7 @@ fn run(
         }
         libc::SYS_link | libc::SYS_linkat => two_names::link(rules, as_command, call, &valid),
         libc::SYS_rename | libc::SYS_renameat | libc::SYS_renameat2 => {
-            two_names::rename(rules, call, &valid)
+            two_names::rename(rules, as_command, call, &valid)
         }
         libc::SYS_unlink | libc::SYS_unlinkat | libc::SYS_rmdir => {
             let (dirfd, path_at, flags, name) = match call.nr {
@@ -804,7 +803,7 @@ fn run(
             };
             let path = string(tid, path_at)?;
             valid()?;
-            let t = resolve(tid, Start::Tracee(dirfd), &path)?;
+            let t = resolve(tid, as_command, Start::Tracee(dirfd), &path)?;
             let target = t.path();
             let cname = t.name_c()?;
             if let Some(refusal) = rules

@@ -16,6 +16,7 @@ pub mod notify;
 pub mod pending;
 pub mod timing;
 pub mod tracee;
+pub mod view;
 
 use self::emulate::{Answer, AsCommand, Denial};
 use self::notify::Listener;

@@ -161,6 +161,9 @@ pub fn fd_path(fd: RawFd) -> io::Result<PathBuf> {
     Ok(PathBuf::from(OsString::from_vec(buf)))
 }
 
+/// What `getcwd` puts before a directory outside our root's mount tree.
+const UNREACHABLE: &[u8] = b"(unreachable)";
+
 thread_local! {
     /// Whether this thread's working directory is its own (see
     /// [`own_working_directory`]): only then may [`dir_path`] move it.
@@ -193,12 +196,17 @@ pub fn dir_path(fd: RawFd) -> io::Result<PathBuf> {
         // would treat an unreachable directory differently).
         let n =
             moved.then(|| unsafe { libc::syscall(libc::SYS_getcwd, buf.as_mut_ptr(), buf.len()) });
-        if let Some(n) = n.filter(|&n| n > 1)
-            && buf[0] == b'/'
-        {
+        if let Some(n) = n.filter(|&n| n > 1) {
             // The length counts the closing NUL.
-            let path = buf[..n as usize - 1].to_vec();
-            return Ok(PathBuf::from(OsString::from_vec(path)));
+            let path = &buf[..n as usize - 1];
+            // A command's files are on the mounts of its own mount
+            // namespace, which our root does not reach: `getcwd` names
+            // them from that namespace's root, after this prefix — the
+            // same path reading `/proc/self/fd/<fd>` gives.
+            let path = path.strip_prefix(UNREACHABLE).unwrap_or(path);
+            if path.first() == Some(&b'/') {
+                return Ok(PathBuf::from(OsString::from_vec(path.to_vec())));
+            }
         }
     }
     fd_path(fd)
@@ -318,20 +326,6 @@ pub fn split(path: &[u8]) -> (Vec<u8>, Vec<u8>) {
     }
 }
 
-/// `/proc/self/…` and `/proc/thread-self/…` as the tracee means them.
-pub fn rewrite_self(path: &[u8], tid: u32) -> Vec<u8> {
-    for prefix in [&b"/proc/self"[..], &b"/proc/thread-self"[..]] {
-        if let Some(rest) = path.strip_prefix(prefix)
-            && (rest.is_empty() || rest[0] == b'/')
-        {
-            let mut out = format!("/proc/{tid}").into_bytes();
-            out.extend_from_slice(rest);
-            return out;
-        }
-    }
-    path.to_vec()
-}
-
 /// Joins a canonical directory and a name.
 pub fn join(parent: &std::path::Path, name: &[u8]) -> PathBuf {
     parent.join(OsStr::from_bytes(name))
@@ -353,20 +347,6 @@ mod tests {
         assert_eq!(split(b"/c"), (b"/".to_vec(), b"c".to_vec()));
         assert_eq!(split(b"a/dir//"), (b"a".to_vec(), b"dir".to_vec()));
         assert_eq!(split(b"/"), (b"/".to_vec(), b"".to_vec()));
-    }
-
-    #[test]
-    fn proc_self_means_the_tracee() {
-        assert_eq!(
-            rewrite_self(b"/proc/self/fd/1", 42),
-            b"/proc/42/fd/1".to_vec()
-        );
-        assert_eq!(rewrite_self(b"/proc/thread-self", 42), b"/proc/42".to_vec());
-        assert_eq!(
-            rewrite_self(b"/proc/selfish", 42),
-            b"/proc/selfish".to_vec()
-        );
-        assert_eq!(rewrite_self(b"x", 42), b"x".to_vec());
     }
 
     #[test]

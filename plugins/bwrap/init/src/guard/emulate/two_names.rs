@@ -32,14 +32,22 @@ pub(super) fn link(
     let source = if old.is_empty() && flags & libc::AT_EMPTY_PATH != 0 {
         io(tracee::steal_fd(tid, olddirfd))?
     } else {
-        let t = resolve(tid, Start::Tracee(olddirfd), &old)?;
+        let t = resolve(tid, as_command, Start::Tracee(olddirfd), &old)?;
         let cname = t.name_c()?;
         let follow_links = flags & libc::AT_SYMLINK_FOLLOW != 0;
         if follow_links && let Some(owner) = proc_fd_owner(&t.parent_path) {
             // `/proc/self/fd/N` with AT_SYMLINK_FOLLOW (how an O_TMPFILE file
             // gets a name): the file is the tracee's descriptor N.
             let file = magic_file(as_command, tid, owner, &t)?;
-            return link_file(rules, file, tid, newdirfd, &new, Known::default());
+            return link_file(
+                rules,
+                as_command,
+                file,
+                tid,
+                newdirfd,
+                &new,
+                Known::default(),
+            );
         }
         let follow = if follow_links { 0 } else { libc::O_NOFOLLOW };
         let source = io(tracee::openat2(
@@ -53,13 +61,21 @@ pub(super) fn link(
             // The name itself was opened: its path is the one resolved.
             let known = Known {
                 source_path: Some(t.path()),
-                target: sibling_of(&t, &old, &new, olddirfd == newdirfd, tid),
+                target: sibling_of(&t, &old, &new, olddirfd == newdirfd),
             };
-            return link_file(rules, source, tid, newdirfd, &new, known);
+            return link_file(rules, as_command, source, tid, newdirfd, &new, known);
         }
         source
     };
-    link_file(rules, source, tid, newdirfd, &new, Known::default())
+    link_file(
+        rules,
+        as_command,
+        source,
+        tid,
+        newdirfd,
+        &new,
+        Known::default(),
+    )
 }
 
 /// What a link already knows before [`link_file`]: the source's path, and
@@ -82,13 +98,14 @@ fn sibling_of(
     first: &[u8],
     second: &[u8],
     same_start: bool,
-    tid: u32,
 ) -> Option<Target> {
     if !same_start || first.is_empty() || second.is_empty() {
         return None;
     }
-    let (first_dir, _) = tracee::split(&tracee::rewrite_self(first, tid));
-    let (second_dir, name) = tracee::split(&tracee::rewrite_self(second, tid));
+    // Compared as written: `/proc/self/x` and `/proc/<n>/x` are not
+    // taken for one directory (each is resolved by itself instead).
+    let (first_dir, _) = tracee::split(first);
+    let (second_dir, name) = tracee::split(second);
     if first_dir != second_dir || (first[0] == b'/') != (second[0] == b'/') {
         return None;
     }
@@ -102,6 +119,7 @@ fn sibling_of(
 /// Links the file we hold under the tracee's new name, after checking both.
 fn link_file(
     rules: &Rules,
+    as_command: &dyn AsCommand,
     source: OwnedFd,
     tid: u32,
     newdirfd: i32,
@@ -127,7 +145,7 @@ fn link_file(
     }
     let t = match known.target {
         Some(t) => t,
-        None => resolve(tid, Start::Tracee(newdirfd), new)?,
+        None => resolve(tid, as_command, Start::Tracee(newdirfd), new)?,
     };
     let target = t.path();
     if let Some(refusal) = rules.check_create(&target) {
@@ -149,7 +167,12 @@ fn link_file(
     Ok(unit_result(i64::from(rc)))
 }
 
-pub(super) fn rename(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -> Step<Outcome> {
+pub(super) fn rename(
+    rules: &Rules,
+    as_command: &dyn AsCommand,
+    call: &Call,
+    valid: &dyn Fn() -> Step<()>,
+) -> Step<Outcome> {
     let (tid, a) = (call.tid, &call.args);
     let (olddirfd, old_at, newdirfd, new_at, flags) = match call.nr {
         libc::SYS_rename => (libc::AT_FDCWD, a[0], libc::AT_FDCWD, a[1], 0u32),
@@ -159,10 +182,10 @@ pub(super) fn rename(rules: &Rules, call: &Call, valid: &dyn Fn() -> Step<()>) -
     let old = string(tid, old_at)?;
     let new = string(tid, new_at)?;
     valid()?;
-    let from = resolve(tid, Start::Tracee(olddirfd), &old)?;
-    let to = match sibling_of(&from, &old, &new, olddirfd == newdirfd, tid) {
+    let from = resolve(tid, as_command, Start::Tracee(olddirfd), &old)?;
+    let to = match sibling_of(&from, &old, &new, olddirfd == newdirfd) {
         Some(to) => to,
-        None => resolve(tid, Start::Tracee(newdirfd), &new)?,
+        None => resolve(tid, as_command, Start::Tracee(newdirfd), &new)?,
     };
     let (from_path, to_path) = (from.path(), to.path());
     // Moving a protected name (or a directory protected names live in)
@@ -250,9 +273,8 @@ mod tests {
             parent_path: dir.clone(),
             name: b"tmp_obj".to_vec(),
         };
-        let tid = std::process::id();
         let shared = |a: &[u8], b: &[u8], same_start| {
-            sibling_of(&first, a, b, same_start, tid).map(|t| (t.parent_path, t.name))
+            sibling_of(&first, a, b, same_start).map(|t| (t.parent_path, t.name))
         };
         assert_eq!(
             shared(b"objects/ab/tmp_obj", b"objects/ab/cdef", true),
