@@ -27,7 +27,10 @@ pub const GIT_WRITES: &[(&str, &str)] = &[
         "objects/**",
         "the object store (loose objects, packs, commit-graph, pack lists)",
     ),
-    ("refs/**", "branches, tags, remote-tracking refs, notes, stash"),
+    (
+        "refs/**",
+        "branches, tags, remote-tracking refs, notes, stash",
+    ),
     ("logs/**", "reflogs"),
     ("reftable/**", "refs in the reftable format"),
     ("packed-refs", "packed refs"),

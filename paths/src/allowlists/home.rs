@@ -37,10 +37,7 @@ pub const HOME_DATA: &[(&str, &str)] = &[
         ".zsh_history",
         "zsh's history: lines read back into its history list, never run",
     ),
-    (
-        ".python_history",
-        "Python's REPL history: lines, never run",
-    ),
+    (".python_history", "Python's REPL history: lines, never run"),
     (
         ".node_repl_history",
         "Node's REPL history: lines, never run",
@@ -63,7 +60,10 @@ pub const HOME_THROWAWAY: &[(&str, &str)] = &[(
 /// Places outside the dot-paths where tools keep code the host runs:
 /// read-only like a dot-path.
 pub const HOME_CODE_DIRS: &[(&str, &str)] = &[
-    ("bin", "on PATH at login (Debian's ~/.profile): shadows any command"),
+    (
+        "bin",
+        "on PATH at login (Debian's ~/.profile): shadows any command",
+    ),
     (
         "go",
         "GOPATH: the modules the host builds and `go install`'s bin",
@@ -219,10 +219,18 @@ mod tests {
     #[test]
     fn path_dirs_are_the_absolute_entries_and_the_homes() {
         let dirs = path_dirs(
-            Some(std::ffi::OsStr::new("/usr/bin:relative:/:/h/u/.cargo/bin::/opt/x/bin")),
+            Some(std::ffi::OsStr::new(
+                "/usr/bin:relative:/:/h/u/.cargo/bin::/opt/x/bin",
+            )),
             Some(Path::new("/h/u")),
         );
-        for want in ["/usr/bin", "/h/u/.cargo/bin", "/opt/x/bin", "/h/u/bin", "/h/u/go/bin"] {
+        for want in [
+            "/usr/bin",
+            "/h/u/.cargo/bin",
+            "/opt/x/bin",
+            "/h/u/bin",
+            "/h/u/go/bin",
+        ] {
             assert!(dirs.contains(&PathBuf::from(want)), "{want}: {dirs:?}");
         }
         assert!(!dirs.iter().any(|d| d == Path::new("/") || d.is_relative()));

@@ -86,12 +86,18 @@ fn path_directories_take_nothing() {
     let rules = Rules::new(&with_tools).unwrap();
     assert!(refused(&rules, "/w/proj/tools/bin/git"));
     assert!(rules.check_mkdir(Path::new("/w/proj/tools/bin")).is_none());
-    assert!(refused(&rules, "/w/proj/tools/bin"), "a file or a symlink there");
+    assert!(
+        refused(&rules, "/w/proj/tools/bin"),
+        "a file or a symlink there"
+    );
     let why = rules
         .check_create(Path::new("/w/proj/tools/bin/git"))
         .unwrap()
         .rule;
-    assert!(why.contains("PATH directory") && why.contains("--root"), "{why}");
+    assert!(
+        why.contains("PATH directory") && why.contains("--root"),
+        "{why}"
+    );
     for dir in ["/w/proj/tools/bin", "/w/proj/tools", "/w/proj"] {
         assert!(rules.check_structure(Path::new(dir)).is_some(), "{dir}");
     }
@@ -170,12 +176,18 @@ fn no_bare_repository_shape_inside_an_existing_one() {
     rules.protect_head_dir("/w/proj/docs".into());
     rules.scan_completed();
     assert!(refused(&rules, "/w/proj/sub/HEAD"));
-    assert!(refused(&rules, "/w/proj/sub/head"), "a case-folding filesystem");
+    assert!(
+        refused(&rules, "/w/proj/sub/head"),
+        "a case-folding filesystem"
+    );
     assert!(refused(&rules, "/w/proj/docs/objects"));
     assert!(rules.check_mkdir(Path::new("/w/proj/docs/refs")).is_some());
     assert!(!refused(&rules, "/w/proj/src/objects"));
     assert!(!refused(&rules, "/w/elsewhere/HEAD"), "outside it");
-    assert!(!refused(&rules, "/w/proj/.git/HEAD"), "its own git directory");
+    assert!(
+        !refused(&rules, "/w/proj/.git/HEAD"),
+        "its own git directory"
+    );
     assert!(rules.check_structure(Path::new("/w/proj/docs")).is_some());
 }
 
@@ -236,9 +248,17 @@ fn the_scan_finds_git_directories_and_where_home_links_lead() {
     .unwrap();
     assert!(scan_protected_inodes(&mut rules));
     let at = |rel: &str| w.join(rel);
-    assert!(rules.check_name(&at("proj/fixtures/bare.git/config")).is_some());
+    assert!(
+        rules
+            .check_name(&at("proj/fixtures/bare.git/config"))
+            .is_some()
+    );
     assert!(rules.check_name(&at("proj/.git/config")).is_some());
-    assert!(rules.check_create(&at("proj/fixtures/bare.git/index")).is_none());
+    assert!(
+        rules
+            .check_create(&at("proj/fixtures/bare.git/index"))
+            .is_none()
+    );
     assert!(rules.check_create(&at("proj/notes/refs")).is_some());
     assert!(rules.check_name(&at("home/dotfiles/tmux.conf")).is_some());
     assert!(rules.check_create(&at("home/dotfiles/other")).is_none());

@@ -127,6 +127,7 @@ pub fn guard(tools: &Tools) -> Result<(), String> {
             toolchains: &crate::toolchains::Found::default(),
             cache_bytes: crate::plan::DEFAULT_CACHE_BYTES,
             tmpfs_bytes: crate::limits::DEFAULT_TMPFS_BYTES,
+            path_dirs: &[],
         },
         &RealHost,
     )

@@ -31,6 +31,7 @@ use super::bases::{self, Base};
 use super::{timing, tracee};
 use sandbox_paths::write_rules::{Refusal, Rules};
 
+mod modes;
 mod two_names;
 
 /// Symlinks followed before giving up, as the kernel (ELOOP).
@@ -646,9 +647,9 @@ pub fn handle(
     still_valid: &dyn Fn() -> bool,
 ) -> Outcome {
     if is_barrier(call.nr) {
-        // Path-free (umask: forget the umasks we knew), or a call the
-        // guard does not judge, sent only to come after the answers
-        // before it (`seccomp::MODE_ARGS`): let it run as it is.
+        // Path-free (umask: forget the umasks we knew; chdir: forget the
+        // working directories kept), sent only to come after the answers
+        // before it (`seccomp::BARRIERS`): let it run as it is.
         if call.nr == libc::SYS_umask {
             memo.started_with = None;
             memo.umasks.clear();
@@ -667,8 +668,7 @@ pub fn handle(
 }
 
 fn is_barrier(nr: i64) -> bool {
-    use crate::seccomp::{BARRIERS, MODE_ARGS};
-    BARRIERS.contains(&nr) || MODE_ARGS.iter().any(|(n, _)| *n == nr)
+    crate::seccomp::BARRIERS.contains(&nr)
 }
 
 fn run(
@@ -743,7 +743,12 @@ fn run(
             valid()?;
             let t = resolve(tid, Start::Tracee(dirfd), &path)?;
             let target = t.path();
-            if let Some(refusal) = rules.check_create(&target) {
+            let refusal = if dev.is_none() {
+                rules.check_mkdir(&target)
+            } else {
+                rules.check_create(&target)
+            };
+            if let Some(refusal) = refusal {
                 if exists(&t.parent, &t.name_c()?) {
                     // What the kernel answers first; nothing is being created.
                     return Err(Outcome::error(libc::EEXIST));
@@ -793,6 +798,12 @@ fn run(
             Ok(unit_result(i64::from(rc)))
         }
         libc::SYS_link | libc::SYS_linkat => two_names::link(rules, as_command, call, &valid),
+        libc::SYS_chmod | libc::SYS_fchmod | libc::SYS_fchmodat | libc::SYS_fchmodat2 => {
+            modes::chmod(rules, call, &valid)
+        }
+        libc::SYS_setxattr | libc::SYS_lsetxattr | libc::SYS_fsetxattr => {
+            modes::setxattr(rules, call, &valid)
+        }
         libc::SYS_rename | libc::SYS_renameat | libc::SYS_renameat2 => {
             two_names::rename(rules, call, &valid)
         }
