@@ -23,9 +23,29 @@ use crate::write_deny::GlobSet;
 /// What git writes in ordinary work, relative to a git directory: globs,
 /// each with what it is. A lock file (`X.lock`) may change when `X` may.
 pub const GIT_WRITES: &[(&str, &str)] = &[
+    ("objects/??", "a directory of loose objects"),
+    ("objects/??/*", "loose objects and their temporary files"),
+    ("objects/pack", "the packs' directory"),
     (
-        "objects/**",
-        "the object store (loose objects, packs, commit-graph, pack lists)",
+        "objects/pack/*",
+        "packs, their indexes, reverse indexes, bitmaps, keep, promisor and mtimes files, \
+         the multi-pack index, their temporary files",
+    ),
+    (
+        "objects/pack/multi-pack-index.d/**",
+        "an incremental multi-pack index",
+    ),
+    ("objects/info/packs*", "the pack list for dumb transports"),
+    ("objects/info/commit-graph*", "the commit-graph"),
+    ("objects/info/commit-graphs/**", "a split commit-graph"),
+    (
+        "objects/tmp_objdir-*/**",
+        "the quarantine of objects a push or fetch brings",
+    ),
+    ("objects/incoming-*/**", "the quarantine of older gits"),
+    (
+        "objects/maintenance",
+        "`git maintenance`'s lock (as `.lock`)",
     ),
     (
         "refs/**",
@@ -313,6 +333,9 @@ mod tests {
             "worktrees/new/commondir",
             "a-name-nobody-listed",
             ".lock",
+            "objects/info/zz0",
+            "objects/zzz/x",
+            "objects/zz0",
         ] {
             assert!(!git.may_change(Path::new(no), false), "{no}");
         }
@@ -323,7 +346,13 @@ mod tests {
     #[test]
     fn directories_on_the_way_to_allowed_names_may_be_made() {
         let git = GitAllowlist::new();
-        for yes in ["info", "objects/info", "refs/heads/topic", "rebase-merge"] {
+        for yes in [
+            "info",
+            "objects/info",
+            "objects/ab",
+            "refs/heads/topic",
+            "rebase-merge",
+        ] {
             assert!(git.may_make_dir(Path::new(yes), false), "{yes}");
         }
         assert!(git.may_make_dir(Path::new("worktrees"), true));
@@ -332,6 +361,7 @@ mod tests {
         }
         assert!(git.holds_kept(Path::new("objects/info")));
         assert!(git.holds_kept(Path::new("objects")));
+        assert!(!git.may_make_dir(Path::new("objects/abc"), false));
         assert!(!git.holds_kept(Path::new("refs/heads")));
     }
 

@@ -308,10 +308,21 @@ mod tests {
     #[test]
     fn writable_home_binds_are_refused() {
         let home = Some(Path::new("/home/u"));
-        for host in ["/home/u", "/home", "/home/u/.config", "/home/u/.local/share"] {
+        for host in [
+            "/home/u",
+            "/home",
+            "/home/u/.config",
+            "/home/u/.local/share",
+        ] {
             let why = refusal(&spec(), &[share(host, false)], home, &only(&[])).unwrap();
-            assert!(why.contains("home allowlist") && why.contains("use bwrap"), "{why}");
-            assert_eq!(refusal(&spec(), &[share(host, true)], home, &only(&[])), None);
+            assert!(
+                why.contains("home allowlist") && why.contains("use bwrap"),
+                "{why}"
+            );
+            assert_eq!(
+                refusal(&spec(), &[share(host, true)], home, &only(&[])),
+                None
+            );
         }
         assert_eq!(
             refusal(&spec(), &[share("/home/u/proj", false)], home, &only(&[])),

@@ -378,6 +378,32 @@ fn is_dir(parent: &OwnedFd, name: &CStr) -> bool {
     found && st.st_mode & libc::S_IFMT == libc::S_IFDIR
 }
 
+/// The error an unlink or `rmdir` of a name gets without changing
+/// anything: ENOENT when it is not there, ENOTEMPTY for a directory that
+/// holds something.
+fn would_fail(parent: &OwnedFd, name: &CStr, flags: i32) -> Option<i32> {
+    if !exists(parent, name) {
+        return Some(libc::ENOENT);
+    }
+    if flags & libc::AT_REMOVEDIR == 0 || !is_dir(parent, name) {
+        return None;
+    }
+    // SAFETY: openat relative to a directory we hold.
+    let dir = unsafe {
+        libc::openat(
+            parent.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    let dir = fd_result(dir).ok()?;
+    let holds = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+        .ok()?
+        .next()
+        .is_some();
+    holds.then_some(libc::ENOTEMPTY)
+}
+
 /// Whether the name (not followed) is a file protected at start, under
 /// whatever path it has now: renaming an ancestor moves a protected file
 /// to a path its glob may not name (`existing:` globs protect the paths
@@ -822,6 +848,12 @@ fn run(
                 .check_structure(&target)
                 .or_else(|| protected_identity(rules, &t.parent, &cname))
             {
+                // Nothing would change (git unlinks names that may not be
+                // there, and `rmdir`s the directories a temporary file was
+                // in): the kernel's answer, no violation.
+                if let Some(errno) = would_fail(&t.parent, &cname, flags) {
+                    return Err(Outcome::error(errno));
+                }
                 return Err(deny("file-write-unlink", &target, refusal, name));
             }
             // SAFETY: unlinkat relative to a directory we hold.
