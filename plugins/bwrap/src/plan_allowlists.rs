@@ -5,10 +5,10 @@
 //!
 //! - A bound home: every top-level entry under its kept part (dot-paths,
 //!   `HOME_CODE_DIRS`) but the data and the throwaway overlays re-bound
-//!   read-only; the caches under it (the toolchains', and
-//!   `HOME_THROWAWAY`) shown as overlays on the bind, so their writes stay
-//!   in the sandbox; a writable bind of a kept part itself (`~/.config`)
-//!   made read-only.
+//!   read-only; the caches under it (the tools' default homes and caches,
+//!   and `HOME_THROWAWAY`) shown as overlays on the bind, so their writes
+//!   stay in the sandbox; a writable bind of a kept part itself
+//!   (`~/.config`) made read-only.
 //! - The git directories at the top of each writable root, with their
 //!   submodules' and worktrees': what tells git where to look or what to
 //!   run (`GIT_KEPT`) re-bound read-only where it exists.
@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use sandbox_paths::allowlists::git::GIT_KEPT;
 use sandbox_paths::allowlists::home::{self, HOME_THROWAWAY, HomeData};
 use sandbox_paths::secrets::HOME_SECRETS;
+use sandbox_paths::toolchains::{CACHES, HOMES};
 
 use super::{HostFacts, Kind};
 use crate::toolchains::Cache;
@@ -32,28 +33,63 @@ pub(super) fn kept_in_home(path: &Path, home: Option<&Path>) -> bool {
     home::kept_part(rel).is_some() && !HomeData::new().is_data(rel)
 }
 
-/// The caches a bound home adds: [`HOME_THROWAWAY`] that exist (its
-/// secrets hidden by whiteouts, as a toolchain cache's credentials are).
+/// The caches a bound home adds, those that exist: [`HOME_THROWAWAY`], and
+/// the default homes and caches of the tools the toolchain discovery knows
+/// (`CARGO_HOME` with its `bin` read-only, `GOPATH` likewise, `~/.npm`, …),
+/// whether or not the `PATH` leads there — in a bound home they are shown
+/// by the bind, so each is overlaid on it and nothing written there reaches
+/// the host. The home's secrets inside one are hidden by whiteouts, as a
+/// toolchain cache's credentials are. A cache inside another is left out.
 pub(super) fn home_throwaway(home: &Path, host: &dyn HostFacts) -> Vec<Cache> {
-    HOME_THROWAWAY
-        .iter()
-        .map(|(rel, _)| home.join(rel))
-        .filter(|dir| host.kind(dir) == Some(Kind::Dir) && host.link_target(dir).is_none())
-        .map(|dir| Cache {
-            tool: format!("~/{}", dir.strip_prefix(home).unwrap_or(&dir).display()),
-            hidden: HOME_SECRETS
+    let plain = |dir: &Path| host.kind(dir) == Some(Kind::Dir) && host.link_target(dir).is_none();
+    let mut caches: Vec<Cache> = Vec::new();
+    let mut add = |tool: String, dir: PathBuf, keep: &[&str], own: &[&str]| {
+        if !plain(&dir) {
+            return;
+        }
+        let mut hidden: Vec<PathBuf> = own
+            .iter()
+            .filter(|s| !s.contains('*'))
+            .map(PathBuf::from)
+            .collect();
+        hidden.extend(HOME_SECRETS.iter().filter_map(|(secret, _)| {
+            home.join(secret)
+                .strip_prefix(&dir)
+                .ok()
+                .map(Path::to_path_buf)
+        }));
+        caches.push(Cache {
+            tool,
+            read_only: keep
                 .iter()
-                .filter_map(|(secret, _)| {
-                    home.join(secret)
-                        .strip_prefix(&dir)
-                        .ok()
-                        .map(Path::to_path_buf)
-                })
+                .map(|k| dir.join(k))
+                .filter(|d| host.kind(d) == Some(Kind::Dir))
                 .collect(),
-            read_only: Vec::new(),
+            hidden,
             path: dir,
-        })
-        .collect()
+        });
+    };
+    for (rel, _) in HOME_THROWAWAY {
+        add(format!("~/{rel}"), home.join(rel), &[], &[]);
+    }
+    for tool in HOMES {
+        if let (Some(keep), Some(rel)) = (tool.overlay, tool.default) {
+            add(tool.tool.to_owned(), home.join(rel), keep, tool.secrets);
+        }
+    }
+    for (tool, _, default) in CACHES {
+        if let Some(rel) = default {
+            add((*tool).to_owned(), home.join(rel), &[], &[]);
+        }
+    }
+    let all = caches.clone();
+    caches.retain(|c| {
+        !all.iter()
+            .any(|o| o.path != c.path && c.path.starts_with(&o.path))
+    });
+    caches.sort_by(|a, b| a.path.cmp(&b.path));
+    caches.dedup_by(|a, b| a.path == b.path);
+    caches
 }
 
 /// The top-level entries of a bound home to keep read-only by mounts

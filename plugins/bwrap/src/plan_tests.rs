@@ -607,7 +607,8 @@ fn git_internals_and_home_families_that_exist_are_read_only() {
 
 /// SPEC G5 (the allowlists' mounts): in a bound home every existing
 /// top-level dot entry and code place is re-bound read-only but the
-/// history data and the caches (`~/.cache` an overlay on the bind); a
+/// history data and the caches (`~/.cache` and `~/go` overlays on the
+/// bind); a
 /// symlinked dot-file is kept where it leads; a git directory's
 /// `commondir`, `gitdir`, alternates, grafts and `shallow` are re-bound
 /// where they exist; a PATH directory inside a bind is read-only and the
@@ -665,7 +666,6 @@ fn a_bound_homes_kept_part_git_pointers_and_path_dirs_are_read_only() {
     for path in [
         "/home/u/.config",
         "/home/u/.newtool",
-        "/home/u/go",
         "/home/u/dotfiles/tmux.conf",
         "/work/proj/.git/shallow",
         "/work/proj/.git/objects/info/alternates",
@@ -683,14 +683,19 @@ fn a_bound_homes_kept_part_git_pointers_and_path_dirs_are_read_only() {
     ] {
         assert!(!plan.protected.contains(&PathBuf::from(free)), "{free}");
     }
-    let overlays = caches_arg(&args).expect("~/.cache overlaid on the bind");
-    assert_eq!(overlays.overlays[0].point, "/home/u/.cache");
+    // `~/.cache` and GOPATH's default: overlays on the bind.
+    let overlays = caches_arg(&args).expect("overlays on the bind");
+    let points: Vec<&str> = overlays.overlays.iter().map(|o| o.point.as_str()).collect();
+    assert_eq!(points, ["/home/u/.cache", "/home/u/go"]);
     let guard = plan.guard.unwrap();
     assert_eq!(
         guard.allowlisted_home.as_deref(),
         Some(Path::new("/home/u"))
     );
-    assert_eq!(guard.throwaway, [PathBuf::from("/home/u/.cache")]);
+    assert_eq!(
+        guard.throwaway,
+        [PathBuf::from("/home/u/.cache"), "/home/u/go".into()]
+    );
     let mut path_dirs = guard.path_dirs.clone();
     path_dirs.sort();
     assert_eq!(
