@@ -860,8 +860,9 @@ fn random_names_in_a_git_directory_of_launch_are_refused() {
 }
 
 /// G5, G4 (everyday git that writes config): in a repository of launch,
-/// `git remote add`, setting a branch's upstream, the upstream `git push
-/// -u` records and `git submodule init` are refused naming the rule and the
+/// `git remote add`, setting a branch's upstream (`git branch -u`, `git
+/// switch --track`), the upstream `git push -u` records and `git submodule
+/// init` are refused naming the rule and the
 /// remedy (the config is what tells git what to run); a push reaches the
 /// remote,
 /// and in a clone made inside each of them works. Host: the repository's
@@ -901,6 +902,7 @@ fn everyday_git_that_writes_config_is_refused_in_a_repository_of_launch_and_work
         for (label, cmd) in [
             ("remote-add", "git remote add upstream ../remote.git"),
             ("upstream", "git branch topic && git branch -u topic main"),
+            ("switch-track", "git switch -q -c tracked --track main"),
             ("push-u", "git push -q -u ../remote.git main"),
             ("submodule-init", "git submodule init"),
         ] {
@@ -916,7 +918,7 @@ fn everyday_git_that_writes_config_is_refused_in_a_repository_of_launch_and_work
         );
         let home = owned_dir(&account);
         let out = sandbox_sh(&plugins, &account, w, home.path(), SYSTEM_PATH, &script);
-        for label in ["remote-add", "upstream", "submodule-init"] {
+        for label in ["remote-add", "upstream", "switch-track", "submodule-init"] {
             assert_line(&out, &format!("{label}=failed"));
         }
         // `push -u` pushes, then fails to record the upstream: git says so
