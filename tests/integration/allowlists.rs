@@ -944,3 +944,50 @@ fn everyday_git_that_writes_config_is_refused_in_a_repository_of_launch_and_work
         );
     }
 }
+
+/// G5, item 2's last part: the configs of other agents at a workdir's top
+/// that start programs — MCP server lists, hooks, notify, lint and test
+/// commands, tasks — are refused like `.claude/` and `.mcp.json` (names,
+/// since a project's tree is the agent's work); below the top they are a
+/// project's files. Host: none exists.
+#[test]
+fn other_agents_configs_at_a_workdirs_top_are_refused() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let configs = [
+        ".codex/config.toml",
+        ".gemini/settings.json",
+        ".cursor/mcp.json",
+        ".continue/config.json",
+        ".roo/mcp.json",
+        ".kilocode/mcp.json",
+        ".amazonq/mcp.json",
+        ".zed/tasks.json",
+        ".aider.conf.yml",
+        "opencode.json",
+        ".opencode/plugin/x.ts",
+    ];
+    for account in accounts() {
+        let work = owned_dir(&account);
+        let w = work.path();
+        let mut script = String::new();
+        for (i, rel) in configs.iter().enumerate() {
+            let dir = Path::new(rel).parent().unwrap().display().to_string();
+            let mkdir = if dir.is_empty() {
+                String::new()
+            } else {
+                format!("mkdir -p '{dir}' && ")
+            };
+            script += &attempt(&format!("c{i}"), &format!("{mkdir}echo '{{}}' > '{rel}'"));
+        }
+        script += &attempt("below-top", "mkdir -p sub/.cursor && echo x > sub/.cursor/notes");
+        let home = owned_dir(&account);
+        let out = sandbox_sh(&plugins, &account, w, home.path(), SYSTEM_PATH, &script);
+        for (i, rel) in configs.iter().enumerate() {
+            assert_line(&out, &format!("c{i}=failed"));
+            let top = Path::new(rel).components().next().unwrap();
+            assert_absent(&w.join(top), &out);
+        }
+        assert_line(&out, "below-top=ok");
+    }
+}

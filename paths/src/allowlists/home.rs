@@ -198,6 +198,21 @@ mod tests {
         }
     }
 
+    /// Each entry has its reason in the threat model (§4), so the page
+    /// names every one.
+    #[test]
+    fn the_threat_model_names_every_entry() {
+        let page = include_str!("../../../docs/threat-model.md");
+        for (entry, _) in HOME_DATA
+            .iter()
+            .chain(HOME_THROWAWAY)
+            .chain(HOME_CODE_DIRS)
+            .chain(HOME_PATH_DIRS)
+        {
+            assert!(page.contains(&format!("`{entry}`")), "{entry}");
+        }
+    }
+
     #[test]
     fn dot_paths_and_code_dirs_are_kept_the_rest_is_free() {
         for kept in [
