@@ -980,7 +980,10 @@ fn other_agents_configs_at_a_workdirs_top_are_refused() {
             };
             script += &attempt(&format!("c{i}"), &format!("{mkdir}echo '{{}}' > '{rel}'"));
         }
-        script += &attempt("below-top", "mkdir -p sub/.cursor && echo x > sub/.cursor/notes");
+        script += &attempt(
+            "below-top",
+            "mkdir -p sub/.cursor && echo x > sub/.cursor/notes",
+        );
         let home = owned_dir(&account);
         let out = sandbox_sh(&plugins, &account, w, home.path(), SYSTEM_PATH, &script);
         for (i, rel) in configs.iter().enumerate() {

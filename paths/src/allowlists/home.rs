@@ -118,6 +118,20 @@ pub fn path_dirs(path_var: Option<&std::ffi::OsStr>, home: Option<&Path>) -> Vec
     dirs
 }
 
+/// Whether the home-relative path `rel` lies under the kept part of the
+/// home ([`kept_part`] without its words: the guard asks this of every
+/// write in a bound home).
+pub fn is_kept(rel: &Path) -> bool {
+    let Some(Component::Normal(first)) = rel.components().next() else {
+        return false;
+    };
+    let bytes = first.as_encoded_bytes();
+    bytes.first() == Some(&b'.')
+        || HOME_CODE_DIRS
+            .iter()
+            .any(|(name, _)| name.as_bytes() == bytes)
+}
+
 /// Why the home-relative path `rel` is kept read-only: it lies under a
 /// dot-path or a [`HOME_CODE_DIRS`] place (the name of that top entry and
 /// the reason), or `None`.
@@ -215,6 +229,8 @@ mod tests {
 
     #[test]
     fn dot_paths_and_code_dirs_are_kept_the_rest_is_free() {
+        assert!(is_kept(Path::new(".x/y")) && is_kept(Path::new("R/lib")));
+        assert!(!is_kept(Path::new("proj/.git")) && !is_kept(Path::new("")));
         for kept in [
             ".bashrc",
             ".config/fish/config.fish",

@@ -43,7 +43,7 @@ use sandbox_plugin_api::SandboxSpec;
 
 use crate::toolchains::Found;
 use allowlists::{
-    git_internals, home_kept_entries, home_throwaway, kept_in_home, module_gitdirs,
+    git_internals, home_kept_entries, home_throwaway, kept_read_only, module_gitdirs,
     resolve_existing_prefix,
 };
 use sandbox_paths::secrets::{
@@ -328,7 +328,8 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     args.tmpfs("/var/tmp", input.tmpfs_bytes);
 
     // 2. The binds. A writable bind of a kept part of the home
-    //    (`~/.config`) is read-only: the home's allowlist.
+    //    (`~/.config`) or inside a git directory is read-only: the
+    //    allowlists.
     let home = input
         .home
         .map(|h| host.resolve(h).unwrap_or_else(|| h.to_path_buf()));
@@ -344,8 +345,9 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         let resolved = host
             .resolve(literal)
             .ok_or_else(|| PlanError::BindMissing(literal.clone()))?;
-        let writable =
-            spec.binds_writable() && !bind.read_only && !kept_in_home(&resolved, home.as_deref());
+        let writable = spec.binds_writable()
+            && !bind.read_only
+            && !kept_read_only(&resolved, home.as_deref(), host);
         let guest = bind.guest_path();
         if !guest.is_absolute() {
             return Err(PlanError::NotAbsolute(
@@ -365,7 +367,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         let resolved = host
             .resolve(dir)
             .ok_or_else(|| PlanError::BindMissing(dir.clone()))?;
-        let writable = !kept_in_home(&resolved, home.as_deref());
+        let writable = !kept_read_only(&resolved, home.as_deref(), host);
         push_view(&mut views, &resolved, dir, writable);
         if resolved != *dir {
             push_view(&mut views, &resolved, &resolved, writable);

@@ -8,7 +8,7 @@
 //!   read-only; the caches under it (the tools' default homes and caches,
 //!   and `HOME_THROWAWAY`) shown as overlays on the bind, so their writes
 //!   stay in the sandbox; a writable bind of a kept part itself
-//!   (`~/.config`) made read-only.
+//!   (`~/.config`) made read-only, and so is one inside a git directory.
 //! - The git directories at the top of each writable root, with their
 //!   submodules' and worktrees': what tells git where to look or what to
 //!   run (`GIT_KEPT`) re-bound read-only where it exists.
@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use sandbox_paths::allowlists::git::GIT_KEPT;
+use sandbox_paths::allowlists::git::{self, GIT_KEPT};
 use sandbox_paths::allowlists::home::{self, HOME_THROWAWAY, HomeData};
 use sandbox_paths::secrets::HOME_SECRETS;
 use sandbox_paths::toolchains::{CACHES, HOMES};
@@ -24,13 +24,30 @@ use sandbox_paths::toolchains::{CACHES, HOMES};
 use super::{HostFacts, Kind};
 use crate::toolchains::Cache;
 
-/// Whether a writable bind of the host path `path` (resolved) lies at or
-/// under the kept part of `home` (and is not data): it is made read-only.
-pub(super) fn kept_in_home(path: &Path, home: Option<&Path>) -> bool {
-    let Some(rel) = home.and_then(|h| path.strip_prefix(h).ok()) else {
-        return false;
-    };
-    home::kept_part(rel).is_some() && !HomeData::new().is_data(rel)
+/// Whether a writable bind of the host path `path` (resolved) is made
+/// read-only: it lies at or under the kept part of `home` (and is not
+/// data), or inside a git directory (`.git/refs` bound alone: the guard's
+/// scan would not see the git directory above it, so nothing of it may
+/// change).
+pub(super) fn kept_read_only(path: &Path, home: Option<&Path>, host: &dyn HostFacts) -> bool {
+    let in_home = home
+        .and_then(|h| path.strip_prefix(h).ok())
+        .is_some_and(|rel| home::kept_part(rel).is_some() && !HomeData::new().is_data(rel));
+    in_home || path.ancestors().skip(1).any(|dir| is_git_dir(dir, host))
+}
+
+/// Whether `dir` has a git directory's shape (`sandbox_paths::allowlists::git::is_git_dir`).
+fn is_git_dir(dir: &Path, host: &dyn HostFacts) -> bool {
+    use sandbox_paths::allowlists::git::Entry;
+    git::is_git_dir(|name| {
+        let path = dir.join(name);
+        match (host.link_target(&path), host.kind(&path)) {
+            (Some(_), Some(_)) if name == "HEAD" => Some(Entry::Link),
+            (_, Some(Kind::Dir)) => Some(Entry::Dir),
+            (_, Some(Kind::File)) => Some(Entry::File),
+            (_, None) => None,
+        }
+    })
 }
 
 /// The caches a bound home adds, those that exist: [`HOME_THROWAWAY`], and

@@ -708,8 +708,8 @@ fn a_bound_homes_kept_part_git_pointers_and_path_dirs_are_read_only() {
 }
 
 /// SPEC G5: a writable bind of a part of the home the allowlist keeps
-/// (`~/.config`, `~/.local`) is read-only; one of the home's own work
-/// (`~/proj`) stays writable.
+/// (`~/.config`, `~/.local`) is read-only, and so is one inside a git
+/// directory; one of the home's own work (`~/proj`) stays writable.
 #[test]
 fn a_writable_bind_of_a_kept_part_of_the_home_is_read_only() {
     let mut host = FakeHost::standard();
@@ -725,6 +725,20 @@ fn a_writable_bind_of_a_kept_part_of_the_home_is_read_only() {
     );
     assert!(
         has(&args, &["--bind", "/home/u/proj", "/home/u/proj"]),
+        "{args:?}"
+    );
+    // Inside a git directory (the guard would not see it from inside).
+    host.dir("/work/proj/.git")
+        .dir("/work/proj/.git/objects")
+        .dir("/work/proj/.git/refs")
+        .file("/work/proj/.git/HEAD");
+    let spec = spec_with(vec![bind("/work/proj/.git/refs", false)]);
+    let args = strings(&run(&spec, &host).unwrap());
+    assert!(
+        has(
+            &args,
+            &["--ro-bind", "/work/proj/.git/refs", "/work/proj/.git/refs"]
+        ),
         "{args:?}"
     );
 }
