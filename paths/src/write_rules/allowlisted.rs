@@ -110,10 +110,10 @@ impl Rules {
     /// Whether one of the allowlists could refuse something at `path`.
     pub(super) fn allowlisted_could_refuse(&self, path: &Path) -> bool {
         let a = &self.allowlisted;
-        a.home.as_ref().is_some_and(|h| {
-            path.strip_prefix(&h.dir)
-                .is_ok_and(|rel| home::is_kept(rel))
-        }) || a.path_dirs.iter().any(|d| path.starts_with(d))
+        a.home
+            .as_ref()
+            .is_some_and(|h| path.strip_prefix(&h.dir).is_ok_and(home::is_kept))
+            || a.path_dirs.iter().any(|d| path.starts_with(d))
             || a.link_targets.iter().any(|t| path.starts_with(t))
             || self.git_dir_of(path).is_some()
             || is_name(path.file_name(), "HEAD")
