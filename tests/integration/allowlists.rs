@@ -828,7 +828,7 @@ fn random_names_in_a_git_directory_of_launch_are_refused() {
             let name = format!("z{}0", names.name());
             refused.push(Path::new("proj/.git").join(dir).join(name));
         }
-        let branches: Vec<String> = (0..5).map(|i| format!("b{i}-{}", names.name())).collect();
+        let branches: Vec<String> = (0..5).map(|i| format!("b{i}-{}", names.next())).collect();
         let mut script = String::new();
         for (i, rel) in refused.iter().enumerate() {
             let parent = rel.parent().unwrap().display().to_string();

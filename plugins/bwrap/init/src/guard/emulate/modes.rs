@@ -1,7 +1,8 @@
 //! Mode and extended-attribute changes (`chmod`, `fchmod`, `fchmodat`,
-//! `fchmodat2`, `setxattr`, `lsetxattr`, `fsetxattr`): judged as a change
-//! of the file they act on — a disabled git hook made executable, a kept
-//! file opened to others, an ACL that grants an execute bit — and done by
+//! `fchmodat2` with a mode that has an execute bit — the filter sends only
+//! those — and `setxattr`, `lsetxattr`, `fsetxattr`): judged as a change of
+//! the file they act on — a disabled git hook made executable, an ACL that
+//! grants an execute bit — and done by
 //! the supervisor on the very file it judged: an `O_PATH` descriptor
 //! reached hop by hop, changed through its `/proc/self/fd` link. A name
 //! swapped after the check changes nothing.
