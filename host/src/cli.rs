@@ -53,6 +53,100 @@ pub enum Command {
     /// The command policy, without running anything.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Workspaces: the checkouts a conversation clones (SPEC H1).
+    #[command(subcommand)]
+    Workspace(WorkspaceCommand),
+    /// Conversations: a copy-on-write clone of a workspace's checkouts
+    /// each, and their agents (SPEC H1, H10).
+    #[command(subcommand)]
+    Conversation(ConversationCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkspaceCommand {
+    /// Registers a workspace: its checkouts, never an agent's workdir.
+    Add(WorkspaceAddArgs),
+    /// Lists the workspaces.
+    List {
+        /// One JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Removes a workspace that has no conversations (its checkouts stay).
+    Remove {
+        /// The workspace.
+        name: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct WorkspaceAddArgs {
+    /// The workspace's name.
+    pub name: String,
+    /// A git checkout to register (`NAME=PATH`, or `PATH`: named after its
+    /// directory). Repeatable.
+    #[arg(long = "repo", value_name = "[NAME=]PATH")]
+    pub repos: Vec<String>,
+    /// A directory every agent of its conversations sees read-only.
+    #[arg(long, value_name = "DIR")]
+    pub attachments: Option<PathBuf>,
+    /// Clone files matching this glob although the dispatch policy calls
+    /// them secrets (`.env`, `config/*.pem`). Repeatable.
+    #[arg(long = "include-secret", value_name = "GLOB")]
+    pub include_secrets: Vec<String>,
+    /// One JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConversationCommand {
+    /// Makes a conversation: a reflink clone of every checkout of the
+    /// workspace, and its agents.
+    New {
+        /// The workspace.
+        #[arg(long, value_name = "NAME")]
+        workspace: String,
+        /// An agent to add. Repeatable (`run --agent` adds one too).
+        #[arg(long = "agent", value_name = "NAME")]
+        agents: Vec<String>,
+        /// One JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lists the conversations.
+    List {
+        /// One JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Removes a conversation: refused while a sandbox uses it, or while
+    /// it has commits not exported, unless --force.
+    Remove {
+        /// The conversation.
+        id: String,
+        /// Remove it even with commits not exported.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Brings the conversation's HEAD back as a branch of the registered
+    /// checkout; runs no hook, touches neither its working tree nor HEAD.
+    Export {
+        /// The conversation.
+        id: String,
+        /// The branch to write in the registered checkout.
+        #[arg(long, value_name = "NAME")]
+        branch: String,
+        /// Which repository (needed when the workspace has several).
+        #[arg(long, value_name = "NAME")]
+        repo: Option<String>,
+        /// Replace a branch that is not an ancestor (not a fast-forward).
+        #[arg(long)]
+        force: bool,
+        /// One JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -146,6 +240,14 @@ pub struct RunArgs {
     /// not use it where an agent drives the terminal.
     #[arg(long)]
     pub ask: bool,
+    /// Run in this conversation as `--agent` (SPEC H10): the server binds
+    /// the agent's workdir, its config dir, the conversation's `repos/`
+    /// and the workspace's attachments, and nothing else.
+    #[arg(long, value_name = "ID", requires = "agent", conflicts_with_all = ["spec", "binds", "workdir", "exec_grants"])]
+    pub conversation: Option<String>,
+    /// The agent of `--conversation` (added when it does not exist).
+    #[arg(long, value_name = "NAME", requires = "conversation")]
+    pub agent: Option<String>,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -49,6 +49,21 @@ pub struct FileConfig {
     pub api: Option<ApiSection>,
     /// What the server holds of commands' output for their clients.
     pub output: Option<OutputSection>,
+    /// Where workspaces keep their state and conversations (SPEC H1).
+    pub workspaces: Option<WorkspacesSection>,
+}
+
+/// `[workspaces]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspacesSection {
+    /// The state directory (the database); default
+    /// `$XDG_STATE_HOME/cc_server`, else `~/.local/state/cc_server`.
+    pub state_dir: Option<PathBuf>,
+    /// The data directory (conversations' clones, agents' dirs); default
+    /// `$XDG_DATA_HOME/cc_server`, else `~/.local/share/cc_server`. It must
+    /// be able to share extents with the registered checkouts.
+    pub data_dir: Option<PathBuf>,
 }
 
 /// `[output]`.
@@ -211,7 +226,10 @@ impl CommandFlags {
                 resolve: args.resolve.clone(),
                 ..Self::default()
             },
-            Command::Probe { .. } | Command::Policy(_) => Self::default(),
+            Command::Probe { .. }
+            | Command::Policy(_)
+            | Command::Workspace(_)
+            | Command::Conversation(_) => Self::default(),
         }
     }
 }
@@ -240,6 +258,10 @@ pub struct Settings {
     pub api: ApiSettings,
     /// `[output]`.
     pub output: OutputSettings,
+    /// `[workspaces] state_dir`, or its default; `None` without `HOME`.
+    pub state_dir: Option<PathBuf>,
+    /// `[workspaces] data_dir`, or its default; `None` without `HOME`.
+    pub data_dir: Option<PathBuf>,
 }
 
 /// `$XDG_STATE_HOME/cc_server/token`, else `~/.local/state/cc_server/token`.
@@ -345,6 +367,31 @@ impl Settings {
                 path: config_path.clone(),
                 message,
             })?;
+        let section = file.workspaces.clone().unwrap_or_default();
+        for (key, dir) in [
+            ("state_dir", &section.state_dir),
+            ("data_dir", &section.data_dir),
+        ] {
+            if dir.as_ref().is_some_and(|d| !d.is_absolute()) {
+                return Err(ConfigError::Parse {
+                    path: config_path,
+                    message: format!("[workspaces] {key} must be an absolute path"),
+                });
+            }
+        }
+        let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+        let state_dir = section.state_dir.or_else(|| {
+            sandbox_workspaces::dirs::default_state_dir(
+                std::env::var_os("XDG_STATE_HOME").as_deref(),
+                home.as_deref(),
+            )
+        });
+        let data_dir = section.data_dir.or_else(|| {
+            sandbox_workspaces::dirs::default_data_dir(
+                std::env::var_os("XDG_DATA_HOME").as_deref(),
+                home.as_deref(),
+            )
+        });
         let listen = match flags.listen.or(file.listen) {
             Some(addr) => addr,
             None => SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)),
@@ -370,6 +417,8 @@ impl Settings {
             config_file: common.config.clone(),
             api,
             output,
+            state_dir,
+            data_dir,
         })
     }
 
@@ -389,7 +438,48 @@ impl Settings {
             config_file: self.config_file.clone(),
             bind_roots: self.api.bind_roots.clone(),
             after_destroy: Some(crate::heap::give_back),
+            workspaces: None,
+            state_dir: self.state_dir.clone(),
+            data_dir: self.data_dir.clone(),
         }
+    }
+
+    /// The workspaces layer (SPEC H1): made when `create`, else only if a
+    /// database exists (nothing was ever registered otherwise). `None`
+    /// without a state directory.
+    pub fn workspaces(
+        &self,
+        create: bool,
+    ) -> Result<
+        Option<std::sync::Arc<sandbox_workspaces::Workspaces>>,
+        sandbox_workspaces::WorkspaceError,
+    > {
+        let (Some(state_dir), Some(data_dir)) = (&self.state_dir, &self.data_dir) else {
+            return Ok(None);
+        };
+        let settings = sandbox_workspaces::Settings {
+            state_dir: state_dir.clone(),
+            data_dir: data_dir.clone(),
+            home: std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(PathBuf::from),
+            write_deny_globs: self.dispatch.write_deny_globs.clone(),
+        };
+        Ok(sandbox_workspaces::Workspaces::open(settings, create)?.map(std::sync::Arc::new))
+    }
+
+    /// What the runtime starts with, the workspaces layer installed.
+    pub fn start_options_with(
+        &self,
+        layer: Option<&std::sync::Arc<sandbox_workspaces::Workspaces>>,
+    ) -> StartOptions {
+        let mut options = self.start_options();
+        options.workspaces = layer.map(|l| {
+            sandbox_runtime::layout::Layer(std::sync::Arc::new(sandbox_workspaces::Layer(
+                std::sync::Arc::clone(l),
+            )))
+        });
+        options
     }
 
     /// The lines every start that loads backends logs: a lowered dispatch

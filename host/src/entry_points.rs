@@ -77,4 +77,44 @@ pub const NOT_DISPATCHING: &[(&str, &str)] = &[
     ),
     ("api GET /v1/approvals", "an owner's connection"),
     ("api POST /v1/approvals/{id}", "an owner's answer"),
+    ("cli workspace add", "registers checkouts; runs nothing"),
+    ("cli workspace list", "lists workspaces"),
+    ("cli workspace remove", "forgets a workspace"),
+    (
+        "cli conversation new",
+        "clones checkouts by reflink; runs nothing",
+    ),
+    ("cli conversation list", "lists conversations"),
+    ("cli conversation remove", "removes a conversation's clones"),
+    (
+        "cli conversation export",
+        "the server's own git (hooks, config and alternates of the clone never read) fetches a snapshot; nothing of the agent runs",
+    ),
+    ("api GET /v1/workspaces", "lists workspaces"),
+    ("api POST /v1/workspaces", "registers checkouts"),
+    ("api GET /v1/workspaces/{name}", "shows a workspace"),
+    ("api DELETE /v1/workspaces/{name}", "forgets a workspace"),
+    ("api GET /v1/conversations", "lists conversations"),
+    (
+        "api POST /v1/conversations",
+        "clones checkouts by reflink; runs nothing",
+    ),
+    ("api GET /v1/conversations/{id}", "shows a conversation"),
+    (
+        "api DELETE /v1/conversations/{id}",
+        "removes a conversation's clones",
+    ),
+    ("api GET /v1/conversations/{id}/agents", "lists agents"),
+    (
+        "api POST /v1/conversations/{id}/agents",
+        "makes an agent's directories",
+    ),
+    (
+        "api GET /v1/conversations/{id}/agents/{agent}",
+        "shows an agent",
+    ),
+    (
+        "api DELETE /v1/conversations/{id}/agents/{agent}",
+        "removes an agent's directories",
+    ),
 ];

@@ -37,7 +37,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Ok(settings) => settings,
         Err(e) => return fail(&anyhow::Error::new(e)),
     };
-    if !matches!(cli.command, Command::Policy(_)) {
+    if !matches!(
+        cli.command,
+        Command::Policy(_) | Command::Workspace(_) | Command::Conversation(_)
+    ) {
         settings.log_notices();
     }
     if matches!(cli.command, Command::Serve(_)) {
@@ -59,6 +62,8 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Policy(cli::PolicyCommand::Check(args)) => {
                 Ok(commands::policy::check(&settings, &args))
             }
+            Command::Workspace(command) => commands::workspace::run(&settings, command),
+            Command::Conversation(command) => commands::conversation::run(&settings, command).await,
         }
     });
     // Plugin threads (a hung probe, say) must not keep the process alive.

@@ -65,6 +65,13 @@ pub struct ServerPaths {
     pub bind_roots: Vec<PathBuf>,
     /// The config file that set `bind_roots` (for the remedy).
     pub config_file: Option<PathBuf>,
+    /// The server's state directory (the workspaces database): never
+    /// shown to a sandbox.
+    pub state_dir: Option<PathBuf>,
+    /// The data directory (every conversation's clones and agents'
+    /// directories, SPEC H1, H10): a spec's own binds lie outside it; only
+    /// the binds the server resolves for a conversation lie below it.
+    pub data_dir: Option<PathBuf>,
 }
 
 /// What the filesystem says about the paths the rules compare: each one's
@@ -131,6 +138,8 @@ fn paths_to_resolve<'a>(
     paths.extend(server.config_files.iter().map(|(p, _)| p.clone()));
     paths.extend(server.plugin_dirs.iter().cloned());
     paths.extend(server.bind_roots.iter().cloned());
+    paths.extend(server.state_dir.iter().cloned());
+    paths.extend(server.data_dir.iter().cloned());
     paths
 }
 
@@ -164,6 +173,10 @@ pub struct Source<'a> {
     pub path: &'a Path,
     /// Whether the sandbox may write it.
     pub writable: bool,
+    /// Resolved by the server for a conversation and an agent (SPEC H10),
+    /// not named by the client: the one kind of source that may lie below
+    /// the data directory.
+    pub server_resolved: bool,
 }
 
 /// A source the rules refuse: the field to blame and the message, which
@@ -259,6 +272,7 @@ fn check_source(
     }
     secrets(source, server, facts)?;
     server_state(source, server, facts)?;
+    data_dir(source, server, facts, protect)?;
     if source.writable {
         writable_only(source, server, facts, protect)?;
     }
@@ -339,6 +353,18 @@ fn server_state(
             token.display()
         ));
     }
+    let state_shown = server.state_dir.as_ref().filter(|dir| match masked(dir) {
+        true => within(facts, path, dir),
+        false => shows(facts, path, dir),
+    });
+    if let Some(dir) = state_shown {
+        return Err(format!(
+            "shows the server's state directory `{}` (the workspaces database: which \
+             checkouts are registered, every conversation), in any mode: bind a directory \
+             that does not contain it, or keep the state elsewhere (`[workspaces] state_dir`)",
+            dir.display()
+        ));
+    }
     if let Some(runtime) = &server.runtime_dir
         && shows(facts, path, runtime)
     {
@@ -364,6 +390,45 @@ fn server_state(
              sandbox's proxy sockets; connecting needs no write access), in any mode: bind a \
              directory below the temp dir instead, such as one made for this sandbox",
             temp.display()
+        ));
+    }
+    Ok(())
+}
+
+/// The data directory: a client's source at or below it is refused (a
+/// conversation's sandbox gets its binds from the server, and another
+/// conversation's clones are not this sandbox's); a writable source above
+/// it keeps it read-only inside (added to `protectedPaths`).
+fn data_dir(
+    source: &Source<'_>,
+    server: &ServerPaths,
+    facts: &PathFacts,
+    protect: &mut Vec<(PathBuf, String)>,
+) -> Result<(), String> {
+    let Some(data) = &server.data_dir else {
+        return Ok(());
+    };
+    if source.server_resolved {
+        return Ok(());
+    }
+    if within(facts, source.path, data) {
+        return Err(format!(
+            "is at or below the data directory `{}` (every conversation's clones and agents' \
+             directories), in any mode: a conversation's sandbox gets its binds from the server \
+             (give `conversationId` and `agentId`, or `cc_server run --conversation ID --agent \
+             NAME`), and no other sandbox sees them. Bind a directory outside it",
+            data.display()
+        ));
+    }
+    if source.writable && within(facts, data, source.path) {
+        let resolved = facts.resolve(data).cloned().unwrap_or_else(|| data.clone());
+        protect.push((
+            resolved,
+            format!(
+                "holds the data directory `{}` (every conversation's clones); it is kept \
+                 read-only inside (added to protectedPaths)",
+                data.display()
+            ),
         ));
     }
     Ok(())

@@ -168,6 +168,11 @@ pub const DEFAULT_GLOBS: &[&str] = &[
     ".opencode/**",
 ];
 
+/// The default globs that name secrets (a credential written to a file):
+/// a conversation's clone leaves files matching those of the dispatch
+/// policy out unless its workspace lists them (SPEC H1).
+pub const SECRET_GLOBS: &[&str] = &["**/.env", "**/.env.*", "**/*.pem", "**/*.key"];
+
 /// One segment of a glob.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Segment {

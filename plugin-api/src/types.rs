@@ -22,6 +22,13 @@ pub struct SandboxSpec {
     pub workspace_id: String,
     /// The agent, when the session runs one.
     pub agent_id: Option<String>,
+    /// The conversation, when the server resolves the sandbox's binds
+    /// (SPEC H1, H10): with `agentId`, the server binds that agent's
+    /// workdir, its config dir, the conversation's `repos/` and the
+    /// workspace's attachments, and the client gives no binds of its own.
+    /// Backends never see it set to something they must act on: the host
+    /// has turned it into `bindMounts` by then.
+    pub conversation_id: Option<String>,
     /// Host paths made visible inside the sandbox.
     pub bind_mounts: Vec<SandboxBindMount>,
     /// Whether outbound connections may be made at all (SPEC E5).
@@ -121,6 +128,7 @@ impl Default for SandboxSpec {
             session_id: String::new(),
             workspace_id: String::new(),
             agent_id: None,
+            conversation_id: None,
             bind_mounts: Vec::new(),
             network_enabled: true,
             egress_allowlist: Vec::new(),

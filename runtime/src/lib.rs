@@ -32,6 +32,11 @@
 //! 5. **Teardown that always runs.** [`Sessions::destroy`] (or
 //!    [`Session::destroy`]) stops the sandbox and its proxies together.
 //!
+//! 6. **Conversations.** A spec with `conversationId` and `agentId` gets
+//!    its binds from the workspaces layer ([`layout`]), resolved at launch;
+//!    every spec gets the registered checkouts as `protectedPaths` (SPEC
+//!    H1, H10, H11).
+//!
 //! Errors name the thing and the fix ([`SessionError`]); a front-end maps
 //! them to its own codes and prints them with their sources. [`input`]
 //! parses user JSON strictly (an unknown field is an error naming it), for
@@ -43,6 +48,7 @@ pub mod dispatch_policy;
 pub mod egress;
 pub mod env;
 pub mod input;
+pub mod layout;
 pub mod random;
 pub mod sessions;
 pub mod spec;

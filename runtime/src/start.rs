@@ -53,6 +53,13 @@ pub struct StartOptions {
     /// Called on a blocking thread after each sandbox is destroyed (the
     /// binary gives memory back to the system there).
     pub after_destroy: Option<fn()>,
+    /// The workspaces layer (SPEC H1, H10, H11), when the server keeps
+    /// workspaces; its state and data directories are never bound.
+    pub workspaces: Option<crate::layout::Layer>,
+    /// The state directory (the workspaces database).
+    pub state_dir: Option<PathBuf>,
+    /// The data directory (conversations' clones and agents' dirs).
+    pub data_dir: Option<PathBuf>,
 }
 
 /// Discovers and probes; every skipped file is logged as one warning line.
@@ -119,6 +126,7 @@ pub fn launch_settings(options: &StartOptions, registry: &Registry) -> LaunchSet
         egress: options.egress.clone(),
         output_budget: Arc::new(OutputBudget::new(options.output_budget_bytes)),
         after_destroy: options.after_destroy,
+        workspaces: options.workspaces.clone(),
     }
 }
 
@@ -160,5 +168,17 @@ fn server_paths(options: &StartOptions, registry: &Registry) -> ServerPaths {
         plugin_dirs: registry.search_path.iter().map(|d| absolute(d)).collect(),
         bind_roots: options.bind_roots.clone(),
         config_file: options.config_file.clone(),
+        // What does not exist holds nothing yet (and a protected path must
+        // exist for a backend to keep it read-only).
+        state_dir: options
+            .state_dir
+            .as_deref()
+            .map(absolute)
+            .filter(|p| p.exists()),
+        data_dir: options
+            .data_dir
+            .as_deref()
+            .map(absolute)
+            .filter(|p| p.exists()),
     }
 }

@@ -25,3 +25,4 @@ mod run;
 mod soak;
 mod structure;
 mod toolchains;
+mod workspaces;

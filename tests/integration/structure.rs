@@ -709,6 +709,23 @@ const SERVER_FILES: &[(&str, &str)] = &[
         "a session's known_hosts, in the server's own egress dir",
     ),
     ("runtime/src/random.rs", "/dev/urandom"),
+    (
+        "workspaces/src/fsinfo.rs",
+        "/proc/self/mountinfo: where a filesystem is mounted, for a refusal",
+    ),
+    (
+        "workspaces/src/lib.rs",
+        "the data directory and its conversations/ (made 0700; the names in it swept), \
+         and the canonical paths of the checkouts and attachments the owner registers",
+    ),
+    (
+        "workspaces/src/owner.rs",
+        "/proc/<pid>/stat: whether the process a row names lives",
+    ),
+    (
+        "workspaces/src/store.rs",
+        "the state directory (0700) and the workspaces database (0600)",
+    ),
 ];
 
 /// The calls that open, read, change or look up a file by path.

@@ -23,6 +23,13 @@
 //!   exec's stdin; see [`stdin`])
 //! - `POST /v1/policy/check`, `GET /v1/approvals`, `POST /v1/approvals/{id}`
 //!   ([`policy`])
+//! - `GET /v1/workspaces`, `POST /v1/workspaces`; `GET /v1/workspaces/{name}`,
+//!   `DELETE /v1/workspaces/{name}` ([`workspaces`])
+//! - `GET /v1/conversations`, `POST /v1/conversations`;
+//!   `GET /v1/conversations/{id}`, `DELETE /v1/conversations/{id}`
+//! - `GET /v1/conversations/{id}/agents`, `POST /v1/conversations/{id}/agents`;
+//!   `GET /v1/conversations/{id}/agents/{agent}`,
+//!   `DELETE /v1/conversations/{id}/agents/{agent}`
 //!
 //! Before any route, every request passes [`request_rules`]: a `Host` this
 //! server answers to (421 otherwise), no `Origin` the operator did not list
@@ -45,6 +52,7 @@ mod sandboxes;
 mod stdin;
 pub mod token;
 mod wire_answers;
+mod workspaces;
 
 use std::sync::Arc;
 
@@ -59,6 +67,7 @@ use serde_json::json;
 
 use crate::wire;
 use sandbox_runtime::input::InputError;
+use sandbox_runtime::layout::LayoutErrorKind;
 use sandbox_runtime::sessions::{SessionError, Sessions};
 
 #[derive(Clone)]
@@ -68,6 +77,8 @@ pub struct AppState {
     rules: Arc<request_rules::RequestRules>,
     /// The execs whose stdin is streamed.
     stdin: Arc<stdin::Streams>,
+    /// The workspaces layer (SPEC H1), when the server keeps workspaces.
+    workspaces: Option<Arc<sandbox_workspaces::Workspaces>>,
 }
 
 impl AppState {
@@ -77,7 +88,14 @@ impl AppState {
             token: token.into(),
             rules: Arc::new(rules),
             stdin: Arc::default(),
+            workspaces: None,
         }
+    }
+
+    /// The same, serving the workspaces layer's routes.
+    pub fn with_workspaces(mut self, layer: Option<Arc<sandbox_workspaces::Workspaces>>) -> Self {
+        self.workspaces = layer;
+        self
     }
 }
 
@@ -89,6 +107,7 @@ pub fn router(state: AppState) -> axum::Router {
         .merge(sandboxes::routes())
         .merge(execs::routes())
         .merge(policy::routes())
+        .merge(workspaces::routes())
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     let rules = Arc::clone(&state.rules);
     let app = axum::Router::new()
@@ -193,6 +212,7 @@ impl From<SessionError> for ApiError {
             SessionError::NotFound(_) => StatusCode::NOT_FOUND,
             SessionError::Destroyed(_) => StatusCode::GONE,
             SessionError::Refused(_) => StatusCode::FORBIDDEN,
+            SessionError::Layout(e) => layout_status(e.kind),
         };
         let extra = match &e {
             SessionError::Refused(refusal) => Some(wire::refusal_json(refusal)),
@@ -203,6 +223,7 @@ impl From<SessionError> for ApiError {
             SessionError::InvalidSpec { field, .. } => Some((*field).to_owned()),
             SessionError::Env(e) => Some(format!("env.{}", e.key)),
             SessionError::Select(_) => Some("backend".to_owned()),
+            SessionError::Layout(e) => e.field.map(str::to_owned),
             _ => None,
         };
         let mut message = sandbox_plugin_api::error_chain(&e);
@@ -219,6 +240,16 @@ impl From<SessionError> for ApiError {
             field,
             extra,
         }
+    }
+}
+
+/// The status of a workspaces-layer failure.
+pub fn layout_status(kind: LayoutErrorKind) -> StatusCode {
+    match kind {
+        LayoutErrorKind::NotFound => StatusCode::NOT_FOUND,
+        LayoutErrorKind::Invalid => StatusCode::BAD_REQUEST,
+        LayoutErrorKind::Conflict => StatusCode::CONFLICT,
+        LayoutErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 

@@ -1,7 +1,9 @@
 //! One module per subcommand.
 
 pub mod ask;
+pub mod conversation;
 pub mod policy;
 pub mod probe;
 pub mod run;
 pub mod serve;
+pub mod workspace;

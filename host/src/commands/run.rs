@@ -32,10 +32,19 @@ use sandbox_runtime::{env, input};
 pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let spec = build_spec(&args, &cwd)?;
+    // Registered checkouts are protected in every sandbox (SPEC H11): the
+    // database is read when one exists (nothing was registered otherwise).
+    let layer = settings.workspaces(args.conversation.is_some())?;
+    if let Some(layer) = &layer {
+        refuse_in_checkout(layer, &args, &cwd)?;
+        if let (Some(conversation), Some(agent)) = (&args.conversation, &args.agent) {
+            add_agent_if_new(layer, conversation, agent)?;
+        }
+    }
     let approver = args
         .ask
         .then(|| Arc::new(Terminal::new(settings.policy.approval_timeout)) as Arc<dyn Approver>);
-    let sessions = start(&settings.start_options(), approver).await?;
+    let sessions = start(&settings.start_options_with(layer.as_ref()), approver).await?;
 
     let session = sessions.create(spec, args.backend.as_deref()).await?;
     if let Some(notice) = session.selection.notice() {
@@ -61,9 +70,63 @@ pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode>
     }
 }
 
-/// The spec: `--spec FILE` or the current directory bound read-write and
+/// A plain `run` (the current directory bound) inside a registered
+/// checkout is refused: the checkout is never an agent's workdir (SPEC H1).
+fn refuse_in_checkout(
+    layer: &sandbox_workspaces::Workspaces,
+    args: &RunArgs,
+    cwd: &Path,
+) -> anyhow::Result<()> {
+    if args.spec.is_some() || args.conversation.is_some() {
+        return Ok(());
+    }
+    if let Some(checkout) = layer.checkout_holding(cwd)? {
+        anyhow::bail!(
+            "{} is inside the registered checkout {}, which no sandbox may write (it is protected \
+             in every sandbox): run in a conversation's clone instead — `cc_server conversation \
+             new --workspace NAME`, then `cc_server run --conversation ID --agent NAME -- …`",
+            cwd.display(),
+            checkout.display()
+        );
+    }
+    Ok(())
+}
+
+/// `run --agent NAME` adds the agent to the conversation the first time.
+fn add_agent_if_new(
+    layer: &sandbox_workspaces::Workspaces,
+    conversation: &str,
+    agent: &str,
+) -> anyhow::Result<()> {
+    let known = layer.conversation(conversation)?;
+    if !known.agents.iter().any(|a| a == agent) {
+        layer.add_agent(conversation, agent)?;
+        eprintln!("cc_server: added the agent {agent} to {conversation}");
+    }
+    Ok(())
+}
+
+/// The spec: `--conversation ID --agent NAME` (the server resolves the
+/// binds), `--spec FILE`, or the current directory bound read-write and
 /// used as workdir; then the flags on top.
 fn build_spec(args: &RunArgs, cwd: &Path) -> anyhow::Result<SandboxSpec> {
+    if let Some(conversation) = &args.conversation {
+        let mut spec = SandboxSpec {
+            conversation_id: Some(conversation.clone()),
+            agent_id: args.agent.clone(),
+            ..SandboxSpec::default()
+        };
+        if let Some(mode) = args.mode {
+            spec.mode = mode;
+        }
+        if let Some(network) = args.network {
+            spec.network_enabled = network == OnOff::On;
+        }
+        for path in &args.protect {
+            spec.protected_paths.push(cwd.join(path));
+        }
+        return Ok(spec);
+    }
     let mut spec = match &args.spec {
         Some(path) => {
             let bytes = std::fs::read(path)

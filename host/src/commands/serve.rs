@@ -23,7 +23,10 @@ pub async fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
     )?;
     let token = token::ensure(&token_file)?;
 
-    let sessions = Arc::new(start(&settings.start_options(), None).await?);
+    // The workspaces layer: its database made if absent, what a killed
+    // process left half made removed (SPEC H1).
+    let layer = settings.workspaces(true)?;
+    let sessions = Arc::new(start(&settings.start_options_with(layer.as_ref()), None).await?);
     // Exactly one of the three lines of SPEC B3.
     tracing::info!("{}", startup(settings.switch, sessions.registry()));
 
@@ -46,7 +49,8 @@ pub async fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
         allowed_hosts: settings.api.allowed_hosts.clone(),
         allowed_origins: settings.api.allowed_origins.clone(),
     };
-    let app = api::router(api::AppState::new(Arc::clone(&sessions), token, rules));
+    let app =
+        api::router(api::AppState::new(Arc::clone(&sessions), token, rules).with_workspaces(layer));
     let limits = settings.api.connections;
     let server = listener::Listener::start(listener, app, limits);
     shutdown_signal().await;

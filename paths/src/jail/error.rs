@@ -81,6 +81,8 @@ pub enum Op {
     Replace,
     /// [`super::Jail::walk`].
     Walk,
+    /// [`super::Jail::clone_tree`], [`super::Jail::try_reflink`].
+    Clone,
 }
 
 impl Op {
@@ -101,6 +103,7 @@ impl Op {
             Op::Chmod => "chmod",
             Op::Replace => "replace",
             Op::Walk => "walk",
+            Op::Clone => "clone",
         }
     }
 }

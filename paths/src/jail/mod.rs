@@ -25,6 +25,11 @@
 //!   keys), FIFOs and devices, and files with several names (a hard link
 //!   may lead to a file outside every root).
 //!
+//! Copy-on-write clones of a registered checkout into a conversation
+//! ([`Jail::clone_tree`]) walk both trees by descriptor and share every
+//! file's extents (`FICLONE`); a filesystem that cannot is an error, never
+//! a byte copy.
+//!
 //! What a front-end passes: the run's workdir and the conversation's
 //! `repos/` as writable roots, the space's attachment directory as a
 //! read-only root ([`JailConfig::new`]), `$HOME` as [`JailConfig::home`]
@@ -32,6 +37,7 @@
 //! registered checkout as [`JailConfig::protected`] (SPEC H11).
 
 mod checks;
+mod clone;
 mod error;
 mod form;
 mod ops;
@@ -44,6 +50,7 @@ mod race_tests;
 #[cfg(test)]
 mod tests;
 
+pub use clone::{CloneChoice, CloneEntry, CloneReport, CloneSource};
 pub use error::{Denial, JailError, Op, rule};
 pub use ops::{EntryKind, ListEntry};
 pub use walk::{DEFAULT_MAX_DEPTH, Walk, WalkEntry};
@@ -298,7 +305,14 @@ impl Jail {
             path_dirs,
         })
         .map_err(|e| JailError::Config(format!("the glob {} is invalid: {}", e.glob, e.reason)))?;
-        let scan_complete = scan_protected_inodes(&mut rules);
+        // With no globs nothing is protected by name at start (a server's
+        // own tree, such as a conversation being cloned): no scan.
+        let scan_complete = if config.globs.is_empty() {
+            rules.scan_completed();
+            true
+        } else {
+            scan_protected_inodes(&mut rules)
+        };
         let mut protected_paths = Vec::new();
         let mut protected_ids = HashMap::new();
         for path in &config.protected {

@@ -7,7 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -290,4 +290,88 @@ pub(super) fn open_root(path: &Path) -> io::Result<OwnedFd> {
         .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
         .open(path)
         .map(OwnedFd::from)
+}
+
+/// `FICLONE` (`_IOW(0x94, 9, int)`): share every extent of `from` with `to`.
+const FICLONE: libc::c_ulong = 0x4004_9409;
+
+/// Makes `to` (a new, empty file) share all of `from`'s extents: a
+/// copy-on-write clone, or the kernel's refusal (`EOPNOTSUPP`, `EINVAL` on a
+/// filesystem without reflink, `EXDEV` across filesystems). Never a copy.
+pub(super) fn ficlone(to: &File, from: &File) -> io::Result<()> {
+    // SAFETY: two descriptors we hold; FICLONE takes the source descriptor
+    // by value and writes nothing into our memory.
+    cvt(unsafe { libc::ioctl(to.as_raw_fd(), FICLONE, from.as_raw_fd()) })
+}
+
+/// `readlinkat(dir, name)`: a symlink's text, never followed.
+pub(super) fn readlink_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<OsString> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: a descriptor we hold, a NUL-terminated name, and a buffer of
+    // the length we pass.
+    let n = unsafe {
+        libc::readlinkat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let n = n as usize;
+    if n >= buf.len() {
+        return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+    }
+    buf.truncate(n);
+    Ok(OsString::from_vec(buf))
+}
+
+/// `symlinkat(target, dir, name)`.
+pub(super) fn symlink_at(target: &CStr, dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    // SAFETY: two NUL-terminated strings and a descriptor we hold.
+    cvt(unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), name.as_ptr()) })
+}
+
+/// The access and modification times of a stat, as `utimensat` takes them.
+fn times_of(st: &libc::stat) -> [libc::timespec; 2] {
+    [
+        libc::timespec {
+            tv_sec: st.st_atime,
+            tv_nsec: st.st_atime_nsec,
+        },
+        libc::timespec {
+            tv_sec: st.st_mtime,
+            tv_nsec: st.st_mtime_nsec,
+        },
+    ]
+}
+
+/// Gives the object of `fd` the access and modification times of `st`.
+pub(super) fn set_times_fd(fd: BorrowedFd<'_>, st: &libc::stat) -> io::Result<()> {
+    let times = times_of(st);
+    // SAFETY: a descriptor we hold and two timespecs.
+    cvt(unsafe { libc::futimens(fd.as_raw_fd(), times.as_ptr()) })
+}
+
+/// Gives the name `name` in `dir` (a symlink itself, not followed) the
+/// times of `st`.
+pub(super) fn set_times_at(dir: BorrowedFd<'_>, name: &CStr, st: &libc::stat) -> io::Result<()> {
+    let times = times_of(st);
+    // SAFETY: a descriptor we hold, a NUL-terminated name and two timespecs.
+    cvt(unsafe {
+        libc::utimensat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })
+}
+
+/// `fchmod` on a descriptor we hold (a directory opened to read, too).
+pub(super) fn fchmod_fd(fd: BorrowedFd<'_>, mode: libc::mode_t) -> io::Result<()> {
+    // SAFETY: a descriptor we hold.
+    cvt(unsafe { libc::fchmod(fd.as_raw_fd(), mode) })
 }

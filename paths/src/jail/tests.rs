@@ -961,3 +961,74 @@ fn bad_configurations_are_refused() {
     assert_eq!(jail.root_path("work"), Some(p.work.as_path()));
     assert!(jail.rules().is_active());
 }
+
+/// SPEC H1: a clone never copies bytes. On a filesystem without reflink
+/// (this machine's ext4 or tmpfs temp dir) a file with content is the
+/// kernel's refusal; directories, empty files and symlinks are made with
+/// their modes, and a FIFO is listed and left out.
+#[test]
+fn a_clone_shares_extents_or_fails_and_never_copies() {
+    let src = tempfile::tempdir().unwrap();
+    let dst = tempfile::tempdir().unwrap();
+    std::fs::create_dir(src.path().join("d")).unwrap();
+    std::fs::write(src.path().join("d/empty"), b"").unwrap();
+    std::fs::set_permissions(
+        src.path().join("d/empty"),
+        std::fs::Permissions::from_mode(0o751),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("d/empty", src.path().join("l")).unwrap();
+    let fifo = std::ffi::CString::new(src.path().join("p").to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let source = Jail::new(JailConfig::new(vec![RootConfig::read_only(
+        "s",
+        src.path(),
+    )]))
+    .unwrap();
+    let mut config = JailConfig::new(vec![RootConfig::writable("d", dst.path())]);
+    config.globs.clear();
+    let target = Jail::new(config).unwrap();
+    let from = JailPath::in_root("s", ".");
+    let clone_source = CloneSource {
+        jail: &source,
+        path: &from,
+        several_names: false,
+    };
+    let report = target
+        .clone_tree(
+            &clone_source,
+            &JailPath::in_root("d", "c"),
+            &mut |_| CloneChoice::Clone,
+            &mut |_| {},
+        )
+        .unwrap();
+    assert_eq!((report.files, report.symlinks, report.dirs), (1, 1, 2));
+    assert_eq!(report.skipped.len(), 1, "{:?}", report.skipped);
+    let made = std::fs::metadata(dst.path().join("c/d/empty")).unwrap();
+    assert_eq!(made.permissions().mode() & 0o777, 0o751);
+    assert_eq!(
+        std::fs::read_link(dst.path().join("c/l")).unwrap(),
+        Path::new("d/empty")
+    );
+    std::fs::write(src.path().join("d/full"), b"content").unwrap();
+    let again = target.clone_tree(
+        &clone_source,
+        &JailPath::in_root("d", "again"),
+        &mut |_| CloneChoice::Clone,
+        &mut |_| {},
+    );
+    match again {
+        // A temp dir on xfs or btrfs shares the extents.
+        Ok(report) => assert_eq!(report.bytes, 7),
+        Err(err) => {
+            let errno = err.raw_os_error().unwrap_or_else(|| panic!("{err}"));
+            assert!(
+                [libc::EOPNOTSUPP, libc::EINVAL, libc::EXDEV].contains(&errno),
+                "{err}"
+            );
+            let copied = std::fs::read(dst.path().join("again/d/full")).unwrap_or_default();
+            assert!(copied.is_empty(), "bytes were copied");
+        }
+    }
+}

@@ -7,14 +7,18 @@ use sandbox_plugin_api::SandboxSpec;
 
 use super::SessionError;
 
-/// Every host path the spec shows, with how (SPEC F2, F4, F7).
+/// Every host path the spec shows, with how (SPEC F2, F4, F7). The binds
+/// of a spec for a conversation are the server's own
+/// ([`crate::layout::apply_layout`] refuses a client's there).
 pub fn sources(spec: &SandboxSpec) -> Vec<Source<'_>> {
     let writable_mode = spec.binds_writable();
+    let server_resolved = spec.conversation_id.is_some();
     let binds = spec.bind_mounts.iter().enumerate().map(|(i, b)| Source {
         name: format!("bindMounts[{i}].hostPath"),
         field: "bindMounts",
         path: &b.host_path,
         writable: writable_mode && !b.read_only,
+        server_resolved,
     });
     let state = spec
         .runner_state_dirs
@@ -25,6 +29,7 @@ pub fn sources(spec: &SandboxSpec) -> Vec<Source<'_>> {
             field: "runnerStateDirs",
             path: p,
             writable: true,
+            server_resolved: false,
         });
     binds.chain(state).collect()
 }

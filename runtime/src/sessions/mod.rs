@@ -26,6 +26,13 @@ use self::router::{Delivery, Router};
 use crate::command_policy::{CommandPolicy, Refusal, workdir};
 use crate::egress::{EgressError, Reach, SessionEgress};
 use crate::env;
+use crate::layout::{self, LayoutRequest, Lease};
+
+/// A conversation's lease and what the handle shows of its layout.
+struct Held {
+    lease: Box<dyn Lease>,
+    details: serde_json::Map<String, serde_json::Value>,
+}
 
 /// Why a session operation failed. The API maps each to a status code;
 /// the text a user sees is the message with its sources
@@ -80,6 +87,19 @@ pub enum SessionError {
     Join(#[source] tokio::task::JoinError),
     #[error("internal error: {0}")]
     Internal(String),
+    /// The workspaces layer could not resolve a conversation's binds or
+    /// the registered checkouts (SPEC H1, H10, H11).
+    #[error(transparent)]
+    Layout(crate::layout::LayoutError),
+}
+
+impl From<layout::FormError> for SessionError {
+    fn from(e: layout::FormError) -> Self {
+        Self::InvalidSpec {
+            field: e.field,
+            message: e.message,
+        }
+    }
 }
 
 impl From<EgressError> for SessionError {
@@ -179,9 +199,10 @@ impl Sessions {
     /// whatever was started if any step fails.
     pub async fn create(
         &self,
-        spec: SandboxSpec,
+        mut spec: SandboxSpec,
         explicit: Option<&str>,
     ) -> Result<Arc<Session>, SessionError> {
+        let held = self.resolve_layout(&mut spec).await?;
         let offers = self.registry.offers();
         let facts = binds::gather(&spec, &self.settings.paths);
         let plan = plan_launch(
@@ -192,10 +213,65 @@ impl Sessions {
             &facts,
             new_session_id,
         )?;
-        self.run_plan(plan).await
+        self.run_plan(plan, held).await
     }
 
-    async fn run_plan(&self, plan: LaunchPlan) -> Result<Arc<Session>, SessionError> {
+    /// The workspaces layer's part of a launch, resolved now (SPEC H1,
+    /// H10, H11): every registered checkout joins `protectedPaths`; a spec
+    /// for a conversation gets its agent's binds and holds the
+    /// conversation until the session is destroyed.
+    async fn resolve_layout(&self, spec: &mut SandboxSpec) -> Result<Option<Held>, SessionError> {
+        if spec.conversation_id.is_some() {
+            layout::check_dispatch_form(spec).map_err(SessionError::from)?;
+        }
+        let Some(layer) = self.settings.workspaces.clone() else {
+            if spec.conversation_id.is_some() {
+                return Err(SessionError::InvalidSpec {
+                    field: "conversationId",
+                    message: "this server keeps no workspaces (no state directory: set \
+                              `[workspaces] state_dir` or HOME)"
+                        .into(),
+                });
+            }
+            return Ok(None);
+        };
+        let asked = Arc::clone(&layer.0);
+        let checkouts = blocking(move || asked.registered_checkouts())
+            .await?
+            .map_err(SessionError::Layout)?;
+        for checkout in checkouts {
+            if !spec.protected_paths.contains(&checkout) {
+                spec.protected_paths.push(checkout);
+            }
+        }
+        let Some(conversation) = spec.conversation_id.clone() else {
+            return Ok(None);
+        };
+        if spec.session_id.is_empty() {
+            spec.session_id = new_session_id()?;
+        }
+        let request = LayoutRequest {
+            conversation,
+            agent: spec.agent_id.clone().unwrap_or_default(),
+            session: spec.session_id.clone(),
+        };
+        let leased = blocking(move || layer.0.lease(&request))
+            .await?
+            .map_err(SessionError::Layout)?;
+        let details = leased.layout.details.clone();
+        let resolved = layout::apply_layout(std::mem::take(spec), leased.layout);
+        *spec = resolved.map_err(SessionError::from)?;
+        Ok(Some(Held {
+            lease: leased.lease,
+            details,
+        }))
+    }
+
+    async fn run_plan(
+        &self,
+        plan: LaunchPlan,
+        held: Option<Held>,
+    ) -> Result<Arc<Session>, SessionError> {
         let LaunchPlan {
             selection,
             mut spec,
@@ -272,6 +348,8 @@ impl Sessions {
             after_destroy: self.settings.after_destroy,
             running: AtomicUsize::new(0),
             fate: Mutex::new(Fate::Live),
+            layout_details: held.as_ref().map(|h| h.details.clone()).unwrap_or_default(),
+            lease: Mutex::new(held.map(|h| h.lease)),
         });
         reservation.fill(Arc::clone(&session));
         tracing::info!(session = %session.id, backend = session.backend_name(), "sandbox launched");
@@ -378,6 +456,10 @@ pub struct Session {
     after_destroy: Option<fn()>,
     running: AtomicUsize,
     fate: Mutex<Fate>,
+    /// What the handle shows of a conversation's layout (SPEC H10).
+    layout_details: serde_json::Map<String, serde_json::Value>,
+    /// The conversation this session holds, let go at destroy.
+    lease: Mutex<Option<Box<dyn Lease>>>,
 }
 
 impl Session {
@@ -411,6 +493,9 @@ impl Session {
                 if let Some(rule) = &self.network_rule {
                     info.details
                         .insert("networkOffBy".into(), rule.clone().into());
+                }
+                for (key, value) in &self.layout_details {
+                    info.details.insert(key.clone(), value.clone());
                 }
                 (info.state, info.error, info.details)
             }
@@ -621,6 +706,11 @@ impl Session {
         }
         *self.fate.lock().unwrap_or_else(|p| p.into_inner()) = fate;
         tracing::info!(session = %self.id, "sandbox destroyed");
+        // The conversation is free to be removed once nothing runs in it.
+        let lease = self.lease.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(lease) = lease {
+            let _ = blocking(move || drop(lease)).await;
+        }
         // The binary gives what the streams and threads used back to the
         // system here, not only to malloc's free lists.
         if let Some(after) = self.after_destroy {

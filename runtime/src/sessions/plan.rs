@@ -37,6 +37,9 @@ pub struct LaunchSettings {
     pub output_budget: Arc<OutputBudget>,
     /// Called on a blocking thread after each sandbox is destroyed.
     pub after_destroy: Option<fn()>,
+    /// The workspaces layer: conversations' binds and the registered
+    /// checkouts (SPEC H1, H10, H11); `None` where the server keeps none.
+    pub workspaces: Option<crate::layout::Layer>,
 }
 
 impl LaunchSettings {

@@ -58,6 +58,7 @@ fn settings(switch: SandboxSwitch) -> LaunchSettings {
         paths: server_paths(),
         output_budget: Arc::default(),
         after_destroy: None,
+        workspaces: None,
     }
 }
 
@@ -76,6 +77,8 @@ fn server_paths() -> ServerPaths {
         ],
         bind_roots: Vec::new(),
         config_file: Some("/home/me/etc/cc_server.toml".into()),
+        state_dir: Some("/home/me/.local/state/cc_server".into()),
+        data_dir: Some("/home/me/.local/share/cc_server".into()),
     }
 }
 
@@ -639,5 +642,57 @@ fn lexical_normalisation() {
         ("a/../../b", "../b"),
     ] {
         assert_eq!(lexical(Path::new(given)), Path::new(want), "{given}");
+    }
+}
+
+/// SPEC H1, H10: a client's bind lies outside the data directory, in any
+/// mode; a writable bind above it keeps it read-only; the binds the server
+/// resolves for a conversation lie below it. The state directory is shown
+/// to no bind (here it is below the masked `~/.local/state/cc_server`, so
+/// only at or below it is refused).
+#[test]
+fn the_data_and_state_directories_are_the_servers() {
+    let on = settings(SandboxSwitch::On);
+    let data = "/home/me/.local/share/cc_server";
+    for path in [
+        data,
+        "/home/me/.local/share/cc_server/conversations/c-1/repos",
+    ] {
+        for mode in [RW, RO] {
+            let err = plan(binding(path, mode), None, &on).unwrap_err();
+            assert!(
+                err.to_string().contains("data directory")
+                    && err.to_string().contains("conversationId"),
+                "{path}: {err}"
+            );
+        }
+    }
+    let above = plan(binding("/home/me/.local", RW), None, &on).unwrap();
+    assert!(
+        above.spec.protected_paths.contains(&PathBuf::from(data)),
+        "{:?}",
+        above.spec.protected_paths
+    );
+    let mut resolved = binding(
+        "/home/me/.local/share/cc_server/conversations/c-1/agents/a/work",
+        RW,
+    );
+    resolved.conversation_id = Some("c-1".into());
+    assert!(plan(resolved, None, &on).is_ok());
+    let err = plan(binding("/home/me/.local/state/cc_server", RO), None, &on).unwrap_err();
+    assert!(
+        err.to_string().contains("secret") || err.to_string().contains("state"),
+        "{err}"
+    );
+    let elsewhere = LaunchSettings {
+        paths: ServerPaths {
+            state_dir: Some("/home/me/state".into()),
+            ..server_paths()
+        },
+        ..settings(SandboxSwitch::On)
+    };
+    for path in ["/home/me", "/home/me/state", "/home/me/state/db"] {
+        let err = plan(binding(path, RO), None, &elsewhere).unwrap_err();
+        assert!(err.to_string().contains("state directory"), "{path}: {err}");
     }
 }
