@@ -5,6 +5,8 @@
 //! server and its backends keep state: backends, the runtime and every
 //! front-end ask this crate, and none keeps a copy of its own.
 //!
+//! - [`allowlists`] — what may change where the host keeps code: a bound
+//!   home's dot-paths, the git directories of launch (SPEC G5).
 //! - [`binds`] — which host paths a spec may bind, and how (SPEC G5, F7).
 //! - [`secrets`] — what no command may read, and the names kept read-only in
 //!   `$HOME` and every writable root (SPEC C1, D2, G5).
@@ -37,6 +39,7 @@
 
 #![deny(missing_docs)]
 
+pub mod allowlists;
 pub mod binds;
 #[cfg(target_os = "linux")]
 pub mod jail;

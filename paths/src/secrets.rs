@@ -185,6 +185,29 @@ pub const MANDATORY_WRITE_DENY: &[(&str, &str)] = &[
     ),
     (".mcp.json", "MCP servers an agent starts"),
     (".claude", "an agent's settings, hooks and commands"),
+    (".codex", "Codex's config: MCP servers and notify commands"),
+    (
+        ".gemini",
+        "Gemini CLI's settings: MCP servers and tool commands",
+    ),
+    (".cursor", "Cursor's MCP servers"),
+    (".continue", "Continue's config: MCP servers"),
+    (".roo", "Roo Code's MCP servers"),
+    (".kilocode", "Kilo Code's MCP servers"),
+    (".amazonq", "Amazon Q's MCP servers"),
+    (
+        ".zed",
+        "Zed's project settings and tasks: context servers, commands",
+    ),
+    (
+        ".aider.conf.yml",
+        "aider's config: lint and test commands it runs",
+    ),
+    (
+        "opencode.json",
+        "opencode's config: MCP servers and commands",
+    ),
+    (".opencode", "opencode's agents, commands and plugins"),
     (".vscode", "editor tasks and settings that run commands"),
     (".idea", "IDE run configurations"),
 ];

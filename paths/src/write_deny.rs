@@ -150,10 +150,22 @@ pub const DEFAULT_GLOBS: &[&str] = &[
     "~/.emacs.el",
     "~/.emacs.d/**",
     "~/.config/emacs/**",
-    // Agents' configuration.
+    // Agents' configuration: at a workdir's top, what starts programs (MCP
+    // server lists, hooks, notify and lint/test commands, tasks).
     ".claude/**",
     ".mcp.json",
     "~/.claude.json",
+    ".codex/**",
+    ".gemini/**",
+    ".cursor/**",
+    ".continue/**",
+    ".roo/**",
+    ".kilocode/**",
+    ".amazonq/**",
+    ".zed/**",
+    ".aider.conf.yml",
+    "opencode.json",
+    ".opencode/**",
 ];
 
 /// The default globs that name secrets (a credential written to a file):

@@ -6,6 +6,14 @@
 /// A file of a name the dispatch policy forbids was not created (the
 /// create-time guard, exactly).
 pub const FILE_WRITE_CREATE: &str = "file-write-create";
+/// A kept file was not written, truncated or linked (the guard).
+pub const FILE_WRITE_DATA: &str = "file-write-data";
+/// A kept name was not renamed or removed (the guard).
+pub const FILE_WRITE_UNLINK: &str = "file-write-unlink";
+/// A kept file's mode was not changed (the guard).
+pub const FILE_WRITE_MODE: &str = "file-write-mode";
+/// A kept file's extended attributes were not changed (the guard).
+pub const FILE_WRITE_XATTR: &str = "file-write-xattr";
 /// A write met a read-only mount (from the command's stderr).
 pub const FILE_WRITE: &str = "file-write";
 /// A file access was refused (from the command's stderr).
@@ -32,9 +40,10 @@ pub struct Explanation {
 /// The explanation of an action; `None` for one this version does not know.
 pub fn explain(action: &str) -> Option<Explanation> {
     let (rule, remedy, inferred) = match action {
-        FILE_WRITE_CREATE => (
-            "the create-time guard refuses this name here: a glob of the dispatch policy (secrets, rc files, git hooks, agent config) or what protects a repository that existed at launch",
-            "the globs are `[dispatch_policy] write_deny_globs` in the config; a repository's protection is not configurable",
+        FILE_WRITE_CREATE | FILE_WRITE_DATA | FILE_WRITE_UNLINK | FILE_WRITE_MODE
+        | FILE_WRITE_XATTR => (
+            "the create-time guard refuses this name here: a glob of the dispatch policy (secrets, rc files, git hooks, agent config), or an allowlist where the host keeps code (a bound home's dot-paths, a git directory that existed at launch, PATH directories)",
+            "the globs are `[dispatch_policy] write_deny_globs` in the config; the allowlists are not configurable: make the change on the host, or run without binding the home",
             false,
         ),
         FILE_WRITE => (
@@ -79,6 +88,10 @@ mod tests {
     fn every_action_has_a_rule_and_a_remedy() {
         for action in [
             FILE_WRITE_CREATE,
+            FILE_WRITE_DATA,
+            FILE_WRITE_UNLINK,
+            FILE_WRITE_MODE,
+            FILE_WRITE_XATTR,
             FILE_WRITE,
             FILE_ACCESS,
             OPERATION,

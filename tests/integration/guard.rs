@@ -620,10 +620,11 @@ fn links_cannot_reach_a_protected_name() {
 
 /// G1: mknod (a fifo, a regular file made by mknod) and mkdir cannot make a
 /// protected name: `*.pem`, `*.key`, `.env`, `.env.*`, `.claude`. A missing
-/// `.git/hooks` may be made as an empty directory (G4:
-/// libgit2, JGit and `cargo new` do), but nothing can be made in it — a hook
-/// planted there would run on the host — and no symlink can take its place
-/// (it would lead the hooks out of the rules' sight). Host: none of the
+/// `.git/hooks` of a repository made inside may be made as an empty
+/// directory (G4: libgit2, JGit and `cargo new` do), one of a repository of
+/// launch not (G5, the git metadata allowlist); nothing can be made in it —
+/// a hook planted there would run on the host — and no symlink can take
+/// its place (it would lead the hooks out of the rules' sight). Host: none of the
 /// protected names exists, the hooks directory is empty; ordinary fifos and
 /// dirs are made.
 #[test]
@@ -643,12 +644,15 @@ fn mknod_and_mkdir_of_protected_names_are_refused() {
     script += &attempt("dir-env", "mkdir .env");
     script += &attempt("dir-env-d", "mkdir -p deep/.env.d");
     script += &attempt("dir-claude", "mkdir .claude");
-    script += &attempt("dir-hooks", "mkdir repo/.git/hooks");
+    // In a repository made inside, the empty hooks directory may be made;
+    // in one of launch not even that (the git metadata allowlist).
+    script += &attempt("dir-hooks", "git init -q fresh && mkdir fresh/.git/hooks");
     script += &attempt(
         "hook-in-it",
-        "echo 'touch PWNED' > repo/.git/hooks/pre-commit",
+        "echo 'touch PWNED' > fresh/.git/hooks/pre-commit",
     );
-    script += &attempt("dir-in-it", "mkdir repo/.git/hooks/sub");
+    script += &attempt("dir-in-it", "mkdir fresh/.git/hooks/sub");
+    script += &attempt("dir-hooks-of-launch", "mkdir repo/.git/hooks");
     host_repo(&w.join("repo2"));
     script += &attempt(
         "hooks-symlink",
@@ -672,6 +676,7 @@ fn mknod_and_mkdir_of_protected_names_are_refused() {
             "dir-claude",
             "hook-in-it",
             "dir-in-it",
+            "dir-hooks-of-launch",
             "hooks-symlink",
             "git-symlink",
         ],
@@ -686,17 +691,18 @@ fn mknod_and_mkdir_of_protected_names_are_refused() {
         ".env",
         "deep/.env.d",
         ".claude",
-        "repo/.git/hooks/pre-commit",
-        "repo/.git/hooks/sub",
+        "fresh/.git/hooks/pre-commit",
+        "fresh/.git/hooks/sub",
+        "repo/.git/hooks",
         "repo2/.git/hooks",
         "plain2/.git",
     ] {
         assert_absent(&w.join(name), &out);
         assert_reported(&out, "file-write-create", &w.join(name));
     }
-    assert!(w.join("repo/.git/hooks").is_dir());
+    assert!(w.join("fresh/.git/hooks").is_dir());
     assert_eq!(
-        std::fs::read_dir(w.join("repo/.git/hooks"))
+        std::fs::read_dir(w.join("fresh/.git/hooks"))
             .unwrap()
             .count(),
         0,

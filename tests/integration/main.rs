@@ -7,6 +7,7 @@
 #[macro_use]
 mod util;
 
+mod allowlists;
 mod api;
 mod bwrap;
 mod conformance;

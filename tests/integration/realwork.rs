@@ -286,6 +286,11 @@ fn is_test_runner_variable(key: &str) -> bool {
 /// `guardrails` false, chat mode's own table: an install asks). The caller
 /// adds `--`, the command, and any run flags before it.
 fn session(account: &Account, work: &Path, guardrails: bool) -> CcServer {
+    session_at(account, work, &account.home, guardrails)
+}
+
+/// [`session`] from `cwd` with `HOME` = `home`.
+fn session_at(account: &Account, cwd: &Path, home: &Path, guardrails: bool) -> CcServer {
     let plugins = plugins();
     let mut server = if account.invoking {
         CcServer::new(plugins)
@@ -303,7 +308,7 @@ fn session(account: &Account, work: &Path, guardrails: bool) -> CcServer {
         }
     }
     server = server
-        .env("HOME", &account.home)
+        .env("HOME", home)
         .env("USER", &account.name)
         .env("LOGNAME", &account.name)
         .env("npm_config_registry", &registries().npm)
@@ -319,7 +324,7 @@ fn session(account: &Account, work: &Path, guardrails: bool) -> CcServer {
             format!("{TEST_TOOLCHAIN}:/usr/local/bin:/usr/bin:/bin"),
         );
     }
-    server = server.current_dir(work).args(["run", "--backend", "bwrap"]);
+    server = server.current_dir(cwd).args(["run", "--backend", "bwrap"]);
     for host in &registries().hosts {
         server = server.arg("--allow-domain").arg(host);
     }
@@ -1233,6 +1238,189 @@ fn a_large_stdin_as_an_unprivileged_user() {
     require_bwrap!();
     let Some(user) = test_user() else { return };
     large_stdin(&user);
+}
+
+// ---- every workflow with the home bound read-write -------------------------
+
+/// The workflows above, offline from what the online cases left, in a home
+/// of the account's own (a temp dir, never the real one) that the sandbox
+/// is started in, so the home is bound read-write and its allowlist
+/// applies (SPEC G5, docs/threat-model.md §4): `~/.cache` and `~/.npm` are
+/// throwaway overlays, the history is written through, every other
+/// dot-path is read-only. Each workflow works in `~/work`; afterwards the
+/// home holds nothing new under its dot-paths but the history.
+fn home_bound(account: &Account) {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    std::fs::set_permissions(h, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        h.join(".gitconfig"),
+        "[user]\n\tname = home bound\n\temail = home-bound@localhost\n",
+    )
+    .unwrap();
+    for dir in [".cache/pip", ".npm", "work"] {
+        std::fs::create_dir_all(h.join(dir)).unwrap();
+    }
+    let w = h.join("work");
+    let vendored = downloaded(crates_online(), "the home-bound cargo case");
+    let python = downloaded(python_online(), "the home-bound Python case");
+    let node = downloaded(node_online(), "the home-bound Node case");
+    copy_in(account, &vendored.work.join("vendor"), &w.join("vendor"));
+    copy_in(account, &python.work.join("wheels"), &w.join("wheels"));
+    copy_in(account, &node.work.join("npm-cache"), &w.join("npm-cache"));
+    put(account, &w, "make/main.c", MAIN_C, 0o644);
+    put(account, &w, "make/answer.c", ANSWER_C, 0o644);
+    put(account, &w, "make/Makefile", MAKEFILE, 0o644);
+    put(account, &w, "script/scripts/build.sh", BUILD_SH, 0o755);
+    put(account, &w, "script/scripts/stamp.sh", STAMP_SH, 0o755);
+    put(account, &w, "python/test_adds.py", TEST_PY, 0o644);
+    put(
+        account,
+        &w,
+        "itoa/Cargo.toml",
+        "[package]\nname = \"itoa-user\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+         [dependencies]\nitoa = \"1\"\n",
+        0o644,
+    );
+    put(account, &w, "itoa/src/main.rs", HELLO_RS, 0o644);
+    put(
+        account,
+        &w,
+        "itoa/.cargo/config.toml",
+        "[source.crates-io]\nreplace-with = \"vendored\"\n\n\
+         [source.vendored]\ndirectory = \"../vendor\"\n",
+        0o644,
+    );
+    put(account, &w, "node/README", "x\n", 0o644);
+    run_host(
+        Command::new("chown")
+            .arg("-R")
+            .arg(format!("{}:{}", account.uid, account.gid))
+            .arg(h),
+    );
+    let before = dot_entries(h);
+    let in_home = |script: &str| {
+        let mut server = session_at(account, h, h, true);
+        if Path::new(TEST_TOOLCHAIN).join("cargo").exists() {
+            // The toolchain outside the home (rustup's proxies would look
+            // for it in this one).
+            server = server.env(
+                "PATH",
+                format!("{TEST_TOOLCHAIN}:/usr/local/bin:/usr/bin:/bin"),
+            );
+        } else {
+            server = server.env("RUSTUP_HOME", account.home.join(".rustup"));
+        }
+        let server = server.args(["--", "sh", "-c", &format!("set -e\ncd work\n{script}")]);
+        let _config = server.home();
+        wait_output(server.spawn(), std::time::Duration::from_secs(300))
+    };
+    let cases: [(&str, String, &str); 8] = [
+        ("make", "cd make && make -j2 && ./hello".into(), "hello from make: 42"),
+        ("script", "cd script && ./scripts/build.sh nightly && cat out/report.txt".into(), "step 3"),
+        (
+            "cargo",
+            "cargo new -q hello && cd hello && cargo run -q && \
+             cd ../itoa && cargo test -q --offline 2>&1 && cargo run -q --offline"
+                .into(),
+            "itoa says 4242",
+        ),
+        (
+            "python",
+            "cd python && python3 -m venv .venv && \
+             .venv/bin/pip install -q --no-index --find-links ../wheels pytest && .venv/bin/pytest -q"
+                .into(),
+            "1 passed",
+        ),
+        (
+            "node",
+            format!(
+                "cd node && npm init -y > /dev/null && \
+                 npm install -s --offline --cache ../npm-cache semver\n{NODE_USE}"
+            ),
+            "1.5.0",
+        ),
+        (
+            "git",
+            "git init -q -b main origin && cd origin && echo one > README && git add README && \
+             git commit -q -m first && cd .. && git clone -q origin clone && cd clone && \
+             git switch -q -c feature && echo two >> README && git commit -q -am second && \
+             git branch -q -u origin/main && git log --format='%an %s' | head -1"
+                .into(),
+            "home bound second",
+        ),
+        ("output", "seq 1 300000 | tail -1".into(), "300000"),
+        (
+            "history",
+            "echo 'make -j2' >> ../.bash_history && echo cached > ../.cache/pip/x && \
+             echo kept > ../.npm/x && echo ok"
+                .into(),
+            "ok",
+        ),
+    ];
+    for (what, script, want) in cases {
+        let out = in_home(&script);
+        assert_ok(&out, &format!("{what} with the home bound"));
+        assert!(
+            text(&out.stdout).contains(want),
+            "{what} with the home bound: no {want:?}\n{}",
+            both(&out)
+        );
+    }
+    assert_eq!(
+        std::fs::metadata(w.join("hello/target")).unwrap().uid(),
+        account.uid,
+        "what the sandbox built is the account's"
+    );
+    assert_eq!(
+        dot_entries(h),
+        before,
+        "the home gained or lost a dot-path entry"
+    );
+    assert_eq!(
+        std::fs::read_to_string(h.join(".bash_history")).unwrap(),
+        "make -j2\n"
+    );
+    for throwaway in [".cache/pip/x", ".npm/x"] {
+        assert!(
+            !h.join(throwaway).exists(),
+            "{throwaway} reached the host through the overlay"
+        );
+    }
+}
+
+/// The names at the top of a home that start with `.`, and the entries of
+/// the caches.
+fn dot_entries(home: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(home)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.') && n != ".bash_history")
+        .collect();
+    for cache in [".cache", ".cache/pip", ".npm"] {
+        out.extend(
+            std::fs::read_dir(home.join(cache))
+                .unwrap()
+                .map(|e| format!("{cache}/{}", e.unwrap().file_name().to_string_lossy())),
+        );
+    }
+    out.sort();
+    out
+}
+
+/// G4, G5: every workflow, with the home bound read-write.
+#[test]
+fn every_workflow_with_the_home_bound_read_write_as_the_invoking_account() {
+    require_bwrap!();
+    home_bound(&invoking());
+}
+
+/// G4, G5: the same as `cc-test`.
+#[test]
+fn every_workflow_with_the_home_bound_read_write_as_an_unprivileged_user() {
+    require_bwrap!();
+    let Some(user) = test_user() else { return };
+    home_bound(&user);
 }
 
 // ---- an install answered at the terminal (`--ask`) ----------------------

@@ -46,11 +46,11 @@ mod sys;
 mod walk;
 
 #[cfg(test)]
+mod jail_tests;
+#[cfg(test)]
 mod judge_tests;
 #[cfg(test)]
 mod race_tests;
-#[cfg(test)]
-mod jail_tests;
 
 pub use clone::{CloneChoice, CloneEntry, CloneReport, CloneSource};
 pub use error::{Denial, JailError, Op, rule};
@@ -283,10 +283,28 @@ impl Jail {
         let rules_home = home
             .clone()
             .filter(|h| writable.iter().any(|w| h.starts_with(w)));
+        // The home's allowlist wherever a writable root holds any part of
+        // it; the server's own PATH and the home's PATH directories kept.
+        let allowlisted_home = home.clone().filter(|h| {
+            writable
+                .iter()
+                .any(|w| crate::allowlists::home::holds_part_of(w, h))
+        });
+        let path_dirs = crate::allowlists::home::path_dirs(
+            std::env::var_os("PATH").as_deref(),
+            home.as_deref(),
+        )
+        .into_iter()
+        .map(|d| std::fs::canonicalize(&d).unwrap_or(d))
+        .filter(|d| writable.iter().any(|w| d.starts_with(w)))
+        .collect();
         let mut rules = Rules::new(&GuardConfig {
             globs: config.globs.clone(),
             roots: writable,
             home: rules_home,
+            allowlisted_home,
+            throwaway: Vec::new(),
+            path_dirs,
         })
         .map_err(|e| JailError::Config(format!("the glob {} is invalid: {}", e.glob, e.reason)))?;
         // With no globs nothing is protected by name at start (a server's

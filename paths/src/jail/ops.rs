@@ -175,7 +175,7 @@ impl Jail {
         if self.lstat(op, &t)?.is_some() {
             return Err(io_error(op, &t.given, os_error(libc::EEXIST)));
         }
-        self.by_rules(op, &t, self.rules.check_create(&t.path), "creating")?;
+        self.by_rules(op, &t, self.rules.check_mkdir(&t.path), "creating")?;
         sys::mkdirat(t.parent.as_fd(), &t.name, 0o777).map_err(|e| io_error(op, &t.given, e))
     }
 

@@ -4,6 +4,7 @@
 //! to in-server file operations, so both refuse the same things by the same
 //! names. [`scan::scan_protected_inodes`] fills in what exists at start.
 
+mod allowlisted;
 mod scan;
 
 pub use scan::scan_protected_inodes;
@@ -25,6 +26,16 @@ pub struct GuardConfig {
     pub roots: Vec<PathBuf>,
     /// `$HOME` when it is one of the roots: `~/` globs apply there alone.
     pub home: Option<PathBuf>,
+    /// The home, when a writable root holds any part of it (the home, an
+    /// ancestor, or a directory below it): its allowlist applies
+    /// ([`crate::allowlists::home`]).
+    pub allowlisted_home: Option<PathBuf>,
+    /// Directories of that home shown as throwaway overlays: what is
+    /// written below them stays in the sandbox.
+    pub throwaway: Vec<PathBuf>,
+    /// `PATH` directories inside the writable roots: nothing in them may
+    /// change, and neither they nor a directory above them may be replaced.
+    pub path_dirs: Vec<PathBuf>,
 }
 
 /// Why an operation is refused.
@@ -77,6 +88,9 @@ pub struct Rules {
     /// Whether the start-up scan saw everything; if not, every existing file
     /// an `existing:` glob matches is protected (fail closed).
     scan_complete: bool,
+    /// The allowlists ([`crate::allowlists`]) and what the scan found for
+    /// them.
+    allowlisted: allowlisted::Allowlisted,
 }
 
 impl Rules {
@@ -96,6 +110,7 @@ impl Rules {
                 .cmp(&(std::cmp::Reverse(b.as_os_str().len()), b))
         });
         roots.dedup();
+        let allowlisted = allowlisted::Allowlisted::new(config);
         Ok(Self {
             globs,
             roots,
@@ -106,6 +121,7 @@ impl Rules {
             hooks_dirs: HashSet::new(),
             repositories: HashSet::new(),
             scan_complete: false,
+            allowlisted,
         })
     }
 
@@ -213,9 +229,12 @@ impl Rules {
             at_start.existing_only |= verdict.first.is_some_and(|g| g.existing_only());
             creation_refused |= verdict.forbidding_creation.is_some();
         }
+        // A file of a git directory the allowlist keeps is kept by identity
+        // too; the home's kept files are many, and judged by path alone.
         at_start.protected = at_start.existing_only
             || creation_refused
-            || self.check_create_beyond_globs(path).is_some();
+            || self.check_create_beyond_globs(path).is_some()
+            || self.git_refusal(path, false).is_some();
         at_start
     }
 
@@ -249,13 +268,17 @@ impl Rules {
                 && path
                     .parent()
                     .is_some_and(|d| self.repository_around(d).is_some()))
+            || self.allowlisted_could_refuse(path)
     }
 
     /// Whether changing or removing the existing file at `path` (canonical,
     /// absolute) is refused. `existing:` globs refuse only files that were
     /// there at start.
     pub fn check_name(&self, path: &Path) -> Option<Refusal> {
-        if let Some(refusal) = self.check_create(path) {
+        if let Some(refusal) = self
+            .check_create(path)
+            .or_else(|| self.unscanned_git_refusal(path))
+        {
             return Some(refusal);
         }
         let protected = !self.scan_complete || self.existing.contains(path);
@@ -275,16 +298,31 @@ impl Rules {
     /// they protected at start: making it again (after moving it away) is
     /// changing it.
     pub fn check_create(&self, path: &Path) -> Option<Refusal> {
-        self.relatives(path)
-            .find_map(|(rel, home)| {
-                (!rel.as_os_str().is_empty())
-                    .then(|| self.globs.forbidding_creation(rel, home))
-                    .flatten()
-                    .map(|glob| Refusal {
-                        rule: glob.as_str().to_owned(),
-                    })
-            })
+        self.glob_forbidding_creation(path)
             .or_else(|| self.check_create_beyond_globs(path))
+            .or_else(|| self.check_allowlists(path, false))
+    }
+
+    /// [`Rules::check_create`] for a directory being made (`mkdir`): in a
+    /// git directory of launch, a directory an allowed name lies in may be
+    /// made too (`info` for `info/refs`), and a `PATH` directory itself.
+    pub fn check_mkdir(&self, path: &Path) -> Option<Refusal> {
+        self.glob_forbidding_creation(path)
+            .or_else(|| self.check_create_beyond_globs(path))
+            .or_else(|| self.check_allowlists(path, true))
+    }
+
+    /// The first glob that forbids creating `path`, at the nearest root that
+    /// has one.
+    fn glob_forbidding_creation(&self, path: &Path) -> Option<Refusal> {
+        self.relatives(path).find_map(|(rel, home)| {
+            (!rel.as_os_str().is_empty())
+                .then(|| self.globs.forbidding_creation(rel, home))
+                .flatten()
+                .map(|glob| Refusal {
+                    rule: glob.as_str().to_owned(),
+                })
+        })
     }
 
     /// The part of [`Rules::check_create`] the globs do not decide: what
@@ -328,6 +366,9 @@ impl Rules {
     /// their shape before (fail closed): their shape alone would make every
     /// name below `.git/modules` one, `config.lock` included.
     fn structural(&self, path: &Path) -> Option<Refusal> {
+        if let Some(refusal) = self.allowlisted_structural(path) {
+            return Some(refusal);
+        }
         if self.scan_complete && self.existing_dirs.contains(path) {
             return Some(Refusal {
                 rule: format!("{} holds files protected at start", path.display()),
@@ -400,6 +441,7 @@ mod tests {
             globs: DEFAULT_GLOBS.iter().map(|g| (*g).to_owned()).collect(),
             roots: vec!["/work/proj".into(), "/work".into()],
             home: Some("/home/u".into()),
+            ..Default::default()
         })
         .unwrap()
     }
@@ -501,6 +543,7 @@ mod tests {
             globs: DEFAULT_GLOBS.iter().map(|g| (*g).to_owned()).collect(),
             roots: vec!["/".into()],
             home: Some("/home/u".into()),
+            ..Default::default()
         })
         .unwrap();
         assert!(
@@ -621,6 +664,7 @@ mod tests {
                 globs: vec!["/abs".into()],
                 roots: vec![],
                 home: None,
+                ..Default::default()
             })
             .is_err()
         );

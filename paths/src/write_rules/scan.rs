@@ -1,8 +1,11 @@
 //! The start-up scan: what exists under the roots that the rules protect
 //! by identity or by place (files a glob matches, git hooks directories,
-//! repositories).
+//! repositories, git directories, where the home's symlinks lead).
+
+use std::path::{Path, PathBuf};
 
 use super::Rules;
+use crate::allowlists::git::{Entry, is_git_dir};
 
 /// Files looked at when recording the identities of protected files at start.
 const INODE_SCAN_LIMIT: usize = 200_000;
@@ -10,8 +13,12 @@ const INODE_SCAN_LIMIT: usize = 200_000;
 /// Records `(dev, ino)` of every existing file under the roots that a glob
 /// matches, so other names of them (hard links) are refused too, which
 /// files `existing:` globs protect, and every git directory's hooks
-/// directory below a `.git` (whatever a submodule's name). Returns `false` when the scan stopped at
-/// its limit (then `existing:` globs protect every match: fail closed).
+/// directory below a `.git` (whatever a submodule's name), every git
+/// directory (by its shape: the git allowlist applies in it), every
+/// directory of a repository holding a `HEAD` that is not one, and where
+/// the symlinks under the home's kept paths lead. Returns `false` when the
+/// scan stopped at its limit (then `existing:` globs protect every match,
+/// and any `.git` counts as a git directory: fail closed).
 ///
 /// Each file costs one match of the globs (most are ruled out by the
 /// prefilter of [`crate::write_deny::GlobSet::judge`] without
@@ -28,12 +35,39 @@ pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
     let mut hooks = Vec::new();
     let mut repositories = Vec::new();
     let mut scratch = Vec::new();
-    let mut stack: Vec<std::path::PathBuf> = roots;
+    let mut heads = Vec::new();
+    let mut stack: Vec<PathBuf> = roots;
     while let Some(dir) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
-        for entry in entries.flatten() {
+        // The type from the directory entry itself: no `stat`.
+        let entries: Vec<(PathBuf, std::fs::FileType)> = entries
+            .flatten()
+            .filter_map(|e| Some((e.path(), e.file_type().ok()?)))
+            .collect();
+        let entry = |name: &str| {
+            entries
+                .iter()
+                .find(|(p, _)| p.file_name() == Some(name.as_ref()))
+                .map(|(_, kind)| {
+                    if kind.is_dir() {
+                        Entry::Dir
+                    } else if kind.is_symlink() {
+                        Entry::Link
+                    } else {
+                        Entry::File
+                    }
+                })
+        };
+        if entry("HEAD").is_some() {
+            if is_git_dir(entry) {
+                rules.protect_git_dir(dir.clone());
+            } else {
+                heads.push(dir.clone());
+            }
+        }
+        for (path, kind) in entries {
             seen += 1;
             if seen > INODE_SCAN_LIMIT {
                 // Incomplete: `existing:` globs then protect every match.
@@ -48,11 +82,6 @@ pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
                 }
                 return false;
             }
-            // The type from the directory entry itself: no `stat`.
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            let path = entry.path();
             // Its name, by the bytes of its path (a directory, `/`, the name).
             if path.as_os_str().as_bytes().ends_with(b"/.git")
                 && let Some(worktree) = path.parent()
@@ -68,7 +97,7 @@ pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
                 // One match of every glob; `stat` only for what it protects.
                 let at_start = rules.judge_at_start(&path, &mut scratch);
                 if at_start.protected
-                    && let Ok(meta) = entry.metadata()
+                    && let Ok(meta) = std::fs::symlink_metadata(&path)
                 {
                     use std::os::unix::fs::MetadataExt;
                     found.push((meta.dev(), meta.ino()));
@@ -76,6 +105,8 @@ pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
                 if at_start.existing_only {
                     existing.push(path);
                 }
+            } else if kind.is_symlink() && rules.home_keeps(&path) {
+                follow_kept_link(rules, &path);
             }
         }
     }
@@ -92,7 +123,32 @@ pub fn scan_protected_inodes(rules: &mut Rules) -> bool {
         rules.protect_repository(worktree);
     }
     rules.scan_completed();
+    // After the git directories and repositories are all known: a `HEAD`
+    // inside a repository's worktree, not in a git directory.
+    for dir in heads {
+        let head = dir.join("HEAD");
+        if !rules.in_git_dir(&head) && rules.repository_around(&head).is_some() {
+            rules.protect_head_dir(dir);
+        }
+    }
     true
+}
+
+/// Where a symlink under the home's kept paths leads, when that is another
+/// place inside a root: kept as the link is (`~/.bashrc ->
+/// dotfiles/bashrc`). Never the home, a root or a directory above either:
+/// a link to `/` (wine's `z:`) keeps nothing.
+fn follow_kept_link(rules: &mut Rules, link: &Path) {
+    let Ok(target) = std::fs::canonicalize(link) else {
+        return;
+    };
+    let inside_a_root = rules
+        .roots()
+        .iter()
+        .any(|r| target.starts_with(r) && target != *r);
+    if inside_a_root && !rules.home_keeps(&target) && !rules.holds_the_home(&target) {
+        rules.keep_link_target(target);
+    }
 }
 
 /// Whether `dir` is the hooks directory of a git directory inside a `.git`

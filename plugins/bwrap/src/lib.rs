@@ -416,6 +416,10 @@ impl BackendImpl for BwrapBackend {
         // Last before the plan: git, asked since the probe, has had the
         // time the discovery took to answer.
         let gitconfig = identity::GitIdentity::of_host_user().gitconfig();
+        let path_dirs = sandbox_paths::allowlists::home::path_dirs(
+            std::env::var_os("PATH").as_deref(),
+            home.as_deref(),
+        );
         let plan = plan::plan(
             &PlanInput {
                 spec: &spec,
@@ -433,6 +437,7 @@ impl BackendImpl for BwrapBackend {
                     .tmpfs_bytes
                     .unwrap_or(limits::DEFAULT_TMPFS_BYTES),
                 server_state: &[server_state()],
+                path_dirs: &path_dirs,
             },
             &host,
         )

@@ -42,6 +42,10 @@ use sandbox_paths::write_rules::GuardConfig;
 use sandbox_plugin_api::SandboxSpec;
 
 use crate::toolchains::Found;
+use allowlists::{
+    git_internals, home_kept_entries, home_throwaway, kept_read_only, module_gitdirs,
+    resolve_existing_prefix,
+};
 use sandbox_paths::secrets::{
     HOME_SECRETS, HOME_WRITE_DENY, MANDATORY_WRITE_DENY, SSH_HOST_KEY_DIR, SYSTEM_SECRETS,
 };
@@ -100,6 +104,10 @@ pub struct PlanInput<'a> {
     /// proxy sockets, the kept probe): masked, as an empty directory,
     /// wherever a bind holds it (a workdir of `/tmp`, where root's lies).
     pub server_state: &'a [PathBuf],
+    /// The `PATH` directories to keep, as given
+    /// (`sandbox_paths::allowlists::home::path_dirs`): those inside a
+    /// writable bind take nothing.
+    pub path_dirs: &'a [PathBuf],
 }
 
 /// The descriptor bwrap reads the private home's `.gitconfig` from
@@ -330,7 +338,12 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     args.tmpfs("/tmp", input.tmpfs_bytes);
     args.tmpfs("/var/tmp", input.tmpfs_bytes);
 
-    // 2. The binds.
+    // 2. The binds. A writable bind of a kept part of the home
+    //    (`~/.config`) or inside a git directory is read-only: the
+    //    allowlists.
+    let home = input
+        .home
+        .map(|h| host.resolve(h).unwrap_or_else(|| h.to_path_buf()));
     let mut views = Vec::new();
     for bind in &spec.bind_mounts {
         let literal = &bind.host_path;
@@ -343,7 +356,9 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         let resolved = host
             .resolve(literal)
             .ok_or_else(|| PlanError::BindMissing(literal.clone()))?;
-        let writable = spec.binds_writable() && !bind.read_only;
+        let writable = spec.binds_writable()
+            && !bind.read_only
+            && !kept_read_only(&resolved, home.as_deref(), host);
         let guest = bind.guest_path();
         if !guest.is_absolute() {
             return Err(PlanError::NotAbsolute(
@@ -363,9 +378,10 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         let resolved = host
             .resolve(dir)
             .ok_or_else(|| PlanError::BindMissing(dir.clone()))?;
-        push_view(&mut views, &resolved, dir, true);
+        let writable = !kept_read_only(&resolved, home.as_deref(), host);
+        push_view(&mut views, &resolved, dir, writable);
         if resolved != *dir {
-            push_view(&mut views, &resolved, &resolved, true);
+            push_view(&mut views, &resolved, &resolved, writable);
         }
     }
     // A literal spelling that is a symlink inside another view needs no mount
@@ -379,9 +395,6 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
                 .iter()
                 .any(|other| *other != v.guest && v.guest.starts_with(other)))
     });
-    let home = input
-        .home
-        .map(|h| host.resolve(h).unwrap_or_else(|| h.to_path_buf()));
     let mut gitconfig = None;
     if let Some(home) = &home
         && !views.iter().any(|v| v.guest_of(home).is_some())
@@ -394,9 +407,29 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
             gitconfig = Some(text.to_owned());
         }
     }
+    // A writable bind shows the home: its allowlist applies, and its
+    // caches are overlays on the bind.
+    let bound_home = home
+        .clone()
+        .filter(|h| views.iter().any(|v| v.writable && v.guest_of(h).is_some()));
+    let mut found = input.toolchains.clone();
+    if let Some(h) = &bound_home {
+        let throwaway = home_throwaway(h, host);
+        found
+            .caches
+            .retain(|c| !throwaway.iter().any(|t| c.path.starts_with(&t.path)));
+        found.caches.extend(throwaway);
+        found.caches.sort_by_key(|c| c.path.components().count());
+    }
     // The user's toolchains and caches, on the private /tmp and $HOME and
     // below the binds (a bind inside one stays as it is).
-    let shown = Shown::plan(input.toolchains, &views, &mut args, &mut exec_from);
+    let shown = Shown::plan(
+        &found,
+        &views,
+        bound_home.as_deref(),
+        &mut args,
+        &mut exec_from,
+    );
     // Parents before children (a later parent mount would hide a child).
     let mut ordered: Vec<&View> = views.iter().collect();
     ordered.sort_by_key(|v| depth(&v.guest));
@@ -424,7 +457,22 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     // 3. Write protection inside writable views.
     let mut protected = Vec::new();
     let mut pinned = BTreeSet::new();
-    for target in write_protected(spec, home.as_deref(), &views, host)? {
+    let kept = Kept {
+        home: bound_home
+            .as_deref()
+            .map(|h| {
+                let points: Vec<PathBuf> = shown.overlays.iter().map(|c| c.path.clone()).collect();
+                home_kept_entries(h, &points, host)
+            })
+            .unwrap_or_default(),
+        path_dirs: input
+            .path_dirs
+            .iter()
+            .map(|d| resolve_existing_prefix(d, host))
+            .filter(|d| views.iter().any(|v| v.writable && d.starts_with(&v.host)))
+            .collect(),
+    };
+    for target in write_protected(spec, home.as_deref(), &views, &kept, host)? {
         for view in views.iter().filter(|v| v.writable) {
             let Some(guest) = view.guest_of(&target) else {
                 continue;
@@ -507,10 +555,20 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
             .clone()
             .filter(|h| views.iter().any(|v| v.writable && h.starts_with(&v.guest)));
         roots.extend(home_root.clone());
+        let guest_of = |host_path: &Path| {
+            views
+                .iter()
+                .filter(|v| v.writable)
+                .filter_map(|v| v.guest_of(host_path))
+                .max_by_key(|g| depth(g))
+        };
         GuardConfig {
             globs: spec.write_deny_globs.clone(),
             roots,
             home: home_root,
+            allowlisted_home: bound_home.as_deref().and_then(guest_of),
+            throwaway: shown.overlays.iter().map(|c| c.path.clone()).collect(),
+            path_dirs: kept.path_dirs.iter().filter_map(|d| guest_of(d)).collect(),
         }
     });
     if guard.is_some() {
@@ -638,7 +696,13 @@ impl Shown {
     /// would show the bind's neighbours, an overlay would hide the bind).
     /// Masks for secrets under a toolchain come later with
     /// the others; a cache's are whiteouts in its overlay.
-    fn plan(found: &Found, views: &[View], args: &mut Args, exec_from: &mut Vec<PathBuf>) -> Self {
+    fn plan(
+        found: &Found,
+        views: &[View],
+        bound_home: Option<&Path>,
+        args: &mut Args,
+        exec_from: &mut Vec<PathBuf>,
+    ) -> Self {
         let by_bind = |host: &Path| views.iter().any(|v| v.guest_of(host).is_some());
         let mut shown = Self {
             views: Vec::new(),
@@ -678,6 +742,24 @@ impl Shown {
             }
         }
         for cache in &found.caches {
+            // In a bound home, a cache the home's bind shows is overlaid on
+            // the bind: its writes stay in the sandbox (the home allowlist).
+            let on_bind = bound_home
+                .filter(|h| cache.path.starts_with(h))
+                .and_then(|_| {
+                    views
+                        .iter()
+                        .filter(|v| v.guest_of(&cache.path).is_some())
+                        .max_by_key(|v| depth(&v.guest))
+                })
+                .filter(|v| {
+                    v.writable && v.guest == v.host && !holds_bind_below(views, &cache.path)
+                });
+            if on_bind.is_some() {
+                exec_from.extend(cache.read_only.iter().cloned());
+                shown.overlays.push(cache.clone());
+                continue;
+            }
             let why = if by_bind(&cache.path) {
                 Some("a bind shows it")
             } else if holds_bind(&cache.path) {
@@ -797,6 +879,14 @@ pub fn hook_dirs_to_create(spec: &SandboxSpec, host: &dyn HostFacts) -> Vec<Path
         .collect()
 }
 
+/// Whether a view other than the one showing `dir` lies strictly inside it
+/// (an overlay would hide it).
+fn holds_bind_below(views: &[View], dir: &Path) -> bool {
+    views.iter().any(|v| {
+        v.host != dir && v.host.starts_with(dir) || v.guest != dir && v.guest.starts_with(dir)
+    })
+}
+
 fn push_view(views: &mut Vec<View>, host: &Path, guest: &Path, writable: bool) {
     if let Some(existing) = views.iter_mut().find(|v| v.guest == guest) {
         // The same place named twice: the stricter wins.
@@ -828,6 +918,7 @@ fn write_protected(
     spec: &SandboxSpec,
     home: Option<&Path>,
     views: &[View],
+    kept: &Kept,
     host: &dyn HostFacts,
 ) -> Result<Vec<PathBuf>, PlanError> {
     let mut out = BTreeSet::new();
@@ -870,68 +961,18 @@ fn write_protected(
             }
         }
     }
+    for path in kept.home.iter().chain(&kept.path_dirs) {
+        out.extend(host.resolve(path));
+    }
     Ok(out.into_iter().collect())
 }
 
-/// How deep submodules are looked for below `.git/modules` (a submodule's
-/// name may hold `/`, and submodules nest); deeper ones are the guard's.
-const MODULES_DEPTH: usize = 6;
-
-/// The git files at the top of `root` that git reads as config or runs,
-/// resolved, that exist (SPEC G5; docs/threat-model.md §4): a `.git` *file*
-/// (its `gitdir:` says which config applies), and in a `.git` directory its
-/// `config.worktree`, every submodule's `config`, `config.worktree` and
-/// `hooks` below `modules/`, and every worktree's `config.worktree`.
-/// (`.git/config` and `.git/hooks` are [`MANDATORY_WRITE_DENY`] names.)
-/// Repositories deeper in a root are protected by the guard's start-up scan,
-/// at any depth.
-fn git_internals(root: &Path, host: &dyn HostFacts) -> Vec<PathBuf> {
-    let dot_git = root.join(".git");
-    let mut out = Vec::new();
-    match host.kind(&dot_git) {
-        Some(Kind::File) => out.extend(host.resolve(&dot_git)),
-        Some(Kind::Dir) => {
-            for gitdir in module_gitdirs(&dot_git, host) {
-                for name in ["config", "config.worktree", "hooks"] {
-                    out.extend(host.resolve(&gitdir.join(name)));
-                }
-            }
-            let worktrees = dot_git.join("worktrees");
-            for name in host.list(&worktrees) {
-                out.extend(host.resolve(&worktrees.join(name).join("config.worktree")));
-            }
-        }
-        None => {}
-    }
-    out
-}
-
-/// The git directories of every submodule below `<dot_git>/modules`, to
-/// [`MODULES_DEPTH`]: a directory holding `HEAD` is one (and may hold
-/// `modules/` of its own); any other directory may be part of a name with
-/// `/` in it.
-fn module_gitdirs(dot_git: &Path, host: &dyn HostFacts) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![(dot_git.join("modules"), 0usize)];
-    while let Some((dir, level)) = stack.pop() {
-        if level >= MODULES_DEPTH || host.kind(&dir) != Some(Kind::Dir) {
-            continue;
-        }
-        for name in host.list(&dir) {
-            let child = dir.join(name);
-            if host.kind(&child) != Some(Kind::Dir) {
-                continue;
-            }
-            if host.kind(&child.join("HEAD")) == Some(Kind::File) {
-                stack.push((child.join("modules"), level + 1));
-                out.push(child);
-            } else {
-                stack.push((child, level + 1));
-            }
-        }
-    }
-    out.sort();
-    out
+/// What the allowlists keep read-only by mounts besides the named lists
+/// (`plan_allowlists`): a bound home's kept top-level entries, and the
+/// `PATH` directories inside writable binds (resolved).
+struct Kept {
+    home: Vec<PathBuf>,
+    path_dirs: Vec<PathBuf>,
 }
 
 /// Secrets that exist, resolved, with their kind: the system's, `$HOME`'s
@@ -966,6 +1007,9 @@ fn secrets(
     out.dedup();
     out
 }
+
+#[path = "plan_allowlists.rs"]
+mod allowlists;
 
 #[cfg(test)]
 #[path = "plan_tests.rs"]

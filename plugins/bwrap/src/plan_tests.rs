@@ -122,6 +122,7 @@ fn run(spec: &SandboxSpec, host: &FakeHost) -> Result<Plan, PlanError> {
             cache_bytes: DEFAULT_CACHE_BYTES,
             tmpfs_bytes: 1 << 20,
             server_state: &[PathBuf::from(SERVER_STATE)],
+            path_dirs: &[],
         },
         host,
     )
@@ -612,6 +613,145 @@ fn git_internals_and_home_families_that_exist_are_read_only() {
     );
 }
 
+/// SPEC G5 (the allowlists' mounts): in a bound home every existing
+/// top-level dot entry and code place is re-bound read-only but the
+/// history data and the caches (`~/.cache` and `~/go` overlays on the
+/// bind); a
+/// symlinked dot-file is kept where it leads; a git directory's
+/// `commondir`, `gitdir`, alternates, grafts and `shallow` are re-bound
+/// where they exist; a PATH directory inside a bind is read-only and the
+/// guard is told of it, of the home and of the overlays.
+#[test]
+fn a_bound_homes_kept_part_git_pointers_and_path_dirs_are_read_only() {
+    let mut host = FakeHost::standard();
+    host.dir("/home/u/.config")
+        .dir("/home/u/.cache")
+        .dir("/home/u/.newtool")
+        .dir("/home/u/go")
+        .dir("/home/u/proj")
+        .file("/home/u/.bash_history")
+        .file("/home/u/notes.txt")
+        .dir("/home/u/dotfiles")
+        .file("/home/u/dotfiles/tmux.conf")
+        .symlink("/home/u/.tmux.conf", "/home/u/dotfiles/tmux.conf")
+        .file("/home/u/.tmux.conf")
+        .dir("/work/proj/.git")
+        .file("/work/proj/.git/HEAD")
+        .file("/work/proj/.git/shallow")
+        .dir("/work/proj/.git/objects/info")
+        .file("/work/proj/.git/objects/info/alternates")
+        .dir("/work/proj/.git/worktrees/wt")
+        .file("/work/proj/.git/worktrees/wt/commondir")
+        .file("/work/proj/.git/worktrees/wt/gitdir")
+        .dir("/work/proj/tools/bin");
+    let spec = SandboxSpec {
+        write_deny_globs: vec!["**/*.pem".into()],
+        ..spec_with(vec![bind("/home/u", false), bind("/work/proj", false)])
+    };
+    let path_dirs = [
+        PathBuf::from("/work/proj/tools/bin"),
+        "/home/u/go/bin".into(),
+    ];
+    let nothing = crate::toolchains::Found::default();
+    let plan = plan(
+        &PlanInput {
+            spec: &spec,
+            home: Some(Path::new("/home/u")),
+            init: Path::new("/opt/cc/sandbox-init"),
+            control_fd: 3,
+            extra_system: &[],
+            guard: true,
+            gitconfig: None,
+            toolchains: &nothing,
+            cache_bytes: DEFAULT_CACHE_BYTES,
+            tmpfs_bytes: 1 << 20,
+            path_dirs: &path_dirs,
+            server_state: &[],
+        },
+        &host,
+    )
+    .unwrap();
+    let args = strings(&plan);
+    for path in [
+        "/home/u/.config",
+        "/home/u/.newtool",
+        "/home/u/dotfiles/tmux.conf",
+        "/work/proj/.git/shallow",
+        "/work/proj/.git/objects/info/alternates",
+        "/work/proj/.git/worktrees/wt/commondir",
+        "/work/proj/.git/worktrees/wt/gitdir",
+        "/work/proj/tools/bin",
+    ] {
+        assert!(has(&args, &["--ro-bind", path, path]), "{path}: {args:?}");
+    }
+    for free in [
+        "/home/u/.bash_history",
+        "/home/u/.cache",
+        "/home/u/proj",
+        "/home/u/notes.txt",
+    ] {
+        assert!(!plan.protected.contains(&PathBuf::from(free)), "{free}");
+    }
+    // `~/.cache` and GOPATH's default: overlays on the bind.
+    let overlays = caches_arg(&args).expect("overlays on the bind");
+    let points: Vec<&str> = overlays.overlays.iter().map(|o| o.point.as_str()).collect();
+    assert_eq!(points, ["/home/u/.cache", "/home/u/go"]);
+    let guard = plan.guard.unwrap();
+    assert_eq!(
+        guard.allowlisted_home.as_deref(),
+        Some(Path::new("/home/u"))
+    );
+    assert_eq!(
+        guard.throwaway,
+        [PathBuf::from("/home/u/.cache"), "/home/u/go".into()]
+    );
+    let mut path_dirs = guard.path_dirs.clone();
+    path_dirs.sort();
+    assert_eq!(
+        path_dirs,
+        [
+            PathBuf::from("/home/u/go/bin"),
+            "/work/proj/tools/bin".into()
+        ]
+    );
+}
+
+/// SPEC G5: a writable bind of a part of the home the allowlist keeps
+/// (`~/.config`, `~/.local`) is read-only, and so is one inside a git
+/// directory; one of the home's own work (`~/proj`) stays writable.
+#[test]
+fn a_writable_bind_of_a_kept_part_of_the_home_is_read_only() {
+    let mut host = FakeHost::standard();
+    host.dir("/home/u/.config").dir("/home/u/proj");
+    let spec = spec_with(vec![
+        bind("/home/u/.config", false),
+        bind("/home/u/proj", false),
+    ]);
+    let args = strings(&run(&spec, &host).unwrap());
+    assert!(
+        has(&args, &["--ro-bind", "/home/u/.config", "/home/u/.config"]),
+        "{args:?}"
+    );
+    assert!(
+        has(&args, &["--bind", "/home/u/proj", "/home/u/proj"]),
+        "{args:?}"
+    );
+    // Inside a git directory (the guard would not see it from inside).
+    host.dir("/work/proj/.git")
+        .dir("/work/proj/.git/objects")
+        .dir("/work/proj/.git/refs")
+        .file("/work/proj/.git/HEAD");
+    let spec = spec_with(vec![bind("/work/proj/.git/refs", false)]);
+    let args = strings(&run(&spec, &host).unwrap());
+    assert!(
+        has(
+            &args,
+            &["--ro-bind", "/work/proj/.git/refs", "/work/proj/.git/refs"]
+        ),
+        "{args:?}"
+    );
+}
+
 #[test]
 fn the_guard_gets_the_globs_and_every_writable_root() {
     let mut spec = spec_with(vec![bind("/work/proj", false), bind("/data/real", true)]);
@@ -803,6 +943,7 @@ fn configured_system_paths_go_on_top_and_are_the_extra_exec_roots() {
             cache_bytes: DEFAULT_CACHE_BYTES,
             tmpfs_bytes: 1 << 20,
             server_state: &[],
+            path_dirs: &[],
         },
         &host,
     )
@@ -928,6 +1069,7 @@ fn a_private_home_gets_the_generated_gitconfig_only() {
         cache_bytes: DEFAULT_CACHE_BYTES,
         tmpfs_bytes: 1 << 20,
         server_state: &[],
+        path_dirs: &[],
     };
     let private = spec_with(vec![bind("/work/proj", false)]);
     let planned = plan(&input(&private), &host).unwrap();
@@ -961,6 +1103,7 @@ fn run_with_toolchains(
             gitconfig: None,
             tmpfs_bytes: 1 << 20,
             server_state: &[],
+            path_dirs: &[],
         },
         host,
     )
@@ -1089,27 +1232,42 @@ fn toolchains_are_read_only_exec_roots_and_caches_overlays() {
     assert!(caches_arg(&none).is_none() && !has(&none, &["--dir", CACHES_STAGING]));
 }
 
-/// G4: what a bind shows already is left to the bind, and a cache with a
+/// G4, G5: what a bind shows already is left to the bind, and a cache with a
 /// bind inside is not overlaid (the overlay would hide the bind); both
-/// are listed as skipped with the reason.
+/// are listed as skipped with the reason. A bound home is the exception
+/// for its caches (the home allowlist): they are overlaid on the bind, so
+/// nothing written there reaches the host, and its toolchains are kept
+/// read-only as every other dot-path of it.
 #[test]
 fn binds_win_over_toolchains_and_caches() {
     let host = toolchain_host();
     let found = found_on(&host, "/home/u/.cargo/bin", &[]);
-    let spec = spec_with(vec![bind("/home/u", false)]);
+    let spec = SandboxSpec {
+        write_deny_globs: vec!["**/*.pem".into()],
+        ..spec_with(vec![bind("/home/u", false)])
+    };
     let plan = run_with_toolchains(&spec, &host, &[], &found);
     let args = strings(&plan);
     assert!(
-        !has(&args, &["--ro-bind", "/home/u/.rustup", "/home/u/.rustup"]),
+        has(&args, &["--ro-bind", "/home/u/.rustup", "/home/u/.rustup"]),
         "{args:?}"
     );
-    assert!(caches_arg(&args).is_none(), "{args:?}");
-    assert!(plan.toolchains.is_empty() && plan.caches.is_empty());
     assert!(
-        plan.skipped
-            .contains(&("/home/u/.cargo".into(), "a bind shows it".into())),
-        "{:?}",
-        plan.skipped
+        !has(&args, &["--ro-bind", "/home/u/.cargo", "/home/u/.cargo"]),
+        "an overlay on the bind: {args:?}"
+    );
+    let overlays = caches_arg(&args).expect("overlays on the home's bind");
+    let points: Vec<&str> = overlays.overlays.iter().map(|o| o.point.as_str()).collect();
+    assert_eq!(points, ["/home/u/.cargo", "/home/u/.npm"], "{args:?}");
+    assert!(plan.toolchains.is_empty());
+    let guard = plan.guard.as_ref().unwrap();
+    assert_eq!(
+        guard.allowlisted_home.as_deref(),
+        Some(Path::new("/home/u"))
+    );
+    assert_eq!(
+        guard.throwaway,
+        [PathBuf::from("/home/u/.cargo"), "/home/u/.npm".into()]
     );
     // The home bind shows the cargo credentials: masked as a home secret.
     assert!(has(

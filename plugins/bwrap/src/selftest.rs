@@ -128,6 +128,7 @@ pub fn guard(tools: &Tools) -> Result<(), String> {
             cache_bytes: crate::plan::DEFAULT_CACHE_BYTES,
             tmpfs_bytes: crate::limits::DEFAULT_TMPFS_BYTES,
             server_state: &[],
+            path_dirs: &[],
         },
         &RealHost,
     )

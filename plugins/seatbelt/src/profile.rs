@@ -21,8 +21,12 @@
 //!    chat mode (F2) and `runnerStateDirs` in every mode (F4); the device
 //!    files shells write to. Then the filename-glob denies of
 //!    `spec.write_deny_globs`, anchored at every writable root and at
-//!    `$HOME`; the dependency-folder re-allows of "name anywhere" globs; the
-//!    other globs (`~/` ones at `$HOME` only); the mandatory denies (shell
+//!    `$HOME`, after the git metadata allowlist in the git directory at the
+//!    top of each writable root (only what git writes in ordinary work;
+//!    `profile_allowlists`); the dependency-folder re-allows of "name
+//!    anywhere" globs; the other globs (`~/` ones at `$HOME` only); the home
+//!    allowlist (a bound home's dot-paths read-only but its history data);
+//!    the mandatory denies (shell
 //!    rc files, `.git/hooks`, `.git/config`, agent config, tool configs,
 //!    launch agents) at the top of every writable root and of `$HOME`, and
 //!    the home's own ([`HOME_WRITE_DENY`]: `PATH` directories, editor
@@ -718,6 +722,12 @@ pub fn generate(
         w.allow("file-write*", &format!("(regex {})", sb_string(re)));
     }
 
+    // The git metadata allowlist, before the globs, which win over what it
+    // allows (`**/*.pem` in `.git/objects`).
+    if !terminal {
+        allowlists::git(&mut w, &writable_roots, resolver)?;
+    }
+
     // `~/` globs apply at $HOME alone; one that names a name anywhere is
     // denied there without the dependency-folder exemption (stricter).
     let (anywhere, anchored): (Vec<&Glob>, Vec<&Glob>) = globs
@@ -793,6 +803,12 @@ pub fn generate(
                 w.deny("file-write*", &re);
             }
         }
+    }
+
+    // The home allowlist (dispatch only: the terminal's home is writable
+    // by SPEC D2), after the dependency folders' re-allows, which it wins.
+    if !terminal {
+        allowlists::home(&mut w, &home, &writable_roots);
     }
 
     // Mandatory denies at the top of every writable root and of $HOME.
@@ -966,6 +982,9 @@ pub fn generate(
         .map_err(|e| ProfileError::Malformed(e.to_string()))?;
     Ok(profile)
 }
+
+#[path = "profile_allowlists.rs"]
+mod allowlists;
 
 #[cfg(test)]
 #[path = "profile_tests.rs"]

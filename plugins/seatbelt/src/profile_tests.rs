@@ -26,6 +26,7 @@ fn resolver() -> StaticResolver {
     let mut r = StaticResolver::macos();
     for p in [
         "/Users/dev/proj/.git/hooks",
+        "/Users/dev/proj/.git/HEAD",
         "/Users/dev/proj/node_modules/.bin",
         "/Users/dev/agent-config",
         "/Users/dev/.ssh",
@@ -398,6 +399,58 @@ fn a_read_only_bind_inside_a_writable_one_stays_read_only() {
         write(&checked(&spec, Variant::Dispatch), "/Users/dev/proj/x"),
         Decision::Deny
     );
+}
+
+/// SPEC G5, the allowlists where a profile can follow them: a bound home's
+/// dot-paths and code places are read-only but its history; the git
+/// directory at the top of a writable root takes what git writes in
+/// ordinary work, not its config, its alternates or a name nobody listed.
+#[test]
+fn the_allowlists_hold_in_a_bound_home_and_a_git_directory_at_the_top() {
+    let spec = SandboxSpec {
+        bind_mounts: vec![bind(HOME, false), bind(PROJ, false)],
+        ..chat_spec()
+    };
+    let c = checked(&spec, Variant::Dispatch);
+    for denied in [
+        "/Users/dev/.tmux.conf",
+        "/Users/dev/.local/lib/python3.12/site-packages/x.pth",
+        "/Users/dev/.new-tool/init.sh",
+        "/Users/dev/Library/LaunchAgents/x.plist",
+        "/Users/dev/bin/git",
+        "/Users/dev/proj/.git/config",
+        "/Users/dev/proj/.git/config.lock",
+        "/Users/dev/proj/.git/objects/info/alternates",
+        "/Users/dev/proj/.git/commondir",
+        "/Users/dev/proj/.git/a-name-nobody-listed",
+    ] {
+        assert_eq!(write(&c, denied), Decision::Deny, "{denied}");
+    }
+    assert_eq!(
+        c.decide(
+            "file-write-create",
+            Request::dir("/Users/dev/proj/.git/info")
+        ),
+        Decision::Allow,
+        "the directory of info/refs"
+    );
+    for allowed in [
+        "/Users/dev/.bash_history",
+        "/Users/dev/notes.txt",
+        "/Users/dev/proj/src/main.rs",
+        "/Users/dev/proj/.git/index.lock",
+        "/Users/dev/proj/.git/objects/ab/cdef",
+        "/Users/dev/proj/.git/refs/heads/topic",
+        "/Users/dev/proj/.git/ORIG_HEAD",
+    ] {
+        assert_eq!(write(&c, allowed), Decision::Allow, "{allowed}");
+    }
+    // A project below the home shows none of what the home keeps.
+    let project = generate_with(&chat_spec(), Variant::Dispatch, PORTS);
+    assert!(!project.text.contains("The home allowlist"));
+    // The terminal's home is writable by design (SPEC D2).
+    let terminal = checked(&terminal_spec(), Variant::Terminal);
+    assert_eq!(write(&terminal, "/Users/dev/.tmux.conf"), Decision::Allow);
 }
 
 #[test]

@@ -754,9 +754,10 @@ fn guard_table() -> Vec<Entry> {
     for nr in GUARDED {
         rows.push(row(*nr, Rule::Always(Action::Notify), "guarded"));
     }
-    // Barriers, answered CONTINUE (see `emulate::handle`): a mode that can
-    // give a file an execute bit, and every xattr write (a POSIX ACL can
-    // too). Not judged; only ordered after the answers before them.
+    // Mode and extended-attribute changes: judged as a change of the file
+    // (a hook made executable, an ACL granting an execute bit) and done by
+    // the supervisor (`emulate::modes`). `setxattrat` keeps its arguments
+    // behind a pointer; callers fall back to the calls above.
     for (nr, arg) in MODE_ARGS {
         rows.push(row(
             *nr,
@@ -765,9 +766,23 @@ fn guard_table() -> Vec<Entry> {
                 mask: EXEC_BITS,
                 action: Action::Notify,
             },
-            "a mode with an execute bit: a barrier",
+            "a mode with an execute bit: judged",
         ));
     }
+    for nr in XATTR_WRITES {
+        rows.push(row(
+            *nr,
+            Rule::Always(Action::Notify),
+            "an xattr write: judged",
+        ));
+    }
+    rows.push(row(
+        SYS_SETXATTRAT,
+        Rule::Always(Action::Errno(ENOSYS)),
+        "its arguments sit behind a pointer; callers fall back to setxattr",
+    ));
+    // Barriers, answered CONTINUE (see `emulate::handle`): only ordered
+    // after the answers before them.
     for nr in BARRIERS {
         rows.push(row(*nr, Rule::Always(Action::Notify), "a barrier"));
     }
@@ -803,18 +818,17 @@ const EXEC_BITS: u32 = 0o111;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub const SYS_SETXATTRAT: libc::c_long = 463;
 
-/// Mode changes and the argument holding the mode: sent to the supervisor
-/// when the mode has an execute bit, only to be ordered after the answers
-/// before them (it serves one call at a time). The supervisor drops its
-/// copy of every descriptor it injects before it answers, so an exec never
-/// finds one of them open for writing (ETXTBSY). These barriers were
-/// meant to make a one-step answer (`ADDFD_FLAG_SEND`) safe, but they cover
-/// only a mode change: a file created executable and run at once is not
-/// ordered by them, and the kernel drops its own reference to the injected
-/// file only after the supervisor wakes from the injection. So every
-/// descriptor is answered in two steps (see `guard::serve`); the barriers
-/// stay, one CONTINUE round trip on a mode change that adds an execute bit
-/// or an xattr write, nothing else.
+/// Mode changes and the argument holding the mode: one that can give a
+/// file an execute bit goes to the supervisor, which judges it as a change
+/// of the file (a disabled hook in a git directory's `hooks/`, a kept file
+/// of the home) and makes it itself on the file it judged
+/// (`guard::emulate::modes`). A mode without an execute bit makes nothing
+/// run, and `tar x` as root sets one on every file it writes: sending those
+/// too made a guarded `tar x` of 10,000 files about 40 % slower
+/// (docs/measurements.md), so they run unjudged. The supervisor
+/// also drops its copy of every descriptor it injects before it answers,
+/// so an exec never finds one of them open for writing (ETXTBSY; see
+/// `guard::serve`).
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub const MODE_ARGS: &[(libc::c_long, u8)] = &[
     (libc::SYS_chmod, 1),
@@ -823,20 +837,17 @@ pub const MODE_ARGS: &[(libc::c_long, u8)] = &[
     (libc::SYS_fchmodat2, 2),
 ];
 
-/// Calls sent to the supervisor only to be ordered (answered CONTINUE):
-/// `umask` (it forgets the umasks it knew), `chdir`/`fchdir` (it forgets
-/// the working directories it keeps, `guard::bases`) and the xattr writes
-/// (an ACL can give a file an execute bit, see [`MODE_ARGS`]).
+/// Extended-attribute writes: judged and made by the supervisor like a mode
+/// change (a POSIX ACL can give a file an execute bit).
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-pub const BARRIERS: &[libc::c_long] = &[
-    libc::SYS_umask,
-    libc::SYS_chdir,
-    libc::SYS_fchdir,
-    libc::SYS_setxattr,
-    libc::SYS_lsetxattr,
-    libc::SYS_fsetxattr,
-    SYS_SETXATTRAT,
-];
+pub const XATTR_WRITES: &[libc::c_long] =
+    &[libc::SYS_setxattr, libc::SYS_lsetxattr, libc::SYS_fsetxattr];
+
+/// Calls sent to the supervisor only to be ordered (answered CONTINUE):
+/// `umask` (it forgets the umasks it knew) and `chdir`/`fchdir` (it forgets
+/// the working directories it keeps, `guard::bases`).
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub const BARRIERS: &[libc::c_long] = &[libc::SYS_umask, libc::SYS_chdir, libc::SYS_fchdir];
 
 /// Installs a filter whose notifications go to a new listener, and returns
 /// the listener. `WAIT_KILLABLE_RECV`: once the supervisor has received a
@@ -1244,10 +1255,10 @@ mod tests {
                 assert_eq!(open(f), ALLOW, "open {f:#o}");
                 assert_eq!(openat(f), ALLOW, "openat {f:#o}");
             }
-            for nr in GUARDED.iter().chain(BARRIERS) {
+            for nr in GUARDED.iter().chain(BARRIERS).chain(XATTR_WRITES) {
                 assert_eq!(run(&guard, &Data::native(*nr, [0; 6])), NOTIFY, "{nr}");
             }
-            // Mode changes: only those that can set an execute bit.
+            // Mode changes: those that can set an execute bit.
             for (nr, arg) in MODE_ARGS {
                 let with = |mode: u64| {
                     let mut args = [0u64; 6];
@@ -1262,6 +1273,7 @@ mod tests {
                 }
             }
             for nr in [
+                SYS_SETXATTRAT,
                 libc::SYS_openat2,
                 libc::SYS_landlock_create_ruleset,
                 libc::SYS_landlock_restrict_self,

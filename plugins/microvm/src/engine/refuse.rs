@@ -12,12 +12,19 @@
 //!   or config, a repository's `.git`, a tool's or an agent's config) that
 //!   exists in a writable bind or in `$HOME` when a writable bind shows it
 //!   (and the home's own names there: `~/bin`, `~/.local/bin`, editor
-//!   startup files, …).
+//!   startup files, …);
+//! - binds any part of the home writable where the home allowlist keeps
+//!   it read-only (SPEC G5: the home or a directory above it, or a
+//!   dot-path below it such as `~/.config`): a 9p export cannot keep the
+//!   home's dot-paths read-only while the rest is writable, so this
+//!   backend keeps refusing writable home binds; a project below the home
+//!   (`~/proj`) is fine.
 //!
 //! Pure: `exists` is asked about paths, so the rules are table-tested.
 
 use std::path::{Path, PathBuf};
 
+use sandbox_paths::allowlists::home::kept_part;
 use sandbox_paths::secrets::{HOME_SECRETS, HOME_WRITE_DENY, MANDATORY_WRITE_DENY};
 use sandbox_plugin_api::SandboxSpec;
 
@@ -116,6 +123,21 @@ pub fn refusal(
                 ));
             }
         }
+    }
+    if let Some(home) = home
+        && let Some(share) = shares.iter().find(|s| {
+            !s.read_only
+                && (home.starts_with(&s.host)
+                    || s.host
+                        .strip_prefix(home)
+                        .is_ok_and(|rel| kept_part(rel).is_some()))
+        })
+    {
+        return Some(format!(
+            "the writable bind {} holds part of the home {}, whose dot-paths the home allowlist keeps read-only (SPEC G5, docs/threat-model.md §4); a 9p export cannot keep part of itself read-only, so the microvm backend refuses writable home binds: bind a project directory below the home, bind it read-only, or use bwrap",
+            share.host.display(),
+            home.display()
+        ));
     }
     None
 }
@@ -301,5 +323,34 @@ mod tests {
             "{why}"
         );
         assert_eq!(holds_server_state(&[share("/work", false)], state), None);
+    }
+
+    /// SPEC G5: a writable bind of the home, of a directory above it or of
+    /// a kept part of it is refused, even with nothing named in it yet (a
+    /// dot-path made later would reach the host); read-only, or a project
+    /// below the home, is fine.
+    #[test]
+    fn writable_home_binds_are_refused() {
+        let home = Some(Path::new("/home/u"));
+        for host in [
+            "/home/u",
+            "/home",
+            "/home/u/.config",
+            "/home/u/.local/share",
+        ] {
+            let why = refusal(&spec(), &[share(host, false)], home, &only(&[])).unwrap();
+            assert!(
+                why.contains("home allowlist") && why.contains("use bwrap"),
+                "{why}"
+            );
+            assert_eq!(
+                refusal(&spec(), &[share(host, true)], home, &only(&[])),
+                None
+            );
+        }
+        assert_eq!(
+            refusal(&spec(), &[share("/home/u/proj", false)], home, &only(&[])),
+            None
+        );
     }
 }

@@ -33,6 +33,7 @@ use super::bases::{self, Base};
 use super::{timing, tracee, view};
 use sandbox_paths::write_rules::{Refusal, Rules};
 
+mod modes;
 mod two_names;
 mod walk;
 
@@ -362,6 +363,32 @@ fn is_dir(parent: &OwnedFd, name: &CStr) -> bool {
     found && st.st_mode & libc::S_IFMT == libc::S_IFDIR
 }
 
+/// The error an unlink or `rmdir` of a name gets without changing
+/// anything: ENOENT when it is not there, ENOTEMPTY for a directory that
+/// holds something.
+fn would_fail(parent: &OwnedFd, name: &CStr, flags: i32) -> Option<i32> {
+    if !exists(parent, name) {
+        return Some(libc::ENOENT);
+    }
+    if flags & libc::AT_REMOVEDIR == 0 || !is_dir(parent, name) {
+        return None;
+    }
+    // SAFETY: openat relative to a directory we hold.
+    let dir = unsafe {
+        libc::openat(
+            parent.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    let dir = fd_result(dir).ok()?;
+    let holds = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+        .ok()?
+        .next()
+        .is_some();
+    holds.then_some(libc::ENOTEMPTY)
+}
+
 /// Whether the name (not followed) is a file protected at start, under
 /// whatever path it has now: renaming an ancestor moves a protected file
 /// to a path its glob may not name (`existing:` globs protect the paths
@@ -645,9 +672,9 @@ pub fn handle(
     still_valid: &dyn Fn() -> bool,
 ) -> Outcome {
     if is_barrier(call.nr) {
-        // Path-free (umask: forget the umasks we knew), or a call the
-        // guard does not judge, sent only to come after the answers
-        // before it (`seccomp::MODE_ARGS`): let it run as it is.
+        // Path-free (umask: forget the umasks we knew; chdir: forget the
+        // working directories kept), sent only to come after the answers
+        // before it (`seccomp::BARRIERS`): let it run as it is.
         if call.nr == libc::SYS_umask {
             memo.started_with = None;
             memo.umasks.clear();
@@ -666,8 +693,7 @@ pub fn handle(
 }
 
 fn is_barrier(nr: i64) -> bool {
-    use crate::seccomp::{BARRIERS, MODE_ARGS};
-    BARRIERS.contains(&nr) || MODE_ARGS.iter().any(|(n, _)| *n == nr)
+    crate::seccomp::BARRIERS.contains(&nr)
 }
 
 fn run(
@@ -742,7 +768,12 @@ fn run(
             valid()?;
             let t = resolve(tid, as_command, Start::Tracee(dirfd), &path)?;
             let target = t.path();
-            if let Some(refusal) = rules.check_create(&target) {
+            let refusal = if dev.is_none() {
+                rules.check_mkdir(&target)
+            } else {
+                rules.check_create(&target)
+            };
+            if let Some(refusal) = refusal {
                 if exists(&t.parent, &t.name_c()?) {
                     // What the kernel answers first; nothing is being created.
                     return Err(Outcome::error(libc::EEXIST));
@@ -792,6 +823,12 @@ fn run(
             Ok(unit_result(i64::from(rc)))
         }
         libc::SYS_link | libc::SYS_linkat => two_names::link(rules, as_command, call, &valid),
+        libc::SYS_chmod | libc::SYS_fchmod | libc::SYS_fchmodat | libc::SYS_fchmodat2 => {
+            modes::chmod(rules, as_command, call, &valid)
+        }
+        libc::SYS_setxattr | libc::SYS_lsetxattr | libc::SYS_fsetxattr => {
+            modes::setxattr(rules, as_command, call, &valid)
+        }
         libc::SYS_rename | libc::SYS_renameat | libc::SYS_renameat2 => {
             two_names::rename(rules, as_command, call, &valid)
         }
@@ -810,6 +847,12 @@ fn run(
                 .check_structure(&target)
                 .or_else(|| protected_identity(rules, &t.parent, &cname))
             {
+                // Nothing would change (git unlinks names that may not be
+                // there, and `rmdir`s the directories a temporary file was
+                // in): the kernel's answer, no violation.
+                if let Some(errno) = would_fail(&t.parent, &cname, flags) {
+                    return Err(Outcome::error(errno));
+                }
                 return Err(deny("file-write-unlink", &target, refusal, name));
             }
             // SAFETY: unlinkat relative to a directory we hold.

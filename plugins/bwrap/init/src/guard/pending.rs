@@ -144,7 +144,7 @@ mod tests {
         let config = GuardConfig {
             globs: vec!["**/*.pem".into()],
             roots: vec!["/nonexistent-root".into()],
-            home: None,
+            ..GuardConfig::default()
         };
         let pending = PendingRules::start(config, slow);
         let waiters: Vec<_> = (0..3)

@@ -60,6 +60,31 @@ pub fn read_string(pid: u32, addr: u64) -> io::Result<CString> {
     Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG))
 }
 
+/// Reads `len` bytes at `addr` in `pid`'s memory, once (an extended
+/// attribute's value): what is read is what is used.
+pub fn read_bytes(pid: u32, addr: u64, len: usize) -> io::Result<Vec<u8>> {
+    let mut out = vec![0u8; len];
+    let mut done = 0;
+    while done < len {
+        let local = libc::iovec {
+            iov_base: out[done..].as_mut_ptr().cast(),
+            iov_len: len - done,
+        };
+        let remote = libc::iovec {
+            iov_base: (addr + done as u64) as *mut libc::c_void,
+            iov_len: len - done,
+        };
+        // SAFETY: one local iovec over the rest of `out`, one remote
+        // iovec; the kernel validates the remote range.
+        let n = unsafe { libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+        if n <= 0 {
+            return Err(io::Error::from_raw_os_error(libc::EFAULT));
+        }
+        done += n as usize;
+    }
+    Ok(out)
+}
+
 /// Opens a path of ours `O_PATH` (for `/proc/<tid>/…`).
 pub fn open_path(path: &str, directory: bool) -> io::Result<OwnedFd> {
     let c = CString::new(path).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
