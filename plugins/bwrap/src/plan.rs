@@ -457,7 +457,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     // 3. Write protection inside writable views.
     let mut protected = Vec::new();
     let mut pinned = BTreeSet::new();
-    let kept = Kept {
+    let kept = protections::Kept {
         home: bound_home
             .as_deref()
             .map(|h| {
@@ -472,7 +472,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
             .filter(|d| views.iter().any(|v| v.writable && d.starts_with(&v.host)))
             .collect(),
     };
-    for target in write_protected(spec, home.as_deref(), &views, &kept, host)? {
+    for target in protections::write_protected(spec, home.as_deref(), &views, &kept, host)? {
         for view in views.iter().filter(|v| v.writable) {
             let Some(guest) = view.guest_of(&target) else {
                 continue;
@@ -505,7 +505,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     //    (`sandbox_init::masks`: bubblewrap's binds cost far more).
     let mut masked = Vec::new();
     let mut masks = MaskPoints::default();
-    for (secret, kind) in secrets(
+    for (secret, kind) in protections::secrets(
         home.as_deref(),
         &input.toolchains.secrets,
         input.server_state,
@@ -912,101 +912,8 @@ fn ancestors_below(path: &Path, root: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Host paths (resolved) to keep read-only: `protectedPaths` and the
-/// mandatory denies that exist in `$HOME` and at the top of writable roots.
-fn write_protected(
-    spec: &SandboxSpec,
-    home: Option<&Path>,
-    views: &[View],
-    kept: &Kept,
-    host: &dyn HostFacts,
-) -> Result<Vec<PathBuf>, PlanError> {
-    let mut out = BTreeSet::new();
-    for path in &spec.protected_paths {
-        if !path.is_absolute() {
-            return Err(PlanError::NotAbsolute("protectedPaths entry", path.clone()));
-        }
-        match host.resolve(path) {
-            Some(resolved) => {
-                out.insert(resolved);
-            }
-            None => {
-                let exposed = views
-                    .iter()
-                    .any(|v| v.writable && path.starts_with(&v.host));
-                if exposed {
-                    return Err(PlanError::ProtectedMissing(path.clone()));
-                }
-            }
-        }
-    }
-    let mut roots: Vec<PathBuf> = views
-        .iter()
-        .filter(|v| v.writable)
-        .map(|v| v.host.clone())
-        .collect();
-    roots.extend(home.map(Path::to_path_buf));
-    for root in &roots {
-        for (name, _why) in MANDATORY_WRITE_DENY {
-            if let Some(resolved) = host.resolve(&root.join(name)) {
-                out.insert(resolved);
-            }
-        }
-        out.extend(git_internals(root, host));
-    }
-    if let Some(home) = home {
-        for (name, _why) in HOME_WRITE_DENY {
-            if let Some(resolved) = host.resolve(&home.join(name)) {
-                out.insert(resolved);
-            }
-        }
-    }
-    for path in kept.home.iter().chain(&kept.path_dirs) {
-        out.extend(host.resolve(path));
-    }
-    Ok(out.into_iter().collect())
-}
-
-/// What the allowlists keep read-only by mounts besides the named lists
-/// (`plan_allowlists`): a bound home's kept top-level entries, and the
-/// `PATH` directories inside writable binds (resolved).
-struct Kept {
-    home: Vec<PathBuf>,
-    path_dirs: Vec<PathBuf>,
-}
-
-/// Secrets that exist, resolved, with their kind: the system's, `$HOME`'s
-/// and the toolchains' credential files (`toolchain_secrets`).
-fn secrets(
-    home: Option<&Path>,
-    toolchain_secrets: &[PathBuf],
-    server_state: &[PathBuf],
-    host: &dyn HostFacts,
-) -> Vec<(PathBuf, Kind)> {
-    let mut candidates: Vec<PathBuf> = SYSTEM_SECRETS
-        .iter()
-        .map(|(p, _)| PathBuf::from(p))
-        .collect();
-    candidates.extend(toolchain_secrets.iter().cloned());
-    candidates.extend(server_state.iter().cloned());
-    if let Some(home) = home {
-        candidates.extend(HOME_SECRETS.iter().map(|(p, _)| home.join(p)));
-    }
-    let key_dir = Path::new(SSH_HOST_KEY_DIR);
-    for name in host.list(key_dir) {
-        let text = name.to_string_lossy();
-        if sandbox_paths::secrets::is_ssh_host_key(&text) {
-            candidates.push(key_dir.join(&name));
-        }
-    }
-    let mut out: Vec<(PathBuf, Kind)> = candidates
-        .into_iter()
-        .filter_map(|p| Some((host.resolve(&p)?, host.kind(&p)?)))
-        .collect();
-    out.sort();
-    out.dedup();
-    out
-}
+#[path = "plan_protections.rs"]
+mod protections;
 
 #[path = "plan_allowlists.rs"]
 mod allowlists;
