@@ -109,6 +109,7 @@ fn judged_path(
 }
 
 /// [`judged_path`] of a path already read.
+#[allow(clippy::too_many_arguments)] // the call's parts, as `magic_open` takes them
 fn judged_name(
     rules: &Rules,
     as_command: &dyn AsCommand,
