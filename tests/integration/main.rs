@@ -28,5 +28,6 @@ mod realwork;
 mod run;
 mod soak;
 mod structure;
+mod terminals;
 mod toolchains;
 mod workspaces;

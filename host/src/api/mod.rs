@@ -33,6 +33,9 @@
 //!   `DELETE /v1/conversations/{id}/agents/{agent}`
 //! - `POST /mcp`, `GET /mcp`, `DELETE /mcp` — the agent tools over MCP's
 //!   streamable HTTP ([`mcp`])
+//! - `GET /v1/terminals`, `POST /v1/terminals`; `DELETE /v1/terminals/{id}`;
+//!   `POST /v1/terminals/{id}/tickets`; `GET /v1/terminals/{id}/ws` — the
+//!   terminal's WebSocket, opened with a ticket ([`terminals`])
 //!
 //! Each route takes the owner's token or a sandbox's agent credential, as
 //! [`credentials`] lists.
@@ -58,6 +61,7 @@ mod policy;
 pub mod request_rules;
 mod sandboxes;
 mod stdin;
+mod terminals;
 pub mod token;
 mod wire_answers;
 mod workspaces;
@@ -89,6 +93,8 @@ pub struct AppState {
     workspaces: Option<Arc<sandbox_workspaces::Workspaces>>,
     /// The agent tools at `/mcp`.
     mcp: Arc<sandbox_mcp::http::HttpService>,
+    /// The terminals the server hosts (SPEC D1–D3).
+    terminals: Arc<sandbox_terminals::Terminals>,
 }
 
 impl AppState {
@@ -100,6 +106,7 @@ impl AppState {
             stdin: Arc::default(),
             workspaces: None,
             mcp: Arc::new(sandbox_mcp::http::http_service(sandbox_mcp::plain_roots())),
+            terminals: sandbox_terminals::Terminals::new(sandbox_terminals::Settings::default()),
         }
     }
 
@@ -121,6 +128,7 @@ pub fn router(state: AppState) -> axum::Router {
         .merge(policy::routes())
         .merge(workspaces::routes())
         .merge(mcp::routes())
+        .merge(terminals::routes())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             credentials::check,
