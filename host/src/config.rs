@@ -221,6 +221,7 @@ impl CommandFlags {
                 ..Self::default()
             },
             Command::Run(crate::cli::RunArgs { sandbox, .. })
+            | Command::Shell(crate::cli::ShellArgs { sandbox, .. })
             | Command::Mcp(crate::cli::McpArgs { sandbox }) => Self {
                 allow_domains: sandbox.allow_domains.clone(),
                 allow_private: sandbox.allow_private.clone(),

@@ -49,6 +49,10 @@ pub const INTERACTIVE: &[(&str, &str)] = &[
         "ws GET /v1/terminals/{id}/ws",
         "what a client types into a terminal's shell",
     ),
+    (
+        "cli shell",
+        "a shell in a sandbox on the user's own terminal",
+    ),
 ];
 
 /// Entry points that run no command, with why.

@@ -26,6 +26,7 @@ mod policy;
 mod pty;
 mod realwork;
 mod run;
+mod shell;
 mod soak;
 mod structure;
 mod terminals;

@@ -153,6 +153,10 @@ const INTERACTIVE_TESTS: &[(&str, &str)] = &[
         "ws GET /v1/terminals/{id}/ws",
         "a_terminal_is_a_real_shell_shared_by_its_clients",
     ),
+    (
+        "cli shell",
+        "shell_runs_a_sandboxed_shell_on_the_users_terminal",
+    ),
 ];
 
 /// B10: the interactive entry points are their own case, never driven as

@@ -7,4 +7,5 @@ pub mod policy;
 pub mod probe;
 pub mod run;
 pub mod serve;
+pub mod shell;
 pub mod workspace;
