@@ -125,6 +125,7 @@ pub const NOT_DISPATCHING: &[(&str, &str)] = &[
     ("api GET /v1/approvals", "an owner's connection"),
     ("api POST /v1/approvals/{id}", "an owner's answer"),
     ("api GET /v1/terminals", "lists terminals"),
+    ("api GET /v1/openapi.json", "the API's description"),
     (
         "api DELETE /v1/terminals/{id}",
         "ends a terminal and its session",

@@ -41,6 +41,7 @@ pub enum Credential {
 /// scan names routes (`METHOD PATH`).
 pub const ROUTES: &[(&str, Credential)] = &[
     ("GET /healthz", Credential::None),
+    ("GET /v1/openapi.json", Credential::None),
     ("GET /v1/backends", Credential::Owner),
     ("GET /v1/sandboxes", Credential::Owner),
     ("POST /v1/sandboxes", Credential::Owner),

@@ -7,6 +7,7 @@
 //! modules' routes the same):
 //!
 //! - `GET /healthz` — status and version ([`health`])
+//! - `GET /v1/openapi.json` — the API as OpenAPI 3.1, generated ([`openapi`])
 //! - `GET /v1/backends` — every backend, its probe and source, the skipped
 //!   files, the default ([`backends`])
 //! - `GET /v1/sandboxes` — every handle; `POST /v1/sandboxes[?backend=NAME]`
@@ -57,6 +58,7 @@ mod health;
 mod http_errors;
 pub mod listener;
 mod mcp;
+mod openapi;
 mod policy;
 pub mod request_rules;
 mod sandboxes;
@@ -136,6 +138,7 @@ pub fn router(state: AppState) -> axum::Router {
     let rules = Arc::clone(&state.rules);
     let app = axum::Router::new()
         .merge(health::routes())
+        .merge(openapi::routes())
         .merge(v1)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .layer(middleware::from_fn_with_state(

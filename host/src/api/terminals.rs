@@ -46,9 +46,9 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// The body of `POST /v1/terminals`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
-struct CreateCall {
+pub(super) struct CreateCall {
     /// `none` (the default), `native`, or a backend's name.
     backend: Option<String>,
     workdir: Option<PathBuf>,
