@@ -20,6 +20,7 @@ mod mcp_util;
 mod mcp;
 mod microvm;
 mod net;
+mod openapi;
 mod pipes;
 mod plugins;
 mod policy;
