@@ -116,6 +116,8 @@ pub struct ApiSection {
     pub authenticated_reserve: Option<usize>,
     /// How long open connections get to finish at SIGTERM/SIGINT.
     pub shutdown_timeout_secs: Option<f64>,
+    /// How long a terminal lives on after its last client left.
+    pub terminal_grace_secs: Option<f64>,
 }
 
 /// `[api]`, checked.
@@ -128,6 +130,9 @@ pub struct ApiSettings {
     pub allowed_hosts: Vec<String>,
     /// How the server treats connections (timeouts, caps, shutdown).
     pub connections: ConnectionSettings,
+    /// How long a terminal lives on after its last client left (`None`:
+    /// the terminals' default).
+    pub terminal_grace: Option<Duration>,
 }
 
 /// `[api]`'s connection keys, checked (see README, Configuration).
@@ -591,6 +596,15 @@ fn resolve_api(section: Option<&ApiSection>) -> Result<ApiSettings, String> {
         allowed_origins: origins,
         allowed_hosts: hosts,
         connections: resolve_connections(section)?,
+        terminal_grace: match section.terminal_grace_secs {
+            None => None,
+            Some(v) if v.is_finite() && v > 0.0 && v < 1e9 => Some(Duration::from_secs_f64(v)),
+            Some(_) => {
+                return Err(
+                    "[api] terminal_grace_secs must be a positive number of seconds".into(),
+                );
+            }
+        },
     })
 }
 

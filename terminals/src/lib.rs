@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sandbox_plugin_api::{EventBody, PtySize};
-use sandbox_runtime::sessions::{ExecStream, Session, SessionError};
+use sandbox_runtime::sessions::{ExecStream, Session, SessionError, Sessions};
 use tokio::sync::{Notify, mpsc};
 
 /// What the terminals are allowed.
@@ -61,6 +61,8 @@ pub enum Output {
 /// The terminals of a server.
 pub struct Terminals {
     settings: Settings,
+    /// Where a terminal's session is destroyed and forgotten at its end.
+    sessions: Arc<Sessions>,
     live: Mutex<HashMap<String, Arc<Terminal>>>,
     tickets: Mutex<HashMap<String, (String, Instant)>>,
 }
@@ -158,9 +160,10 @@ impl std::fmt::Display for Refused {
 }
 
 impl Terminals {
-    pub fn new(settings: Settings) -> Arc<Self> {
+    pub fn new(settings: Settings, sessions: Arc<Sessions>) -> Arc<Self> {
         Arc::new(Self {
             settings,
+            sessions,
             live: Mutex::default(),
             tickets: Mutex::default(),
         })
@@ -253,7 +256,10 @@ impl Terminals {
         if let Ok(mut clients) = terminal.clients.lock() {
             clients.queues.clear();
         }
-        terminal.session.destroy().await;
+        if self.sessions.destroy(&terminal.session.id).await.is_err() {
+            // Not listed (any more): destroyed all the same.
+            terminal.session.destroy().await;
+        }
         tracing::info!(terminal = %terminal.id, "terminal ended");
     }
 }

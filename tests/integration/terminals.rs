@@ -350,3 +350,30 @@ fn an_unsupported_native_terminal_fails_with_the_reason() {
         "a sandbox was left"
     );
 }
+
+/// D1: a terminal dies with its last client after `[api]
+/// terminal_grace_secs`, and its session with it.
+#[test]
+fn a_terminal_ends_after_the_grace_period_without_a_client() {
+    let plugins = Plugins::with_none();
+    let server =
+        Server::start_with(CcServer::new(&plugins).config("[api]\nterminal_grace_secs = 1\n"));
+    let made = create_terminal(&server, &json!({"cols": 80, "rows": 24}));
+    assert_eq!(made.status, 201, "{}", text(&made.body));
+    let id = made.json()["id"].as_str().unwrap().to_owned();
+    let socket = connect(&server, &id, &ticket(&server, &id), None).unwrap();
+    drop(socket);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let terminals = server.call("GET", "/v1/terminals", None).json();
+        let sandboxes = server.call("GET", "/v1/sandboxes", None).json();
+        if terminals.as_array().unwrap().is_empty() && sandboxes.as_array().unwrap().is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still there: {terminals} {sandboxes}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -102,14 +102,32 @@ pub struct AppState {
 impl AppState {
     pub fn new(sessions: Arc<Sessions>, token: String, rules: request_rules::RequestRules) -> Self {
         Self {
-            sessions,
             token: token.into(),
             rules: Arc::new(rules),
             stdin: Arc::default(),
             workspaces: None,
             mcp: Arc::new(sandbox_mcp::http::http_service(sandbox_mcp::plain_roots())),
-            terminals: sandbox_terminals::Terminals::new(sandbox_terminals::Settings::default()),
+            terminals: sandbox_terminals::Terminals::new(
+                sandbox_terminals::Settings::default(),
+                Arc::clone(&sessions),
+            ),
+            sessions,
         }
+    }
+
+    /// The same, its terminals living `grace` after their last client
+    /// left (`[api] terminal_grace_secs`).
+    pub fn with_terminal_grace(mut self, grace: Option<std::time::Duration>) -> Self {
+        if let Some(grace) = grace {
+            self.terminals = sandbox_terminals::Terminals::new(
+                sandbox_terminals::Settings {
+                    grace,
+                    ..sandbox_terminals::Settings::default()
+                },
+                Arc::clone(&self.sessions),
+            );
+        }
+        self
     }
 
     /// The same, serving the workspaces layer's routes.
