@@ -74,7 +74,7 @@ impl Namespaces {
     /// start no thread, and PID 1 needs threads), no process is made for
     /// it, and the reaper is PID 1's child.
     pub fn make(memfd_sysctl: Option<RawFd>) -> io::Result<Namespaces> {
-        let (told, tell) = crate::forker::seqpacket_pair()?;
+        let (told, tell) = sandbox_fdpass::seqpacket_pair()?;
         let made = std::thread::scope(|scope| {
             scope
                 .spawn(|| {
