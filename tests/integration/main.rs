@@ -25,6 +25,7 @@ mod plugins;
 mod policy;
 mod realwork;
 mod run;
+mod sandboxd;
 mod soak;
 mod structure;
 mod toolchains;
