@@ -23,6 +23,7 @@ mod net;
 mod pipes;
 mod plugins;
 mod policy;
+mod pty;
 mod realwork;
 mod run;
 mod sandboxd;
