@@ -539,3 +539,33 @@ fn without_user_namespaces_it_degrades_and_says_so() {
         text(&out.stderr)
     );
 }
+
+/// Start with a PTY: the command's terminal has the asked size, ResizeTTY
+/// changes it (the foreground group sees it), typed input arrives, and
+/// the exit code comes back.
+#[test]
+fn a_started_command_gets_a_terminal_and_resizes() {
+    require_bwrap!();
+    let python = require_sandboxd_client!();
+    let plugins = Plugins::with_bwrap();
+    let root = tempfile::tempdir().unwrap();
+    let daemon = Sandboxd::start(&plugins, root.path(), &["--backend", "bwrap"], false);
+    let r = daemon.ops(
+        &python,
+        &json!([{"op": "start", "pty": [80, 24],
+                 "argv": ["sh", "-c", "tty; stty size; read line; stty size; echo got:$line; exit 3"],
+                 "steps": [{"wait": "24 80"}, {"resize": [100, 40]}, {"stdin": "hello\r"},
+                           {"wait": "got:hello"}]}]),
+    );
+    let started = ok(&r[0]);
+    let steps = started["steps"].as_array().unwrap();
+    assert!(
+        steps.iter().all(|s| s["ok"] == true),
+        "{started}\n{}",
+        daemon.log()
+    );
+    let out = started["stdout"].as_str().unwrap();
+    assert!(out.contains("/dev/pts/"), "{started}");
+    assert!(out.contains("40 100"), "{started}");
+    assert_eq!(started["exit_code"], 3, "{started}");
+}
