@@ -569,3 +569,34 @@ fn a_started_command_gets_a_terminal_and_resizes() {
     assert!(out.contains("40 100"), "{started}");
     assert_eq!(started["exit_code"], 3, "{started}");
 }
+
+/// deploy/sandbox-template.yaml's ConfigMap is a configuration cc_server
+/// reads as its comments say: installs allowed, pushes to main denied,
+/// other pushes asked (so denied in a sidecar). The manifest itself is
+/// not applied here: there is no cluster.
+#[test]
+fn the_manifests_configuration_is_what_cc_server_reads() {
+    let python = require_sandboxd_client!();
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(&python)
+        .args(["-c", "import sys, yaml\nfor d in yaml.safe_load_all(open(sys.argv[1])):\n    if d['kind'] == 'ConfigMap':\n        for k, v in d['data'].items():\n            open(sys.argv[2] + '/' + k, 'w').write(v)"])
+        .arg(repo_root().join("deploy/sandbox-template.yaml"))
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let plugins = Plugins::empty();
+    for (line, decision) in [
+        ("pip install requests", "allow"),
+        ("git push origin main", "deny"),
+        ("git push origin feature", "prompt"),
+    ] {
+        let out = CcServer::new(&plugins)
+            .env("CC_SERVER_CONFIG", dir.path().join("config.toml"))
+            .args(["policy", "check", "--json", "--", line])
+            .output();
+        let verdict: Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out.stderr)));
+        assert_eq!(verdict["decision"], decision, "{line}: {verdict}");
+    }
+}
