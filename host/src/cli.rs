@@ -292,9 +292,9 @@ pub struct SandboxdArgs {
     /// The REST listener's address (loopback by default).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub rest_listen: SocketAddr,
-    /// Where the sandbox's agent credential is written (mode 0600) when a
-    /// listener is not loopback: every request must then carry it as
-    /// `authorization: Bearer …` (`/v1/health` excepted).
+    /// Where the sandbox's agent credential is written (mode 0600); every
+    /// request must then carry it as `authorization: Bearer …`
+    /// (`/v1/health` excepted). Required when a listener is not loopback.
     #[arg(long, value_name = "FILE")]
     pub credential_file: Option<PathBuf>,
     /// The largest file a PUT takes, in bytes.

@@ -2,10 +2,11 @@
 //! reach the pod's loopback may — the official client sends no credential
 //! on either transport (no call metadata on its gRPC channel, no extra
 //! headers on its sandboxd REST session), and the reference daemon asks
-//! for none. Beyond loopback `cc_server sandboxd` asks every request for
-//! the sandbox's agent credential as a bearer token (SPEC H4, H12): it
-//! opens this sandbox's commands and files and nothing of the server.
-//! `/v1/health` stays open, for the kubelet's readiness probe.
+//! for none. Beyond loopback (and on loopback when a credential file is
+//! given) `cc_server sandboxd` asks every request for the sandbox's agent
+//! credential as a bearer token (SPEC H4, H12): it opens this sandbox's
+//! commands and files and nothing of the server. `/v1/health` stays open,
+//! for the kubelet's readiness probe.
 
 use std::sync::Arc;
 
@@ -28,9 +29,8 @@ pub fn carries(given: Option<&str>, credential: &str) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-const MISSING: &str = "this listener is not loopback-only, so every request needs the \
-     sandbox's agent credential as `authorization: Bearer …` (the file `--credential-file` \
-     names)";
+const MISSING: &str = "every request here needs the sandbox's agent credential as \
+     `authorization: Bearer …` (in the file `cc_server sandboxd --credential-file` names)";
 
 /// The REST side.
 pub async fn rest_credential(

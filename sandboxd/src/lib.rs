@@ -45,8 +45,8 @@ pub struct Daemon {
     pub roots_of: RootsOf,
     /// The largest body a `PUT` takes.
     pub max_file_bytes: usize,
-    /// The credential a request must carry, when the listeners are not
-    /// loopback-only (`None`: none asked).
+    /// The credential a request must carry (`None`: none asked, which
+    /// `cc_server sandboxd` allows on loopback only).
     pub credential: Option<String>,
     pub processes: process::Processes,
     pub started: std::time::Instant,

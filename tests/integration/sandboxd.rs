@@ -223,6 +223,7 @@ fn the_official_client_runs_commands_and_moves_files() {
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret.txt"), "outside").unwrap();
     std::fs::create_dir(root.path().join("sub")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.path().join("link")).unwrap();
     let daemon = Sandboxd::start(&plugins, root.path(), &["--backend", "bwrap"], false);
     let out_rel = format!(
         "../{}",
@@ -247,6 +248,8 @@ fn the_official_client_runs_commands_and_moves_files() {
         {"op": "http", "method": "GET", "path": format!("/v1/files/%2E%2E%2F{}%2Fsecret.txt", outside.path().file_name().unwrap().to_string_lossy())},
         {"op": "http", "method": "PUT", "path": "/v1/files/%2E%2E%2Fplanted", "data": "x"},
         {"op": "http", "method": "GET", "path": format!("/v1/files/{}", out_abs.replace('/', "%2F"))},
+        // A symlink beneath the root that leads out of it.
+        {"op": "read", "path": "link/secret.txt"},
         // A secret is refused with the rule.
         {"op": "write", "path": ".env", "data": "TOKEN=1"},
         {"op": "http", "method": "DELETE", "path": "/v1/files/%2E", "data": ""},
@@ -304,17 +307,19 @@ fn the_official_client_runs_commands_and_moves_files() {
     }
     // A leading `/` is the URL's: the path is still beneath the root.
     assert_eq!(r[15]["status"], 404, "{}", r[15]);
+    assert_eq!(r[16]["status"], 403, "a symlink out: {}", r[16]);
+    assert_eq!(r[16]["body"]["code"], "PERMISSION_DENIED", "{}", r[16]);
     assert!(!outside.path().parent().unwrap().join("planted").exists());
     assert_eq!(
         std::fs::read_to_string(outside.path().join("secret.txt")).unwrap(),
         "outside"
     );
-    assert_eq!(r[16]["status"], 403, "{}", r[16]);
-    assert_eq!(r[16]["body"]["rule"], "**/.env", "{}", r[16]);
+    assert_eq!(r[17]["status"], 403, "{}", r[17]);
+    assert_eq!(r[17]["body"]["rule"], "**/.env", "{}", r[17]);
     assert!(!root.path().join(".env").exists());
-    assert_eq!(ok(&r[17])["status"], 403, "the root itself: {}", r[17]);
+    assert_eq!(ok(&r[18])["status"], 403, "the root itself: {}", r[18]);
 
-    let streamed = ok(&r[18]);
+    let streamed = ok(&r[19]);
     assert_eq!(
         streamed["stdout"], "ready\ngot:one\ntwo\nend\n",
         "{streamed}"
@@ -327,12 +332,12 @@ fn the_official_client_runs_commands_and_moves_files() {
         ["FAILED_PRECONDITION", "NOT_FOUND"].contains(&steps[5]["code"].as_str().unwrap_or("")),
         "{streamed}"
     );
-    let signalled = ok(&r[19]);
+    let signalled = ok(&r[20]);
     assert_eq!(signalled["steps"][1]["ok"], true, "{signalled}");
     assert_eq!(signalled["exit_code"], 128 + libc::SIGTERM, "{signalled}");
-    assert_eq!(r[20]["code"], "NOT_FOUND", "{}", r[20]);
     assert_eq!(r[21]["code"], "NOT_FOUND", "{}", r[21]);
-    assert_eq!(r[22]["code"], "INVALID_ARGUMENT", "{}", r[22]);
+    assert_eq!(r[22]["code"], "NOT_FOUND", "{}", r[22]);
+    assert_eq!(r[23]["code"], "INVALID_ARGUMENT", "{}", r[23]);
 }
 
 /// B10, H6: a command the policy refuses never runs; a prompt with no
@@ -498,6 +503,13 @@ fn without_user_namespaces_it_degrades_and_says_so() {
         r[2]
     );
     drop(daemon);
+    // The test's user namespace had the limit, not the host.
+    assert_ne!(
+        std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+            .unwrap()
+            .trim(),
+        "0"
+    );
 
     // An explicit bwrap fails loudly.
     let command = CcServer::new(&plugins);
@@ -599,4 +611,60 @@ fn the_manifests_configuration_is_what_cc_server_reads() {
             serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out.stderr)));
         assert_eq!(verdict["decision"], decision, "{line}: {verdict}");
     }
+}
+
+/// H4, H12: with a credential file, every call but the health probe needs
+/// the sandbox's agent credential; the official client, which cannot send
+/// one, is refused with UNAUTHENTICATED and 401.
+#[test]
+fn a_credential_file_makes_every_call_carry_it() {
+    let python = require_sandboxd_client!();
+    let plugins = Plugins::with_none();
+    let root = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let file = state.path().join("credential");
+    let daemon = Sandboxd::start(
+        &plugins,
+        root.path(),
+        &[
+            "--backend",
+            "none",
+            "--credential-file",
+            file.to_str().unwrap(),
+        ],
+        false,
+    );
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let credential = std::fs::read_to_string(&file).unwrap();
+    let bearer = format!("Bearer {credential}");
+    let execute = json!({"config": {"command": ["echo", "in"]}});
+    let r = daemon.ops(
+        &python,
+        &json!([
+            {"op": "run", "command": "echo hi"},
+            {"op": "read", "path": "x"},
+            {"op": "rpc", "method": "Execute", "request": execute,
+             "metadata": [["authorization", "Bearer wrong"]]},
+            {"op": "rpc", "method": "Execute", "request": execute,
+             "metadata": [["authorization", bearer]]},
+            {"op": "http", "method": "PUT", "path": "/v1/files/x", "data": "y",
+             "headers": {"Authorization": bearer}},
+            {"op": "http", "method": "GET", "path": "/v1/health"},
+        ]),
+    );
+    assert!(
+        r[0]["error"].as_str().unwrap().contains("UNAUTHENTICATED"),
+        "{}",
+        r[0]
+    );
+    assert_eq!(r[1]["status"], 401, "{}", r[1]);
+    assert_eq!(r[2]["code"], "UNAUTHENTICATED", "{}", r[2]);
+    assert_eq!(ok(&r[3])["response"]["stdout"], "aW4K", "{}", r[3]);
+    assert_eq!(r[4]["status"], 204, "{}", r[4]);
+    assert_eq!(std::fs::read_to_string(root.path().join("x")).unwrap(), "y");
+    assert_eq!(r[5]["status"], 200, "{}", r[5]);
 }

@@ -24,7 +24,8 @@ Operations, one JSON line of result each:
     {"op": "start", "argv": [...], "pty": [cols, rows] | null,
      "steps": [{"wait": "text"}, {"stdin": "data"}, {"eof": true},
                {"signal": "SIGNAL_SIGTERM"}, {"resize": [c, r]}]} stubs: Start and the rest
-    {"op": "rpc", "method": "WriteStdin", "request": {...}}       stubs: any unary call
+    {"op": "rpc", "method": "Execute", "request": {...},
+     "metadata": [["authorization", "Bearer ..."]]}              stubs: any unary call
     {"op": "raw", "method": "Execute", "hex": "..."}              bytes as the request
     {"op": "http", "method": "GET", "path": "/v1/...", "data": "", "size": N}  raw HTTP
     {"op": "repeat", "n": 100, "of": {...}}                        timing: {"seconds": s}
@@ -95,7 +96,9 @@ class Client:
             method = getattr(self.stub, op["method"])
             request_type = getattr(process_pb2, op["method"] + "Request")
             request = json_format.ParseDict(op.get("request", {}), request_type())
-            return {"response": json_format.MessageToDict(method(request, timeout=30))}
+            metadata = [tuple(m) for m in op.get("metadata", [])]
+            return {"response": json_format.MessageToDict(
+                method(request, timeout=30, metadata=metadata))}
         if kind == "raw":
             call = self.channel.unary_unary(
                 f"/process.v1.ProcessService/{op['method']}",

@@ -3,10 +3,11 @@
 //! `run` with the root directory as its only bind and its working
 //! directory; destroyed on SIGINT, SIGTERM or SIGHUP.
 //!
-//! Both listeners are loopback unless told otherwise. Beyond loopback the
-//! sandbox's agent credential is written to `--credential-file` and asked
-//! of every request; the official client cannot send it (docs: README
-//! "Running on Kubernetes").
+//! Both listeners are loopback unless told otherwise. Beyond loopback a
+//! `--credential-file` is required; given one, the sandbox's agent
+//! credential is written there and asked of every request, on loopback
+//! too. The official client cannot send it (README, "Running on
+//! Kubernetes").
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -55,7 +56,7 @@ pub async fn run(settings: &Settings, args: SandboxdArgs) -> anyhow::Result<Exit
         eprintln!("cc_server: {notice}");
     }
     let mut daemon = Daemon::new(Arc::clone(&session), root.clone(), args.max_file_bytes);
-    if !loopback && let Some(file) = &args.credential_file {
+    if let Some(file) = &args.credential_file {
         write_credential(file, session.agent_credential())?;
         daemon.credential = Some(session.agent_credential().to_owned());
     }
