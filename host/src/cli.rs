@@ -297,8 +297,9 @@ pub struct SandboxdArgs {
     /// (`/v1/health` excepted). Required when a listener is not loopback.
     #[arg(long, value_name = "FILE")]
     pub credential_file: Option<PathBuf>,
-    /// The largest file a PUT takes, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
+    /// The largest file a PUT takes, in bytes (it is held in memory until
+    /// written).
+    #[arg(long, value_name = "BYTES", default_value_t = 256 << 20)]
     pub max_file_bytes: usize,
 }
 

@@ -114,10 +114,12 @@ pub fn tool_error(error: ToolError) -> RestError {
     }
 }
 
-/// What `GET` answers.
+/// What `GET` answers: a file opened through the jail (its bytes are
+/// streamed from the descriptor the jail judged), or a listing.
 pub enum Got {
     File {
-        data: Vec<u8>,
+        file: std::fs::File,
+        size: u64,
         modified: i64,
         mode: u32,
     },
@@ -136,9 +138,16 @@ pub fn get(daemon: &Daemon, relative: &str) -> Result<Got, RestError> {
     if meta.is_dir() {
         return Ok(Got::Listing(listing(&files, &path, &shown)?));
     }
-    let data = files.jail.read(&path).map_err(|e| jail_error(&shown, &e))?;
+    let file = files
+        .jail
+        .open_read(&path)
+        .map_err(|e| jail_error(&shown, &e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| RestError::internal(format!("{shown}: {e}")))?;
     Ok(Got::File {
-        data,
+        file,
+        size: meta.len(),
         modified: meta.mtime(),
         mode: meta.permissions().mode(),
     })

@@ -101,7 +101,8 @@ async fn get_file(State(daemon): State<Arc<Daemon>>, request: Request) -> Respon
     match answer.await {
         Ok(Got::Listing(listing)) => Json(listing).into_response(),
         Ok(Got::File {
-            data,
+            file,
+            size,
             modified,
             mode,
         }) => {
@@ -110,8 +111,9 @@ async fn get_file(State(daemon): State<Arc<Daemon>>, request: Request) -> Respon
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/octet-stream"),
             );
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(size));
             insert_times(&mut headers, modified, mode);
-            (headers, Body::from(data)).into_response()
+            (headers, Body::from_stream(chunks(file, size))).into_response()
         }
         Err(e) => e.into_response(),
     }
@@ -143,6 +145,46 @@ async fn head_file(State(daemon): State<Arc<Daemon>>, request: Request) -> Respo
         }
         Err(e) => e.status.into_response(),
     }
+}
+
+/// The file's bytes in chunks read off the async threads, up to the size
+/// it had when opened (a file growing meanwhile does not outrun its
+/// `Content-Length`).
+fn chunks(
+    file: std::fs::File,
+    size: u64,
+) -> impl futures_util::Stream<Item = std::io::Result<bytes::Bytes>> + Send {
+    const CHUNK: u64 = 256 << 10;
+    futures_util::stream::unfold(Some((file, size)), |state| async move {
+        let (mut file, left) = state?;
+        if left == 0 {
+            return None;
+        }
+        let read = tokio::task::spawn_blocking(move || {
+            use std::io::Read as _;
+            let mut buf = vec![0; CHUNK.min(left) as usize];
+            let n = file.read(&mut buf)?;
+            buf.truncate(n);
+            Ok::<_, std::io::Error>((file, buf))
+        })
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|r| r);
+        match read {
+            Ok((_, buf)) if buf.is_empty() => Some((
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the file shrank while it was sent",
+                )),
+                None,
+            )),
+            Ok((file, buf)) => {
+                let left = left - buf.len() as u64;
+                Some((Ok(bytes::Bytes::from(buf)), Some((file, left))))
+            }
+            Err(e) => Some((Err(e), None)),
+        }
+    })
 }
 
 fn insert_times(headers: &mut HeaderMap, modified: i64, mode: u32) {
