@@ -258,7 +258,7 @@ fn the_official_client_runs_commands_and_moves_files() {
          "steps": [{"wait": "ready"}, {"stdin": "one\n"}, {"wait": "got:one"}, {"stdin": "two\n"},
                    {"eof": true}, {"resize": [100, 40]}]},
         {"op": "start", "argv": ["sh", "-c", "echo up; exec sleep 60"],
-         "steps": [{"wait": "up"}, {"signal": "SIGNAL_SIGTERM"}]},
+         "steps": [{"wait": "up"}, {"resize": [100, 40]}, {"signal": "SIGNAL_SIGTERM"}]},
         {"op": "rpc", "method": "SendSignal", "request": {"processId": 9999, "signal": "SIGNAL_SIGKILL"}},
         {"op": "rpc", "method": "ResizeTTY", "request": {"processId": 9999, "cols": 80, "rows": 24}},
         {"op": "execute", "argv": []},
@@ -333,7 +333,12 @@ fn the_official_client_runs_commands_and_moves_files() {
         "{streamed}"
     );
     let signalled = ok(&r[20]);
-    assert_eq!(signalled["steps"][1]["ok"], true, "{signalled}");
+    // Running, with no terminal: the contract's FAILED_PRECONDITION.
+    assert_eq!(
+        signalled["steps"][1]["code"], "FAILED_PRECONDITION",
+        "{signalled}"
+    );
+    assert_eq!(signalled["steps"][2]["ok"], true, "{signalled}");
     assert_eq!(signalled["exit_code"], 128 + libc::SIGTERM, "{signalled}");
     assert_eq!(r[21]["code"], "NOT_FOUND", "{}", r[21]);
     assert_eq!(r[22]["code"], "NOT_FOUND", "{}", r[22]);
@@ -667,4 +672,19 @@ fn a_credential_file_makes_every_call_carry_it() {
     assert_eq!(r[4]["status"], 204, "{}", r[4]);
     assert_eq!(std::fs::read_to_string(root.path().join("x")).unwrap(), "y");
     assert_eq!(r[5]["status"], 200, "{}", r[5]);
+    drop(daemon);
+
+    // Beyond loopback a credential file is required: refused before any
+    // listener is bound.
+    let out = CcServer::new(&plugins)
+        .args(["sandboxd", "--backend", "none", "--root-dir"])
+        .arg(root.path())
+        .args(["--grpc-listen", "0.0.0.0:0", "--rest-listen", "127.0.0.1:0"])
+        .output();
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("needs --credential-file"),
+        "{}",
+        text(&out.stderr)
+    );
 }
