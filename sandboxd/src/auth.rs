@@ -6,7 +6,9 @@
 //! given) `cc_server sandboxd` asks every request for the sandbox's agent
 //! credential as a bearer token (SPEC H4, H12): it opens this sandbox's
 //! commands and files and nothing of the server. `/v1/health` stays open,
-//! for the kubelet's readiness probe.
+//! for the kubelet's readiness probe. Without a credential the REST
+//! listener answers loopback `Host` names only, so a web page that
+//! rebinds its own name to 127.0.0.1 cannot read or write the files.
 
 use std::sync::Arc;
 
@@ -50,7 +52,36 @@ pub async fn rest_credential(
                 .into_response();
         }
     }
+    if daemon.credential.is_none()
+        && request.uri().path() != "/v1/health"
+        && let Some(host) = request.headers().get(http::header::HOST)
+        && !loopback_host(host.to_str().unwrap_or(""))
+    {
+        return RestError::new(
+            StatusCode::FORBIDDEN,
+            "PERMISSION_DENIED",
+            format!(
+                "the Host `{}` is not a loopback name: without a credential this listener \
+                 answers loopback names only (a web page's DNS rebinding must not reach it); \
+                 give `--credential-file` to be reached by another name",
+                host.to_str().unwrap_or("?")
+            ),
+        )
+        .into_response();
+    }
     next.run(request).await
+}
+
+/// `localhost`, `127.x.y.z` or `[::1]`, with or without a port (pure).
+pub fn loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The gRPC side: an interceptor over every call.
@@ -77,6 +108,28 @@ impl tonic::service::Interceptor for GrpcCredential {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_names_only() {
+        for ok in [
+            "127.0.0.1:8080",
+            "localhost",
+            "LOCALHOST:1",
+            "[::1]:80",
+            "127.1.2.3",
+        ] {
+            assert!(loopback_host(ok), "{ok}");
+        }
+        for no in [
+            "evil.example:8080",
+            "10.0.0.1",
+            "localhost.evil.example",
+            "[::2]:1",
+            "",
+        ] {
+            assert!(!loopback_host(no), "{no}");
+        }
+    }
 
     #[test]
     fn only_the_exact_bearer_passes() {

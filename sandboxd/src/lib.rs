@@ -19,6 +19,7 @@
 pub mod auth;
 pub mod boundary;
 pub mod files;
+pub mod multipart;
 pub mod process;
 pub mod rest;
 pub mod status;

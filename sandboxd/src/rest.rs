@@ -209,17 +209,10 @@ async fn put_file(State(daemon): State<Arc<Daemon>>, request: Request) -> Respon
             .headers()
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        if content_type.starts_with("multipart/") {
-            return Err(RestError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "INVALID_ARGUMENT",
-                "multipart bodies are not taken here: send the file's bytes as \
-                 application/octet-stream",
-            ));
-        }
+            .unwrap_or("")
+            .to_owned();
         let limit = daemon.max_file_bytes;
-        let data = axum::body::to_bytes(request.into_body(), limit)
+        let body = axum::body::to_bytes(request.into_body(), limit)
             .await
             .map_err(|e| {
                 RestError::new(
@@ -231,6 +224,13 @@ async fn put_file(State(daemon): State<Arc<Daemon>>, request: Request) -> Respon
                     ),
                 )
             })?;
+        let data = if content_type.starts_with("multipart/form-data") {
+            crate::multipart::file_part(&content_type, &body)
+                .map(bytes::Bytes::from)
+                .map_err(RestError::bad_request)?
+        } else {
+            body
+        };
         files::put(Arc::clone(&daemon), relative, data, mode).await
     };
     match answer.await {

@@ -430,6 +430,12 @@ fn bad_protobuf_and_oversized_bodies_get_clear_errors() {
             {"op": "http", "method": "GET", "path": "/v1/nothing"},
             {"op": "http", "method": "GET", "path": "/v1/health"},
             {"op": "execute", "argv": ["echo", "still up"]},
+            // A name rebound to loopback by a web page: refused.
+            {"op": "http", "method": "PUT", "path": "/v1/files/rebound", "data": "x",
+             "headers": {"Host": "evil.example:8080"}},
+            // The contract's other PUT body: multipart, its `file` part.
+            {"op": "http", "method": "PUT", "path": "/v1/files/m%2Fpart.txt", "data": "by part",
+             "multipart": true},
         ]),
     );
     assert_eq!(r[0]["ok"], false, "{}", r[0]);
@@ -465,6 +471,13 @@ fn bad_protobuf_and_oversized_bodies_get_clear_errors() {
     assert_eq!(r[6]["status"], 200, "{}", r[6]);
     assert_eq!(r[6]["body"]["status"], "ok", "{}", r[6]);
     assert_eq!(ok(&r[7])["stdout"], "still up\n");
+    assert_eq!(r[8]["status"], 403, "{}", r[8]);
+    assert!(!root.path().join("rebound").exists());
+    assert_eq!(r[9]["status"], 204, "{}", r[9]);
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("m/part.txt")).unwrap(),
+        "by part"
+    );
 }
 
 /// B8, E6, B3: where user namespaces are forbidden (as in many pods) the

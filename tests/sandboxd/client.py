@@ -27,7 +27,8 @@ Operations, one JSON line of result each:
     {"op": "rpc", "method": "Execute", "request": {...},
      "metadata": [["authorization", "Bearer ..."]]}              stubs: any unary call
     {"op": "raw", "method": "Execute", "hex": "..."}              bytes as the request
-    {"op": "http", "method": "GET", "path": "/v1/...", "data": "", "size": N}  raw HTTP
+    {"op": "http", "method": "GET", "path": "/v1/...", "data": "", "size": N,
+     "multipart": false}                                          raw HTTP
     {"op": "repeat", "n": 100, "of": {...}}                        timing: {"seconds": s}
 
 A failed call is {"ok": false, "error": ..., "status": N | "code": "GRPC_CODE"}.
@@ -106,8 +107,12 @@ class Client:
             return {"bytes": len(call(bytes.fromhex(op["hex"]) * op.get("times", 1), timeout=30))}
         if kind == "http":
             data = op.get("data", "").encode() if "size" not in op else b"x" * op["size"]
-            r = requests.request(op["method"], self.rest + op["path"], data=data or None,
-                                 headers=op.get("headers", {}), timeout=60)
+            if op.get("multipart"):
+                r = requests.request(op["method"], self.rest + op["path"],
+                                     files={"file": ("upload", data)}, timeout=60)
+            else:
+                r = requests.request(op["method"], self.rest + op["path"], data=data or None,
+                                     headers=op.get("headers", {}), timeout=60)
             try:
                 body = r.json()
             except ValueError:
