@@ -109,11 +109,25 @@ pub async fn serve(
     });
     stop.await;
     let _ = stop_tx.send(());
-    let (g, r) = tokio::join!(grpc_task, rest_task);
-    g??;
-    r??;
+    // The sandbox goes first: a streaming Start still open ends with its
+    // command, so the listeners' graceful shutdown has nothing to wait for.
+    daemon.session.destroy().await;
+    let joined =
+        tokio::time::timeout(SHUTDOWN_GRACE, async { tokio::join!(grpc_task, rest_task) }).await;
+    match joined {
+        Ok((g, r)) => {
+            g??;
+            r??;
+        }
+        Err(_) => tracing::warn!(
+            "connections still open {SHUTDOWN_GRACE:?} after the sandbox was destroyed: closed"
+        ),
+    }
     Ok(())
 }
+
+/// How long open connections get once the sandbox is destroyed.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Whether every address is loopback: then no credential is asked.
 pub fn loopback_only(addrs: &[SocketAddr]) -> bool {

@@ -84,7 +84,7 @@ impl ProcessApi {
     }
 
     /// The request the runtime gets for a contract's `ProcessConfig`.
-    fn exec_request(
+    async fn exec_request(
         &self,
         config: Option<ProcessConfig>,
         stdin: bool,
@@ -98,8 +98,16 @@ impl ProcessApi {
                 "config.command is empty: give the command and its arguments",
             ));
         }
-        let cwd = match config.cwd.as_deref().filter(|c| !c.is_empty()) {
-            Some(cwd) => Some(crate::files::confined_cwd(&self.daemon, cwd)?),
+        // The jail is made, and judges, off the async threads.
+        let cwd = match config.cwd.filter(|c| !c.is_empty()) {
+            Some(cwd) => {
+                let daemon = Arc::clone(&self.daemon);
+                let confined =
+                    tokio::task::spawn_blocking(move || crate::files::confined_cwd(&daemon, &cwd))
+                        .await
+                        .map_err(|e| Status::internal(e.to_string()))??;
+                Some(confined)
+            }
             None => None,
         };
         let mut environment = env::api_base();
@@ -138,7 +146,7 @@ impl ProcessService for ProcessApi {
         let session = Arc::clone(&self.daemon.session);
         // Stdin stays open for `WriteStdin` where the backend can feed it.
         let stdin = session.supports(sandbox_plugin_api::capability::STDIN);
-        let exec = self.exec_request(request.config, stdin, pty)?;
+        let exec = self.exec_request(request.config, stdin, pty).await?;
         let mut stream = session.exec(exec).await.map_err(|e| session_status(&e))?;
         let id = self.daemon.processes.add(Running {
             exec_id: stream.exec_id,
@@ -190,7 +198,9 @@ impl ProcessService for ProcessApi {
         &self,
         request: Request<ExecuteRequest>,
     ) -> Result<Response<ExecuteResponse>, Status> {
-        let exec = self.exec_request(request.into_inner().config, false, None)?;
+        let exec = self
+            .exec_request(request.into_inner().config, false, None)
+            .await?;
         let session = &self.daemon.session;
         let mut stream = session.exec(exec).await.map_err(|e| session_status(&e))?;
         let (mut stdout, mut stderr, mut cut) = (Vec::new(), Vec::new(), false);
