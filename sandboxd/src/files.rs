@@ -6,6 +6,7 @@
 //! exactly once ([`decode_path`]); what `..`, `%2F` or a symlink then lead
 //! to is the kernel's to resolve beneath the root.
 
+use std::fs;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::sync::Arc;
 
@@ -118,7 +119,7 @@ pub fn tool_error(error: ToolError) -> RestError {
 /// streamed from the descriptor the jail judged), or a listing.
 pub enum Got {
     File {
-        file: std::fs::File,
+        file: fs::File,
         size: u64,
         modified: i64,
         mode: u32,

@@ -4,6 +4,7 @@
 //! ([`crate::files::decode_path`]); a body over the configured limit is
 //! refused with 413 before it is kept.
 
+use std::fs;
 use std::sync::Arc;
 
 use axum::Json;
@@ -151,7 +152,7 @@ async fn head_file(State(daemon): State<Arc<Daemon>>, request: Request) -> Respo
 /// it had when opened (a file growing meanwhile does not outrun its
 /// `Content-Length`).
 fn chunks(
-    file: std::fs::File,
+    file: fs::File,
     size: u64,
 ) -> impl futures_util::Stream<Item = std::io::Result<bytes::Bytes>> + Send {
     const CHUNK: u64 = 256 << 10;
