@@ -145,30 +145,6 @@ fn host(account: &Account, home: &Path, cwd: &Path, path: &str, argv: &[&str]) -
     }
     command.output().unwrap()
 }
-
-/// A shell fragment that runs `cmd` and prints `LABEL=ok` or `LABEL=failed`.
-fn attempt(label: &str, cmd: &str) -> String {
-    format!("if {cmd}; then echo {label}=ok; else echo {label}=failed; fi\n")
-}
-
-fn assert_line(out: &Output, line: &str) {
-    assert!(
-        lines(out).iter().any(|l| l == line),
-        "expected the line {line:?}\n{}",
-        both(out)
-    );
-}
-
-/// Asserts nothing (not even a dangling symlink) is at `path`.
-fn assert_absent(path: &Path, out: &Output) {
-    assert!(
-        std::fs::symlink_metadata(path).is_err(),
-        "{} reached the host\n{}",
-        path.display(),
-        both(out)
-    );
-}
-
 /// Asserts no payload ran: the marker directory is empty.
 fn assert_nothing_ran(markers: &Path, after: &str, out: &Output) {
     let ran: Vec<String> = std::fs::read_dir(markers)
@@ -200,28 +176,6 @@ fn repo(account: &Account, dir: &Path) {
         git(dir, args);
     }
     let _ = account;
-}
-
-/// git on the host, as the test's own account, no user or system config.
-fn git(dir: &Path, args: &[&str]) -> Output {
-    let out = Command::new("git")
-        .args(["-c", "safe.directory=*"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "host")
-        .env("GIT_AUTHOR_EMAIL", "host@example.com")
-        .env("GIT_COMMITTER_NAME", "host")
-        .env("GIT_COMMITTER_EMAIL", "host@example.com")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?} on the host: {}",
-        text(&out.stderr)
-    );
-    out
 }
 
 const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";

@@ -383,8 +383,8 @@ fn enter_namespaces(namespaces: &Namespaces) -> io::Result<()> {
     Ok(())
 }
 
-/// A close-on-exec `SOCK_SEQPACKET` pair (the one-shot opener's answer, a
-/// command's start report).
+/// A close-on-exec `SOCK_SEQPACKET` pair: each answer one message (the
+/// one-shot opener's, a command's start report, the reaper's two).
 pub(crate) fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut pair = [0 as RawFd; 2];
     // SAFETY: socketpair writes two descriptors into `pair`.
