@@ -701,3 +701,27 @@ fn a_credential_file_makes_every_call_carry_it() {
         text(&out.stderr)
     );
 }
+
+/// H6: a shell that would read its commands from a terminal is an opaque
+/// command line: asked about in chat, so refused in a sidecar with no
+/// owner — what is typed into it would never meet the policy.
+#[test]
+fn a_shell_on_a_terminal_is_refused_as_opaque() {
+    let python = require_sandboxd_client!();
+    let plugins = Plugins::with_none();
+    let root = tempfile::tempdir().unwrap();
+    let daemon = Sandboxd::start(&plugins, root.path(), &["--backend", "none"], false);
+    let r = daemon.ops(
+        &python,
+        &json!([{"op": "start", "argv": ["bash"], "pty": [80, 24]}]),
+    );
+    assert_eq!(r[0]["error"]["code"], "PERMISSION_DENIED", "{}", r[0]);
+    assert!(
+        r[0]["error"]["details"]
+            .as_str()
+            .unwrap()
+            .contains("opaque command line"),
+        "{}",
+        r[0]
+    );
+}
