@@ -63,6 +63,10 @@ pub enum Command {
     /// each, and their agents (SPEC H1, H10).
     #[command(subcommand)]
     Conversation(ConversationCommand),
+    /// Serves the Kubernetes agent-sandbox runtime contract (sandboxd):
+    /// gRPC process.v1.ProcessService and the /v1/files REST routes, over
+    /// one sandbox whose only bind and working directory is the root.
+    Sandboxd(SandboxdArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -267,6 +271,36 @@ pub struct RunArgs {
 pub struct McpArgs {
     #[command(flatten)]
     pub sandbox: SandboxFlags,
+}
+
+#[derive(Debug, Args)]
+pub struct SandboxdArgs {
+    #[command(flatten)]
+    pub sandbox: SandboxFlags,
+    /// The directory every path and cwd is confined to: the sandbox's
+    /// bind (read-write in chat mode) and its working directory.
+    #[arg(
+        long,
+        env = "SANDBOXD_ROOT_DIR",
+        value_name = "DIR",
+        default_value = "/workspace"
+    )]
+    pub root_dir: PathBuf,
+    /// The gRPC ProcessService's address (loopback by default).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9090")]
+    pub grpc_listen: SocketAddr,
+    /// The REST listener's address (loopback by default).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub rest_listen: SocketAddr,
+    /// Where the sandbox's agent credential is written (mode 0600); every
+    /// request must then carry it as `authorization: Bearer …`
+    /// (`/v1/health` excepted). Required when a listener is not loopback.
+    #[arg(long, value_name = "FILE")]
+    pub credential_file: Option<PathBuf>,
+    /// The largest file a PUT takes, in bytes (it is held in memory until
+    /// written).
+    #[arg(long, value_name = "BYTES", default_value_t = 256 << 20)]
+    pub max_file_bytes: usize,
 }
 
 /// `on` or `off`.

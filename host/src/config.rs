@@ -221,7 +221,8 @@ impl CommandFlags {
                 ..Self::default()
             },
             Command::Run(crate::cli::RunArgs { sandbox, .. })
-            | Command::Mcp(crate::cli::McpArgs { sandbox }) => Self {
+            | Command::Mcp(crate::cli::McpArgs { sandbox })
+            | Command::Sandboxd(crate::cli::SandboxdArgs { sandbox, .. }) => Self {
                 allow_domains: sandbox.allow_domains.clone(),
                 allow_private: sandbox.allow_private.clone(),
                 resolve: sandbox.resolve.clone(),

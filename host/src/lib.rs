@@ -65,6 +65,7 @@ pub fn run(cli: Cli) -> ExitCode {
             }
             Command::Workspace(command) => commands::workspace::run(&settings, command),
             Command::Conversation(command) => commands::conversation::run(&settings, command).await,
+            Command::Sandboxd(args) => commands::sandboxd::run(&settings, args).await,
         }
     });
     // Plugin threads (a hung probe, say) must not keep the process alive.

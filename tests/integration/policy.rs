@@ -135,6 +135,48 @@ fn drive(
                 refusal: String::new(),
             }
         }
+        // The agent-sandbox contract: `cc_server sandboxd` over `work`,
+        // driven by the official client's wheel (tests/sandboxd/client.py).
+        "rpc process.v1.ProcessService/Execute" | "rpc process.v1.ProcessService/Start" => {
+            let Some(python) = crate::sandboxd::client_python() else {
+                panic!("no agent-sandbox client: the caller checks first");
+            };
+            let daemon =
+                crate::sandboxd::Sandboxd::start(plugins, work, &["--backend", "bwrap"], false);
+            let env: serde_json::Map<String, Value> = env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
+                .collect();
+            let op = if entry.ends_with("/Execute") {
+                "execute"
+            } else {
+                "start"
+            };
+            let line = daemon
+                .ops(&python, &json!([{"op": op, "argv": argv, "env": env}]))
+                .remove(0);
+            // Execute fails its call; Start's stream ends with the status.
+            let refused = if line["code"] == "PERMISSION_DENIED" {
+                Some(line["error"].clone())
+            } else if line["error"]["code"] == "PERMISSION_DENIED" {
+                Some(line["error"]["details"].clone())
+            } else {
+                None
+            };
+            if let Some(refusal) = refused {
+                return Outcome {
+                    ran: None,
+                    stdout: String::new(),
+                    refusal: refusal.as_str().unwrap_or_default().to_owned(),
+                };
+            }
+            assert_eq!(line["ok"], true, "{line}\n{}", daemon.log());
+            Outcome {
+                ran: line["exit_code"].as_i64(),
+                stdout: line["stdout"].as_str().unwrap_or_default().to_owned(),
+                refusal: String::new(),
+            }
+        }
         other => panic!("no black-box driver for the entry point `{other}`: add one here"),
     }
 }
@@ -197,6 +239,9 @@ fn every_dispatching_entry_point_is_wrapped() {
             "{entry} is listed as dispatching and as interactive"
         );
         if entry.starts_with("mcp tool ") && crate::mcp_util::python().is_none() {
+            continue;
+        }
+        if entry.starts_with("rpc process.v1.") && crate::sandboxd::client_python().is_none() {
             continue;
         }
         let work = tempfile::tempdir().unwrap();

@@ -692,6 +692,11 @@ const SERVER_FILES: &[(&str, &str)] = &[
         "the spec file `run --spec` names: the user's own input",
     ),
     (
+        "host/src/commands/sandboxd.rs",
+        "`sandboxd --root-dir` canonicalized once (the jail's root), and the credential \
+         file `--credential-file` names (0600, never through a symlink)",
+    ),
+    (
         "host/src/config.rs",
         "the config and guardrails files the operator named",
     ),

@@ -52,7 +52,7 @@ pub async fn run(settings: &Settings, args: McpArgs) -> anyhow::Result<ExitCode>
 }
 
 /// SIGINT, SIGTERM or SIGHUP: the client went away without closing stdin.
-async fn stop_signal() {
+pub async fn stop_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
         signal(SignalKind::interrupt()),

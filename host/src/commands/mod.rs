@@ -6,5 +6,6 @@ pub mod mcp;
 pub mod policy;
 pub mod probe;
 pub mod run;
+pub mod sandboxd;
 pub mod serve;
 pub mod workspace;

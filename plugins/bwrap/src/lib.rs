@@ -28,6 +28,7 @@ pub mod probe;
 mod sandbox;
 mod selftest;
 mod spawner;
+mod terminal;
 pub mod toolchains;
 pub mod violations;
 
