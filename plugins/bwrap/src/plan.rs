@@ -185,6 +185,12 @@ pub enum PlanError {
     GrantNotWritable(PathBuf),
     /// An exec grant inside a writable bind that does not exist.
     GrantMissing(PathBuf),
+    /// A source resolves elsewhere than where the host checked it.
+    Changed {
+        path: PathBuf,
+        checked: PathBuf,
+        now: PathBuf,
+    },
 }
 
 impl std::error::Error for PlanError {}
@@ -213,6 +219,15 @@ impl std::fmt::Display for PlanError {
                  bind, or /tmp, /var/tmp, the private $HOME or a cache overlay (details.caches) themselves (a \
                  grant re-opens exec where commands write; read-only binds need none)",
                 p.display()
+            ),
+            Self::Changed { path, checked, now } => write!(
+                f,
+                "{} resolved to {} when the server checked it and to {} now: a symlink in it changed \
+                 between the check and the mount, so nothing is mounted (rule: a mount is checked and \
+                 made as one object); launch again once nothing swaps it",
+                path.display(),
+                checked.display(),
+                now.display()
             ),
             Self::GrantMissing(p) => write!(
                 f,
@@ -356,6 +371,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         let resolved = host
             .resolve(literal)
             .ok_or_else(|| PlanError::BindMissing(literal.clone()))?;
+        unchanged(spec, literal, &resolved)?;
         let writable = spec.binds_writable()
             && !bind.read_only
             && !kept_read_only(&resolved, home.as_deref(), host);
@@ -378,6 +394,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         let resolved = host
             .resolve(dir)
             .ok_or_else(|| PlanError::BindMissing(dir.clone()))?;
+        unchanged(spec, dir, &resolved)?;
         let writable = !kept_read_only(&resolved, home.as_deref(), host);
         push_view(&mut views, &resolved, dir, writable);
         if resolved != *dir {
@@ -610,6 +627,9 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     for point in &masks.dirs {
         args.one("--mask-dir", point);
     }
+    for point in &protected {
+        args.one("--protected", point);
+    }
     if !shown.overlays.is_empty() {
         let caches = CacheOverlays {
             size_bytes: input.cache_bytes,
@@ -839,6 +859,19 @@ fn exec_grants(
         }
     }
     Ok(grants)
+}
+
+/// Refuses a source that resolves elsewhere than where the host's path
+/// rules checked it (`checkedHostPaths`): a swap raced the launch.
+fn unchanged(spec: &SandboxSpec, literal: &Path, resolved: &Path) -> Result<(), PlanError> {
+    match spec.checked_host_paths.get(literal) {
+        Some(checked) if checked != resolved => Err(PlanError::Changed {
+            path: literal.to_path_buf(),
+            checked: checked.clone(),
+            now: resolved.to_path_buf(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Empties the system's git template directory (SPEC G4): libgit2

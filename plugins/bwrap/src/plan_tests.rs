@@ -1402,3 +1402,54 @@ fn a_version_managers_shims_are_an_exec_able_overlay_in_its_home() {
     assert!(shims.exec && shims.read_only.is_empty(), "{shims:?}");
     assert!(plan.exec_grants.is_empty(), "{:?}", plan.exec_grants);
 }
+
+/// A source that resolves elsewhere than where the server checked it is
+/// refused, naming both (SPEC G5, threat model T40); one that resolves
+/// where it was checked plans, and every bind of it goes to bubblewrap as a
+/// descriptor, the protected points listed for sandbox-init to check.
+#[test]
+fn a_source_resolving_elsewhere_than_checked_is_refused_and_binds_go_by_descriptor() {
+    let mut host = FakeHost::standard();
+    host.symlink("/work/proj/sub", "/data/real");
+    let mut spec = spec_with(vec![bind("/work/proj/sub", false)]);
+    spec.checked_host_paths
+        .insert("/work/proj/sub".into(), "/work/proj/sub".into());
+    let err = run(&spec, &host).unwrap_err();
+    assert_eq!(
+        err,
+        PlanError::Changed {
+            path: "/work/proj/sub".into(),
+            checked: "/work/proj/sub".into(),
+            now: "/data/real".into(),
+        }
+    );
+    assert!(err.to_string().contains("checked and made as one object"));
+    spec.checked_host_paths
+        .insert("/work/proj/sub".into(), "/data/real".into());
+    let mut spec_protected = spec.clone();
+    spec_protected.bind_mounts = vec![bind("/work/proj", false)];
+    spec_protected.protected_paths = vec!["/data/real".into()];
+    host.dir("/work/proj/keep");
+    spec_protected.protected_paths = vec!["/work/proj/keep".into()];
+    for spec in [spec, spec_protected] {
+        let plan = run(&spec, &host).unwrap();
+        let (args, sources) = crate::pinned::by_descriptor(&plan.args).unwrap();
+        let before_init = args.iter().take_while(|a| *a != "--");
+        assert!(
+            !before_init
+                .clone()
+                .any(|a| a == "--bind" || a == "--ro-bind"),
+            "{args:?}"
+        );
+        let fds = before_init
+            .filter(|a| a.to_string_lossy().ends_with("bind-fd"))
+            .count();
+        assert_eq!(fds, sources.len());
+        for point in &plan.protected {
+            let listed = args
+                .windows(2)
+                .any(|w| w[0] == "--protected" && w[1] == point.as_os_str());
+            assert!(listed, "{point:?} not checked by sandbox-init: {args:?}");
+        }
+    }
+}
