@@ -1,11 +1,15 @@
 //! No per-uid counter of the host used up by sandboxes (SPEC G6; threat
 //! model T39): black-box, a real `cc_server run --backend bwrap` whose
 //! command opens inotify instances until the kernel refuses one and holds
-//! them; meanwhile this process (the same uid, on the host) and a second
-//! sandbox each still get one.
+//! them; meanwhile a host process of the same uid and a second sandbox each
+//! still get one. As the account running the tests and as the
+//! unprivileged `cc-test` (the counters are that account's then).
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
 
+use crate::allowlists::{Account, accounts, owned_dir, program_for};
 use crate::util::*;
 
 /// Opens inotify instances until one is refused, prints how many it got,
@@ -27,61 +31,70 @@ fn host_max_instances() -> u64 {
         .unwrap()
 }
 
+/// `cc_server run --backend bwrap -- python3 -c SCRIPT` as `account`.
+fn sandboxed(
+    plugins: &Plugins,
+    account: &Account,
+    cwd: &std::path::Path,
+    script: &str,
+) -> CcServer {
+    let mut server =
+        CcServer::with_program(plugins, &program_for(account)).config(SANDBOX_LAYER_ONLY);
+    if !account.invoking {
+        server = server.run_as(account.uid, account.gid);
+    }
+    server
+        .current_dir(cwd)
+        .args(["run", "--backend", "bwrap", "--", "/usr/bin/python3", "-c"])
+        .arg(script)
+}
+
 #[test]
 fn a_sandbox_using_up_inotify_instances_leaves_the_host_and_another_sandbox_theirs() {
     require_bwrap!();
     let plugins = Plugins::with_bwrap();
-    let work = tempfile::tempdir().unwrap();
-    let hog = CcServer::new(&plugins)
-        .config(SANDBOX_LAYER_ONLY)
-        .current_dir(work.path())
-        .args(["run", "--backend", "bwrap", "--", "/usr/bin/python3", "-c"])
-        .arg(inotify_script(false));
-    // Its home (with its config) lives as long as it runs.
-    let _home = hog.home();
-    let hog = hog.spawn();
-    let mut hog = hog;
-    let stdout = hog.stdout.take().unwrap();
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    let got: u64 = line
-        .trim()
-        .strip_prefix("got ")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| {
-            let _ = hog.kill();
-            let mut err = String::new();
-            let _ = std::io::Read::read_to_string(&mut hog.stderr.take().unwrap(), &mut err);
-            let _ = hog.wait();
-            panic!("the hog said {line:?}; stderr: {err}")
-        });
-    // Its share: at most half the host's limit, cut into shares.
-    assert!(
-        got < host_max_instances() / 2,
-        "one sandbox got {got} of the host's {} inotify instances",
-        host_max_instances()
-    );
-    // The host's own process of the same uid still gets one.
-    // SAFETY: plain syscalls on a descriptor we own.
-    let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
-    let host_errno = std::io::Error::last_os_error();
-    if fd >= 0 {
-        // SAFETY: ours.
-        unsafe { libc::close(fd) };
+    for account in accounts() {
+        let work = owned_dir(&account);
+        let hog = sandboxed(&plugins, &account, work.path(), &inotify_script(false));
+        // Its home (with its config) lives as long as it runs.
+        let _home = hog.home();
+        let mut hog = hog.spawn();
+        let stdout = hog.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let got: u64 = line
+            .trim()
+            .strip_prefix("got ")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| {
+                let _ = hog.kill();
+                let mut err = String::new();
+                let _ = std::io::Read::read_to_string(&mut hog.stderr.take().unwrap(), &mut err);
+                let _ = hog.wait();
+                panic!("{account:?}: the hog said {line:?}; stderr: {err}")
+            });
+        // The host's own process of the same uid still gets one.
+        let mut host = Command::new("/usr/bin/python3");
+        host.arg("-c")
+            .arg(inotify_script(true))
+            .current_dir("/")
+            .stdin(Stdio::null());
+        if !account.invoking {
+            host.uid(account.uid).gid(account.gid);
+        }
+        let on_host = host.output().unwrap();
+        // And so does a second sandbox.
+        let second = sandboxed(&plugins, &account, work.path(), &inotify_script(true)).output();
+        // The `cc_server run` we started; bwrap dies with it.
+        let _ = hog.kill();
+        let _ = hog.wait();
+        // Its share: at most half the host's limit, cut into shares.
+        assert!(
+            got < host_max_instances() / 2,
+            "{account:?}: one sandbox got {got} of the host's {} inotify instances",
+            host_max_instances()
+        );
+        assert_eq!(lines(&on_host), ["ok"], "{account:?}: {}", both(&on_host));
+        assert_eq!(lines(&second), ["ok"], "{account:?}: {}", both(&second));
     }
-    // And so does a second sandbox.
-    let second = CcServer::new(&plugins)
-        .config(SANDBOX_LAYER_ONLY)
-        .current_dir(work.path())
-        .args(["run", "--backend", "bwrap", "--", "/usr/bin/python3", "-c"])
-        .arg(inotify_script(true))
-        .output();
-    // The `cc_server run` we started; bwrap dies with it.
-    let _ = hog.kill();
-    let _ = hog.wait();
-    assert!(
-        fd >= 0,
-        "the host could not open an inotify instance: {host_errno}"
-    );
-    assert_eq!(lines(&second), ["ok"], "{}", both(&second));
 }
