@@ -461,7 +461,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     let mut read_only_views = shown.views.clone();
     for dir in input.extra_system {
         if host.kind(dir) == Some(Kind::Dir) {
-            args.two("--ro-bind", dir, dir);
+            args.two("--ro-bind", canonical(dir, host), dir);
             exec_from.push(dir.clone());
             read_only_views.push(View {
                 host: host.resolve(dir).unwrap_or_else(|| dir.clone()),
@@ -601,13 +601,25 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     let egress = spec.egress.as_ref();
     if let Some(e) = egress {
         let inside = Path::new(EGRESS_IN_SANDBOX);
-        args.two("--ro-bind", &e.http_socket, inside.join("http.sock"));
-        args.two("--ro-bind", &e.socks_socket, inside.join("socks.sock"));
+        args.two(
+            "--ro-bind",
+            canonical(&e.http_socket, host),
+            inside.join("http.sock"),
+        );
+        args.two(
+            "--ro-bind",
+            canonical(&e.socks_socket, host),
+            inside.join("socks.sock"),
+        );
         if let Some(known) = &e.ssh_known_hosts {
-            args.two("--ro-bind", known, inside.join("known_hosts"));
+            args.two(
+                "--ro-bind",
+                canonical(known, host),
+                inside.join("known_hosts"),
+            );
         }
     }
-    args.two("--ro-bind", input.init, INIT_IN_SANDBOX);
+    args.two("--ro-bind", canonical(input.init, host), INIT_IN_SANDBOX);
     args.flag("--");
     args.flag(INIT_IN_SANDBOX);
     args.one("--control-fd", input.control_fd.to_string());
@@ -859,6 +871,14 @@ fn exec_grants(
         }
     }
     Ok(grants)
+}
+
+/// The resolved spelling of a source the server or its config names (not
+/// the spec): the launch opens every source with no symlink followed
+/// (`crate::pinned`), so a configured path through a symlink is given
+/// resolved; one that does not resolve stays as it is (and fails there).
+fn canonical(path: &Path, host: &dyn HostFacts) -> PathBuf {
+    host.resolve(path).unwrap_or_else(|| path.to_path_buf())
 }
 
 /// Refuses a source that resolves elsewhere than where the host's path
