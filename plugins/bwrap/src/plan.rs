@@ -498,7 +498,10 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
                 continue; // a whole writable root listed as protected: see below
             }
             for ancestor in ancestors_below(&guest, &view.guest) {
-                if pinned.insert(ancestor.clone()) {
+                // Inside a protected path, all is read-only and cannot be
+                // renamed already: a writable bind would undo that.
+                let inside_protected = protected.iter().any(|p: &PathBuf| ancestor.starts_with(p));
+                if !inside_protected && pinned.insert(ancestor.clone()) {
                     let source = view
                         .host
                         .join(ancestor.strip_prefix(&view.guest).unwrap_or(&ancestor));

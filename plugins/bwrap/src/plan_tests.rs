@@ -1453,3 +1453,36 @@ fn a_source_resolving_elsewhere_than_checked_is_refused_and_binds_go_by_descript
         }
     }
 }
+
+/// A protected path inside another keeps the outer one read-only: nothing
+/// inside the outer one, already a read-only mount, is re-bound writable
+/// as the inner one's ancestor (sandbox-init would refuse the launch).
+#[test]
+fn a_protected_path_inside_another_keeps_the_outer_one_read_only() {
+    let mut host = FakeHost::standard();
+    host.dir("/work/proj/a")
+        .dir("/work/proj/a/b")
+        .dir("/work/proj/a/b/c");
+    let mut spec = spec_with(vec![bind("/work/proj", false)]);
+    spec.protected_paths = vec!["/work/proj/a/b/c".into(), "/work/proj/a".into()];
+    let plan = run(&spec, &host).unwrap();
+    let binds: Vec<(String, String)> = plan
+        .args
+        .windows(3)
+        .filter(|w| w[0] == "--bind" || w[0] == "--ro-bind")
+        .map(|w| {
+            (
+                w[0].to_string_lossy().into_owned(),
+                w[2].to_string_lossy().into_owned(),
+            )
+        })
+        .filter(|(_, dest)| dest.starts_with("/work/proj/"))
+        .collect();
+    assert_eq!(
+        binds,
+        [
+            ("--ro-bind".to_owned(), "/work/proj/a".to_owned()),
+            ("--ro-bind".to_owned(), "/work/proj/a/b/c".to_owned()),
+        ]
+    );
+}
