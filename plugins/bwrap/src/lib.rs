@@ -418,7 +418,7 @@ impl BackendImpl for BwrapBackend {
         let defaults = self.limits.lock().map(|l| *l).unwrap_or_default();
         let home = std::env::var_os("HOME").map(PathBuf::from);
         for hooks in plan::hook_dirs_to_create(&spec, &RealHost) {
-            std::fs::create_dir(&hooks).map_err(|e| {
+            pinned::make_dir(&hooks).map_err(|e| {
                 PluginError::other(format!(
                     "creating {} to keep it read-only: {e}",
                     hooks.display()

@@ -98,6 +98,25 @@ pub fn open(sources: &[PathBuf]) -> Result<Vec<OwnedFd>, sandbox_paths::jail::Pi
         .collect()
 }
 
+/// Makes the directory `path` (a canonical spelling) inside its parent
+/// pinned with no symlink followed: a parent swapped for a symlink gets
+/// nothing made through it.
+pub fn make_dir(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    };
+    let dir = sandbox_paths::jail::pin(parent).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let name = std::ffi::CString::new(name.as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: a descriptor we hold and a NUL-terminated name.
+    if unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o777) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +172,18 @@ mod tests {
             ])
         );
         assert_eq!(sources, [PathBuf::from("/usr"), PathBuf::from("/w")]);
+    }
+
+    #[test]
+    fn a_directory_is_made_only_through_a_parent_with_no_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(root.join("real")).unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("link")).unwrap();
+        make_dir(&root.join("real/hooks")).unwrap();
+        assert!(root.join("real/hooks").is_dir());
+        assert!(make_dir(&root.join("link/other")).is_err());
+        assert!(!root.join("real/other").exists());
     }
 
     #[test]
