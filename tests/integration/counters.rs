@@ -98,3 +98,44 @@ fn a_sandbox_using_up_inotify_instances_leaves_the_host_and_another_sandbox_thei
         assert_eq!(lines(&second), ["ok"], "{account:?}: {}", both(&second));
     }
 }
+
+/// The budget is server-wide and each share goes back with its sandbox:
+/// with two shares, a third live sandbox gets none of these counters, and
+/// once one is destroyed the next gets its share again.
+#[test]
+fn shares_are_server_wide_and_go_back_with_their_sandbox() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let server = Server::start_with(CcServer::new(&plugins).config(&format!(
+        "{SANDBOX_LAYER_ONLY}[backends.bwrap]\ncounter_slots = 2\n"
+    )));
+    let work = tempfile::tempdir().unwrap();
+    let instances = |id: &str| -> u64 {
+        let response = server.call(
+            "POST",
+            &format!("/v1/sandboxes/{id}/execs"),
+            Some(
+                &serde_json::json!({
+                    "argv": ["/bin/cat", "/proc/sys/user/max_inotify_instances"]
+                })
+                .to_string(),
+            ),
+        );
+        assert_eq!(response.status, 200, "{}", text(&response.body));
+        let events = response.lines();
+        assert_eq!(exit_code(&events), 0, "{events:?}");
+        joined(&events, "stdout").trim().parse().unwrap()
+    };
+    let share = host_max_instances() / 2 / 2;
+    for id in ["c1", "c2", "c3"] {
+        let created = server.create_bwrap_over(id, work.path());
+        assert_eq!(created.status, 201, "{}", text(&created.body));
+    }
+    assert_eq!(instances("c1"), share);
+    assert_eq!(instances("c2"), share);
+    assert_eq!(instances("c3"), 0, "a third sandbox got a share of two");
+    assert_eq!(server.call("DELETE", "/v1/sandboxes/c1", None).status, 200);
+    let created = server.create_bwrap_over("c4", work.path());
+    assert_eq!(created.status, 201, "{}", text(&created.body));
+    assert_eq!(instances("c4"), share, "c1's share did not come back");
+}
