@@ -371,7 +371,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         let resolved = host
             .resolve(literal)
             .ok_or_else(|| PlanError::BindMissing(literal.clone()))?;
-        unchanged(spec, literal, &resolved)?;
+        sources::unchanged(spec, literal, &resolved)?;
         let writable = spec.binds_writable()
             && !bind.read_only
             && !kept_read_only(&resolved, home.as_deref(), host);
@@ -394,7 +394,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         let resolved = host
             .resolve(dir)
             .ok_or_else(|| PlanError::BindMissing(dir.clone()))?;
-        unchanged(spec, dir, &resolved)?;
+        sources::unchanged(spec, dir, &resolved)?;
         let writable = !kept_read_only(&resolved, home.as_deref(), host);
         push_view(&mut views, &resolved, dir, writable);
         if resolved != *dir {
@@ -461,7 +461,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     let mut read_only_views = shown.views.clone();
     for dir in input.extra_system {
         if host.kind(dir) == Some(Kind::Dir) {
-            args.two("--ro-bind", canonical(dir, host), dir);
+            args.two("--ro-bind", sources::canonical(dir, host), dir);
             exec_from.push(dir.clone());
             read_only_views.push(View {
                 host: host.resolve(dir).unwrap_or_else(|| dir.clone()),
@@ -606,23 +606,27 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         let inside = Path::new(EGRESS_IN_SANDBOX);
         args.two(
             "--ro-bind",
-            canonical(&e.http_socket, host),
+            sources::canonical(&e.http_socket, host),
             inside.join("http.sock"),
         );
         args.two(
             "--ro-bind",
-            canonical(&e.socks_socket, host),
+            sources::canonical(&e.socks_socket, host),
             inside.join("socks.sock"),
         );
         if let Some(known) = &e.ssh_known_hosts {
             args.two(
                 "--ro-bind",
-                canonical(known, host),
+                sources::canonical(known, host),
                 inside.join("known_hosts"),
             );
         }
     }
-    args.two("--ro-bind", canonical(input.init, host), INIT_IN_SANDBOX);
+    args.two(
+        "--ro-bind",
+        sources::canonical(input.init, host),
+        INIT_IN_SANDBOX,
+    );
     args.flag("--");
     args.flag(INIT_IN_SANDBOX);
     args.one("--control-fd", input.control_fd.to_string());
@@ -642,7 +646,8 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     for point in &masks.dirs {
         args.one("--mask-dir", point);
     }
-    for point in &protected {
+    let checked = sources::checked_points(&protected, &views, &read_only_views);
+    for point in &checked {
         args.one("--protected", point);
     }
     if !shown.overlays.is_empty() {
@@ -876,27 +881,6 @@ fn exec_grants(
     Ok(grants)
 }
 
-/// The resolved spelling of a source the server or its config names (not
-/// the spec): the launch opens every source with no symlink followed
-/// (`crate::pinned`), so a configured path through a symlink is given
-/// resolved; one that does not resolve stays as it is (and fails there).
-fn canonical(path: &Path, host: &dyn HostFacts) -> PathBuf {
-    host.resolve(path).unwrap_or_else(|| path.to_path_buf())
-}
-
-/// Refuses a source that resolves elsewhere than where the host's path
-/// rules checked it (`checkedHostPaths`): a swap raced the launch.
-fn unchanged(spec: &SandboxSpec, literal: &Path, resolved: &Path) -> Result<(), PlanError> {
-    match spec.checked_host_paths.get(literal) {
-        Some(checked) if checked != resolved => Err(PlanError::Changed {
-            path: literal.to_path_buf(),
-            checked: checked.clone(),
-            now: resolved.to_path_buf(),
-        }),
-        _ => Ok(()),
-    }
-}
-
 /// Empties the system's git template directory (SPEC G4): libgit2
 /// (`cargo new`) ignores `GIT_TEMPLATE_DIR` and copies the sample hooks
 /// from there, or else writes its built-in `hooks/README.sample`; both are
@@ -970,6 +954,9 @@ fn ancestors_below(path: &Path, root: &Path) -> Vec<PathBuf> {
 
 #[path = "plan_protections.rs"]
 mod protections;
+
+#[path = "plan_sources.rs"]
+mod sources;
 
 #[path = "plan_allowlists.rs"]
 mod allowlists;

@@ -1486,3 +1486,27 @@ fn a_protected_path_inside_another_keeps_the_outer_one_read_only() {
         ]
     );
 }
+
+/// A read-only bind inside a writable one is checked by sandbox-init as a
+/// read-only mount too: its destination lies where other sessions write.
+#[test]
+fn a_read_only_bind_inside_a_writable_one_is_checked_by_sandbox_init() {
+    let mut host = FakeHost::standard();
+    host.dir("/work/proj/x").dir("/work/proj/x/checkout");
+    let spec = spec_with(vec![
+        bind("/work/proj", false),
+        bind("/work/proj/x/checkout", true),
+    ]);
+    let plan = run(&spec, &host).unwrap();
+    let checked: Vec<&OsString> = plan
+        .args
+        .windows(2)
+        .filter(|w| w[0] == "--protected")
+        .map(|w| &w[1])
+        .collect();
+    assert!(
+        checked.iter().any(|p| *p == "/work/proj/x/checkout"),
+        "{checked:?}"
+    );
+    assert!(!checked.iter().any(|p| *p == "/work/proj"), "{checked:?}");
+}
