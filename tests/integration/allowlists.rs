@@ -24,15 +24,15 @@ const TEST_USER: &str = "cc-test";
 
 /// Who runs a case.
 #[derive(Clone, Debug)]
-struct Account {
-    uid: u32,
-    gid: u32,
-    invoking: bool,
+pub(crate) struct Account {
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    pub(crate) invoking: bool,
 }
 
 /// The account running the tests, and `cc-test` when the tests run as
 /// root; without root its part is skipped, saying so (a failure under CI).
-fn accounts() -> Vec<Account> {
+pub(crate) fn accounts() -> Vec<Account> {
     // SAFETY: plain getters.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let mut out = vec![Account {
@@ -64,7 +64,7 @@ fn accounts() -> Vec<Account> {
 }
 
 /// A temp dir owned by `account`, that anyone may enter.
-fn owned_dir(account: &Account) -> tempfile::TempDir {
+pub(crate) fn owned_dir(account: &Account) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::chown(dir.path(), Some(account.uid), Some(account.gid)).unwrap();
@@ -72,7 +72,7 @@ fn owned_dir(account: &Account) -> tempfile::TempDir {
 }
 
 /// Gives `account` everything below `dir`.
-fn chown_tree(account: &Account, dir: &Path) {
+pub(crate) fn chown_tree(account: &Account, dir: &Path) {
     let out = Command::new("chown")
         .arg("-R")
         .arg(format!("{}:{}", account.uid, account.gid))
@@ -85,7 +85,7 @@ fn chown_tree(account: &Account, dir: &Path) {
 /// A copy of `cc_server` another account can run (the checkout may sit in
 /// a directory it cannot enter), made once: a copy made while another
 /// test forks could be busy (ETXTBSY) when it runs.
-fn program_for(account: &Account) -> PathBuf {
+pub(crate) fn program_for(account: &Account) -> PathBuf {
     static COPY: std::sync::OnceLock<(tempfile::TempDir, PathBuf)> = std::sync::OnceLock::new();
     if account.invoking {
         return cc_server_bin();

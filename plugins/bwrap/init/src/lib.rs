@@ -10,6 +10,7 @@ pub mod caches;
 pub mod caps;
 pub mod commands_proc;
 pub mod control;
+pub mod counters;
 pub mod forker;
 pub mod forward;
 pub mod guard;

@@ -70,6 +70,7 @@ pub fn main() -> ExitCode {
         exec_grants,
         caches,
         masks,
+        counters,
         ..
     } = parsed;
     // First, while single-threaded: our own namespaces, writable mounts
@@ -93,6 +94,7 @@ pub fn main() -> ExitCode {
         &exec_grants,
         &masks,
         &caches,
+        &counters,
         |writable, commands_proc| enter_domain(&exec_from, writable, commands_proc, guarded),
     ) {
         Ok(forker) => forker,
