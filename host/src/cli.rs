@@ -158,6 +158,39 @@ pub enum PolicyCommand {
     /// class, the decision and the rule. Exit status: 0 allow, 3 prompt
     /// (ask the owner), 4 deny.
     Check(CheckArgs),
+    /// A Claude Code `PreToolUse` command hook: reads the hook input on
+    /// stdin, decides from this config (or asks `--server`), prints the
+    /// hook output. Fails closed: any failure exits 2, Claude Code's
+    /// blocking status, with the reason on stderr.
+    Hook(HookArgs),
+}
+
+/// The hook formats `policy hook` speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HookFormat {
+    /// Claude Code's `PreToolUse` hook (stdin JSON, stdout JSON).
+    ClaudeCode,
+}
+
+#[derive(Debug, Args)]
+pub struct HookArgs {
+    /// The hook protocol.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: HookFormat,
+    /// chat, review, plan or orchestrate.
+    #[arg(long, value_name = "MODE", default_value = "chat")]
+    pub mode: SandboxMode,
+    /// Ask this cc_server (`http://127.0.0.1:PORT`) instead of deciding
+    /// here; a server that cannot answer is a refusal.
+    #[arg(long, value_name = "URL")]
+    pub server: Option<String>,
+    /// The server's bearer token file (default: the config's
+    /// `token_file`, else the default path `serve` writes).
+    #[arg(long, value_name = "FILE", requires = "server")]
+    pub token_file: Option<PathBuf>,
+    /// Seconds to wait for the server's answer.
+    #[arg(long, value_name = "SECS", default_value_t = 20.0, requires = "server")]
+    pub timeout: f64,
 }
 
 #[derive(Debug, Args)]

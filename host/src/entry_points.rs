@@ -51,6 +51,10 @@ pub const NOT_DISPATCHING: &[(&str, &str)] = &[
     ),
     ("cli policy check", "classifies a line; runs nothing"),
     (
+        "cli policy hook",
+        "judges a Claude Code hook input; runs nothing",
+    ),
+    (
         "cli mcp",
         "the MCP transport over stdio: its tools are listed one by one (`mcp tool …`)",
     ),

@@ -6,6 +6,7 @@
 //! public surface is what those two need — everything else stays inside.
 
 mod api;
+mod claude_hook;
 pub mod cli;
 mod commands;
 mod config;
@@ -33,6 +34,11 @@ pub const EXIT_FAILURE: u8 = 125;
 /// ([`descriptors::close_inherited_on_exec`]).
 pub fn run(cli: Cli) -> ExitCode {
     logging::init(matches!(cli.command, Command::Serve(_)));
+    // A hook fails closed: even a config it cannot load ends in the
+    // blocking status, so it settles everything itself.
+    if let Command::Policy(cli::PolicyCommand::Hook(args)) = &cli.command {
+        return commands::hook::run(&cli.common, args);
+    }
     let settings = match Settings::resolve(&cli.common, &CommandFlags::of(&cli.command)) {
         Ok(settings) => settings,
         Err(e) => return fail(&anyhow::Error::new(e)),
@@ -62,6 +68,10 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Mcp(args) => commands::mcp::run(&settings, args).await,
             Command::Policy(cli::PolicyCommand::Check(args)) => {
                 Ok(commands::policy::check(&settings, &args))
+            }
+            // Settled before the config is read (above).
+            Command::Policy(cli::PolicyCommand::Hook(_)) => {
+                Ok(ExitCode::from(claude_hook::EXIT_BLOCK))
             }
             Command::Workspace(command) => commands::workspace::run(&settings, command),
             Command::Conversation(command) => commands::conversation::run(&settings, command).await,

@@ -10,6 +10,8 @@ mod util;
 mod allowlists;
 mod api;
 mod bwrap;
+mod claude;
+mod claude_api;
 mod conformance;
 mod egress;
 mod escape;

@@ -2,6 +2,7 @@
 
 pub mod ask;
 pub mod conversation;
+pub mod hook;
 pub mod mcp;
 pub mod policy;
 pub mod probe;

@@ -1,0 +1,231 @@
+//! Claude Code, the real CLI (the pinned npm build `.ci/install-deps`
+//! puts at /opt/cc-claude-code), against a fake Messages API on loopback
+//! (`claude_api.rs`): scripted Bash calls, and what the model reads back.
+//! Never a real endpoint. SPEC H6, H13: the hook judges every Bash call by
+//! the command policy and fails closed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+use crate::claude_api::{FINAL_TEXT, FakeAnthropic, ToolResult};
+use crate::util::*;
+
+/// The pinned Claude Code, or `None` (skipped, or failed under CI).
+pub fn claude_bin() -> Option<PathBuf> {
+    let path = PathBuf::from("/opt/cc-claude-code/bin/claude");
+    if path.exists() {
+        return Some(path);
+    }
+    skip_or_fail("Claude Code is not installed at /opt/cc-claude-code: run .ci/install-deps");
+    None
+}
+
+/// `claude -p` with only what it needs in its environment: a private home,
+/// the fake API, a key that is not one, no traffic but the turn itself.
+/// `--dangerously-skip-permissions`: the hook is the only gate (root
+/// needs `IS_SANDBOX=1` to be allowed it).
+pub fn claude_turn(
+    claude: &Path,
+    api: &FakeAnthropic,
+    settings: &Value,
+    work: &Path,
+    env: &[(&str, &str)],
+) -> Output {
+    let home = tempfile::tempdir().unwrap();
+    let settings_file = home.path().join("cc-settings.json");
+    std::fs::write(&settings_file, settings.to_string()).unwrap();
+    let mut command = Command::new(claude);
+    command
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", home.path())
+        .env("IS_SANDBOX", "1")
+        .env("ANTHROPIC_BASE_URL", api.base_url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-fake-for-tests")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .current_dir(work)
+        .args(["-p", "run the scripted commands", "--settings"])
+        .arg(&settings_file)
+        .arg("--dangerously-skip-permissions")
+        .stdin(std::process::Stdio::null());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_output(child, std::time::Duration::from_secs(120))
+}
+
+/// Settings whose every Bash call goes through `hook` first.
+fn with_pre_tool_use(hook: Value) -> Value {
+    json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [hook]}]}})
+}
+
+fn shell_quote(path: &Path) -> String {
+    format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
+}
+
+fn result_of(results: &[ToolResult], n: usize) -> ToolResult {
+    results
+        .iter()
+        .find(|r| r.tool_use_id == format!("toolu_fake_{n}"))
+        .unwrap_or_else(|| panic!("no tool result for call {n}: {results:?}"))
+        .clone()
+}
+
+/// A loopback port nobody listens on.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// The command hook on the host: an allowed command runs and its output
+/// reaches the model; a denied one never runs and the model reads the
+/// rule; with its config unreadable, or its server down, every call is
+/// refused (exit 2), not run.
+#[test]
+fn the_command_hook_judges_bash_calls_and_fails_closed() {
+    let Some(claude) = claude_bin() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let allowed = work.path().join("allowed");
+    let denied = work.path().join("denied");
+    let api = FakeAnthropic::start(&[
+        &format!("echo ran > {}", shell_quote(&allowed)),
+        "echo printed-by-bash",
+        &format!("sudo touch {}", shell_quote(&denied)),
+    ]);
+    // `extra`: the flags after the subcommand's own.
+    let hook = |global: &str, extra: &str| {
+        with_pre_tool_use(json!({
+            "type": "command",
+            "command": format!(
+                "{} {global}policy hook --format claude-code {extra}",
+                shell_quote(&cc_server_bin())
+            ),
+        }))
+    };
+    let out = claude_turn(&claude, &api, &hook("", ""), work.path(), &[]);
+    assert!(
+        text(&out.stdout).contains(FINAL_TEXT),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let results = api.results();
+    assert!(allowed.exists(), "{results:?}");
+    let printed = result_of(&results, 2);
+    assert!(
+        !printed.is_error && printed.content.contains("printed-by-bash"),
+        "{printed:?}"
+    );
+    let refused = result_of(&results, 3);
+    assert!(!denied.exists(), "a denied command ran: {results:?}");
+    assert!(
+        refused.is_error && refused.content.contains("privilege escalation"),
+        "{refused:?}"
+    );
+
+    // The hook cannot decide: each time, the call is refused.
+    for (case, global, extra) in [
+        (
+            "no-config",
+            "--config /nonexistent/cc_server.toml ",
+            String::new(),
+        ),
+        (
+            "server-down",
+            "",
+            format!("--server http://127.0.0.1:{}", closed_port()),
+        ),
+    ] {
+        let planted = work.path().join(case);
+        let api = FakeAnthropic::start(&[&format!("touch {}", shell_quote(&planted))]);
+        let out = claude_turn(&claude, &api, &hook(global, &extra), work.path(), &[]);
+        let results = api.results();
+        assert!(!planted.exists(), "{case}: the call ran: {results:?}");
+        let refused = result_of(&results, 1);
+        assert!(
+            refused.is_error && refused.content.contains("fails closed"),
+            "{case}: {refused:?}\n{}",
+            text(&out.stderr)
+        );
+    }
+}
+
+/// The README's HTTP hook (the token from the environment through
+/// `allowedEnvVars`, `onFailure: "block"`): the server decides; a wrong
+/// token or a server that is down refuses the call.
+#[test]
+fn the_http_hook_snippet_judges_and_blocks_when_the_server_cannot_answer() {
+    let Some(claude) = claude_bin() else { return };
+    let plugins = Plugins::with_none();
+    let mut server = Server::start(&plugins);
+    let work = tempfile::tempdir().unwrap();
+    let allowed = work.path().join("allowed");
+    let denied = work.path().join("denied");
+    let settings = with_pre_tool_use(json!({
+        "type": "http",
+        "url": format!("http://{}/v1/policy/check?format=claude-code&mode=chat", server.addr),
+        "headers": {"Authorization": "Bearer $CC_SERVER_TOKEN"},
+        "allowedEnvVars": ["CC_SERVER_TOKEN"],
+        "onFailure": "block",
+    }));
+    let token = server.token.clone();
+    let api = FakeAnthropic::start(&[
+        &format!("echo ran > {}", shell_quote(&allowed)),
+        &format!("sudo touch {}", shell_quote(&denied)),
+    ]);
+    let out = claude_turn(
+        &claude,
+        &api,
+        &settings,
+        work.path(),
+        &[("CC_SERVER_TOKEN", &token)],
+    );
+    let results = api.results();
+    assert!(allowed.exists(), "{results:?}\n{}", text(&out.stderr));
+    assert!(!denied.exists(), "a denied command ran: {results:?}");
+    let refused = result_of(&results, 2);
+    assert!(
+        refused.is_error && refused.content.contains("privilege escalation"),
+        "{refused:?}"
+    );
+
+    let wrong_token = work.path().join("wrong-token");
+    let api = FakeAnthropic::start(&[&format!("touch {}", shell_quote(&wrong_token))]);
+    claude_turn(
+        &claude,
+        &api,
+        &settings,
+        work.path(),
+        &[("CC_SERVER_TOKEN", "not-the-token")],
+    );
+    assert!(
+        !wrong_token.exists(),
+        "ran with a wrong token: {:?}",
+        api.results()
+    );
+    assert!(result_of(&api.results(), 1).is_error);
+
+    server.stop();
+    let down = work.path().join("server-down");
+    let api = FakeAnthropic::start(&[&format!("touch {}", shell_quote(&down))]);
+    claude_turn(
+        &claude,
+        &api,
+        &settings,
+        work.path(),
+        &[("CC_SERVER_TOKEN", &token)],
+    );
+    assert!(
+        !down.exists(),
+        "ran with the server down: {:?}",
+        api.results()
+    );
+    assert!(result_of(&api.results(), 1).is_error);
+}
