@@ -10,6 +10,7 @@ mod util;
 mod allowlists;
 mod api;
 mod bwrap;
+mod channel;
 mod conformance;
 mod egress;
 mod escape;
