@@ -10,6 +10,7 @@ mod util;
 mod allowlists;
 mod api;
 mod bwrap;
+mod channel;
 mod claude;
 mod claude_api;
 mod conformance;
