@@ -87,16 +87,22 @@ pub fn parse(input: &[u8]) -> Result<Call, InputError> {
 /// The hook output for a verdict. A prompt becomes Claude Code's own "ask":
 /// its user is the owner present to answer.
 pub fn answer(verdict: &Verdict, mode: SandboxMode) -> Value {
-    let decision = match verdict.decision {
+    let kind = match verdict.decision {
         Decision::Allow => "allow",
         Decision::Prompt => "ask",
         Decision::Deny => "deny",
     };
+    decision(kind, &reason(verdict, mode))
+}
+
+/// The hook output with one decision (`allow`, `ask`, `deny`) and its
+/// reason, which the model reads.
+pub fn decision(decision: &str, reason: &str) -> Value {
     json!({
         "hookSpecificOutput": {
             "hookEventName": "PreToolUse",
             "permissionDecision": decision,
-            "permissionDecisionReason": reason(verdict, mode),
+            "permissionDecisionReason": reason,
         }
     })
 }

@@ -63,6 +63,45 @@ pub enum Command {
     /// each, and their agents (SPEC H1, H10).
     #[command(subcommand)]
     Conversation(ConversationCommand),
+    /// Runs a coding agent's own CLI inside a sandbox, its tool gate wired
+    /// to the command policy (SPEC B10, H13).
+    #[command(subcommand)]
+    Agent(AgentCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Claude Code in a sandbox, with `--dangerously-skip-permissions`:
+    /// every Bash call goes through a `PreToolUse` hook to this run's
+    /// policy over the sandbox's own channel, and is refused when the hook
+    /// cannot get an answer. Takes `run`'s flags; the model's API
+    /// (`ANTHROPIC_BASE_URL`) joins the egress allowlist.
+    Claude(AgentClaudeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AgentClaudeArgs {
+    #[command(flatten)]
+    pub sandbox: SandboxFlags,
+    /// Kill Claude Code after this many seconds.
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<f64>,
+    /// Ask the person at this terminal about a Bash call the policy asks
+    /// about (as `run --ask`); without it such a call is refused.
+    #[arg(long)]
+    pub ask: bool,
+    /// Run as this conversation's `--agent` (as `run --conversation`).
+    #[arg(long, value_name = "ID", requires = "agent", conflicts_with_all = ["spec", "binds", "workdir", "exec_grants"])]
+    pub conversation: Option<String>,
+    /// The agent of `--conversation` (added when it does not exist).
+    #[arg(long, value_name = "NAME", requires = "conversation")]
+    pub agent: Option<String>,
+    /// The Claude Code executable (default: `claude` on PATH).
+    #[arg(long, env = "CC_SERVER_CLAUDE", value_name = "PATH")]
+    pub claude: Option<PathBuf>,
+    /// Claude Code's own arguments (`-p 'fix the tests'`).
+    #[arg(last = true, value_name = "ARGS")]
+    pub claude_args: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -294,6 +333,10 @@ pub struct RunArgs {
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+    /// Environment the front-end sets for the command on top of the
+    /// inherited one (`agent claude`); never from the command line.
+    #[arg(skip)]
+    pub extra_env: Vec<(String, String)>,
 }
 
 #[derive(Debug, Args)]

@@ -24,6 +24,9 @@
 /// Entry points that run a command in a sandbox.
 pub const DISPATCHING: &[&str] = &[
     "cli run",
+    // Claude Code itself starts as `run` does; its Bash calls pass the
+    // same admission through its hook over the server channel.
+    "cli agent claude",
     "api POST /v1/sandboxes/{id}/execs",
     // The route's first name, an alias to the same handler: driven on its
     // own all the same, so an alias can never drift to another path.

@@ -17,6 +17,7 @@ mod entry_points_scan;
 #[cfg(test)]
 mod entry_points_tests;
 pub mod heap;
+mod hook_channel;
 mod logging;
 mod open_files;
 mod wire;
@@ -39,6 +40,24 @@ pub fn run(cli: Cli) -> ExitCode {
     if let Command::Policy(cli::PolicyCommand::Hook(args)) = &cli.command {
         return commands::hook::run(&cli.common, args);
     }
+    // `agent claude` is a `run` of Claude Code, planned from here on.
+    let cli = match cli.command {
+        Command::Agent(cli::AgentCommand::Claude(args)) => {
+            let base_url = std::env::var("ANTHROPIC_BASE_URL").ok();
+            let path = std::env::var("PATH").ok();
+            match commands::agent::plan_claude(args, base_url.as_deref(), path.as_deref()) {
+                Ok(run) => Cli {
+                    common: cli.common,
+                    command: Command::Run(run),
+                },
+                Err(e) => return fail(&e),
+            }
+        }
+        command => Cli {
+            common: cli.common,
+            command,
+        },
+    };
     let settings = match Settings::resolve(&cli.common, &CommandFlags::of(&cli.command)) {
         Ok(settings) => settings,
         Err(e) => return fail(&anyhow::Error::new(e)),
@@ -70,6 +89,7 @@ pub fn run(cli: Cli) -> ExitCode {
                 Ok(commands::policy::check(&settings, &args))
             }
             // Settled before the config is read (above).
+            Command::Agent(_) => Ok(ExitCode::from(EXIT_FAILURE)),
             Command::Policy(cli::PolicyCommand::Hook(_)) => {
                 Ok(ExitCode::from(claude_hook::EXIT_BLOCK))
             }

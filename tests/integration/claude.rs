@@ -229,3 +229,180 @@ fn the_http_hook_snippet_judges_and_blocks_when_the_server_cannot_answer() {
     );
     assert!(result_of(&api.results(), 1).is_error);
 }
+
+/// `cc_server agent claude` with the fake API, in `work`, through `command`.
+/// `flags`: `agent claude`'s own, before Claude Code's.
+fn agent_claude(
+    command: CcServer,
+    claude: &Path,
+    api: &FakeAnthropic,
+    work: &Path,
+    flags: &[&str],
+) -> CcServer {
+    command
+        .current_dir(work)
+        .env("ANTHROPIC_BASE_URL", api.base_url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-fake-for-tests")
+        .args(["agent", "claude", "--backend", "bwrap", "--claude"])
+        .arg(claude)
+        .args(flags)
+        .args(["--", "-p", "run the scripted commands"])
+}
+
+/// B10, H6, H12, H13: Claude Code inside a bwrap sandbox, started with
+/// `--dangerously-skip-permissions`: an allowed Bash call runs and its
+/// output reaches the model; a denied one never runs and the model reads
+/// the rule; a secret written in the workdir is refused by the sandbox
+/// with a violation on the event stream; a host file outside the binds is
+/// untouched. The model's API on loopback is reached through the egress
+/// proxy by its alias.
+#[test]
+fn agent_claude_runs_in_the_sandbox_and_its_bash_calls_pass_the_policy() {
+    require_bwrap!();
+    let Some(claude) = claude_bin() else { return };
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let planted = outside.path().join("planted");
+    let api = FakeAnthropic::start(&[
+        "echo allowed-ran > allowed.txt && cat allowed.txt",
+        "sudo touch denied",
+        "echo TOKEN=1 > .env",
+        &format!("echo x > {}", shell_quote(&planted)),
+    ]);
+    let out = agent_claude(CcServer::new(&plugins), &claude, &api, work.path(), &[]).output();
+    let stderr = text(&out.stderr);
+    let results = api.results();
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{results:?}");
+    assert!(text(&out.stdout).contains(FINAL_TEXT), "{stderr}");
+    let allowed = result_of(&results, 1);
+    assert!(
+        !allowed.is_error && allowed.content.contains("allowed-ran"),
+        "{allowed:?}"
+    );
+    assert!(work.path().join("allowed.txt").exists());
+    let denied = result_of(&results, 2);
+    assert!(
+        denied.is_error && denied.content.contains("privilege escalation"),
+        "{denied:?}"
+    );
+    assert!(!work.path().join("denied").exists());
+    assert!(!work.path().join(".env").exists(), "a secret was written");
+    assert!(
+        stderr.contains("cc_server: violation:") && stderr.contains(".env"),
+        "{stderr}"
+    );
+    assert!(!planted.exists(), "a host file outside the binds changed");
+}
+
+/// H4, H12: a Bash call the policy asks about waits for the owner — here
+/// the person at `--ask`'s terminal — and runs after "allow"; never
+/// Claude Code's own dialog.
+#[test]
+fn agent_claude_puts_a_prompt_to_the_owner_and_runs_after_allow() {
+    require_bwrap!();
+    let Some(claude) = claude_bin() else { return };
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(
+        work.path().join("pip"),
+        "#!/bin/sh\necho stand-in pip \"$@\"; touch installed\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        work.path().join("pip"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let api = FakeAnthropic::start(&["./pip install demo"]);
+    let (out, shown) = agent_claude(
+        CcServer::new(&plugins),
+        &claude,
+        &api,
+        work.path(),
+        &["--ask"],
+    )
+    .output_on_terminal(b"", "[y/N]", b"y\n");
+    let results = api.results();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\nterminal:\n{shown}",
+        text(&out.stderr)
+    );
+    assert!(shown.contains("install a package"), "{shown}");
+    let ran = result_of(&results, 1);
+    assert!(
+        !ran.is_error && ran.content.contains("stand-in pip install demo"),
+        "{ran:?}"
+    );
+    assert!(work.path().join("installed").exists());
+}
+
+/// The hook cannot reach the server (no channel client where it looks):
+/// the Bash call is refused, not run.
+#[test]
+fn agent_claude_refuses_a_bash_call_when_the_channel_is_broken() {
+    let Some(claude) = claude_bin() else { return };
+    // `none` finds its client beside the cc_server executable: a copy with
+    // none beside it has no channel client.
+    let plugins = Plugins::with_none();
+    let alone = tempfile::tempdir().unwrap();
+    let program = alone.path().join("cc_server");
+    std::fs::copy(cc_server_bin(), &program).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let api = FakeAnthropic::start(&["touch reached"]);
+    let out = CcServer::with_program(&plugins, &program)
+        .current_dir(work.path())
+        .env("ANTHROPIC_BASE_URL", api.base_url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-fake-for-tests")
+        .args(["agent", "claude", "--backend", "none", "--claude"])
+        .arg(&claude)
+        .args(["--", "-p", "run the scripted commands"])
+        .output();
+    let results = api.results();
+    assert!(
+        !work.path().join("reached").exists(),
+        "the call ran without the hook: {results:?}\n{}",
+        text(&out.stderr)
+    );
+    let refused = result_of(&results, 1);
+    assert!(
+        refused.is_error && refused.content.contains("hook error"),
+        "{refused:?}"
+    );
+}
+
+/// T56: Claude Code's settings files are not read, so a repository's
+/// `.claude/settings.json` or a Bash call writing `~/.claude/settings.json`
+/// with `disableAllHooks` leaves the hook on: the next denied call is
+/// still denied.
+#[test]
+fn agent_claude_cannot_switch_its_hook_off() {
+    require_bwrap!();
+    let Some(claude) = claude_bin() else { return };
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir(work.path().join(".claude")).unwrap();
+    std::fs::write(
+        work.path().join(".claude/settings.json"),
+        r#"{"disableAllHooks":true}"#,
+    )
+    .unwrap();
+    let api = FakeAnthropic::start(&[
+        r#"mkdir -p ~/.claude && echo '{"disableAllHooks":true}' > ~/.claude/settings.json; cat ~/.claude/settings.json"#,
+        "touch reached; sudo -n true",
+    ]);
+    let out = agent_claude(CcServer::new(&plugins), &claude, &api, work.path(), &[]).output();
+    let results = api.results();
+    assert!(
+        !work.path().join("reached").exists(),
+        "{results:?}\n{}",
+        text(&out.stderr)
+    );
+    let denied = result_of(&results, 2);
+    assert!(
+        denied.is_error && denied.content.contains("privilege escalation"),
+        "{denied:?}"
+    );
+}

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod agent;
 pub mod ask;
 pub mod conversation;
 pub mod hook;
