@@ -406,3 +406,98 @@ fn agent_claude_cannot_switch_its_hook_off() {
         "{denied:?}"
     );
 }
+
+/// H4, H12, B10: Claude Code started in a server's sandbox (over the exec
+/// route) with the hook `agent claude` gives it: a Bash call the policy
+/// asks about waits for an owner on `GET /v1/approvals` and runs after
+/// "allow".
+#[test]
+fn in_a_servers_sandbox_a_prompt_waits_for_the_owner_and_runs_after_allow() {
+    require_bwrap!();
+    let Some(claude) = claude_bin() else { return };
+    let alias = "model-api.cc-server.test";
+    let plugins = Plugins::with_bwrap();
+    let server = Server::start_with(CcServer::new(&plugins).config(&format!(
+        "[egress]\nallow = [\"{alias}\"]\nallow_private = [\"{alias}\"]\nresolve = [\"{alias}:127.0.0.1\"]\n"
+    )));
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(
+        work.path().join("pip"),
+        "#!/bin/sh\necho stand-in pip \"$@\"; touch installed\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        work.path().join("pip"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let created = server.call(
+        "POST",
+        "/v1/sandboxes?backend=bwrap",
+        Some(
+            &json!({"sessionId": "cc", "bindMounts": [{"hostPath": work.path()}],
+                "guestWorkdir": work.path(), "execGrantRoots": [work.path()]})
+            .to_string(),
+        ),
+    );
+    assert_eq!(created.status, 201, "{}", text(&created.body));
+    let api = FakeAnthropic::start(&["./pip install demo"]);
+    let settings = with_pre_tool_use(json!({
+        "type": "command",
+        "command": "\"${CC_SERVER_CALL:-/.sandbox-init}\" call claude-code-hook || exit 2",
+        "onFailure": "block",
+    }));
+    let body = json!({
+        "argv": [claude, "--dangerously-skip-permissions", "--setting-sources", "",
+            "--settings", settings.to_string(), "-p", "run the scripted commands"],
+        "env": {"IS_SANDBOX": "1", "ANTHROPIC_API_KEY": "sk-ant-fake-for-tests",
+            "ANTHROPIC_BASE_URL": format!("http://{alias}:{}", api.addr.port()),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+    })
+    .to_string();
+    let mut owner = http_open(
+        server.addr,
+        "GET",
+        "/v1/approvals",
+        None,
+        Some(&server.token),
+    );
+    read_until(&mut owner, "\"connected\"");
+    let (addr, token) = (server.addr, server.token.clone());
+    let exec = std::thread::spawn(move || {
+        http(
+            addr,
+            "POST",
+            "/v1/sandboxes/cc/execs",
+            Some(&body),
+            Some(&token),
+        )
+    });
+    let prompt = read_until(&mut owner, "\"prompt\"").pop().unwrap();
+    assert!(
+        prompt["rule"]
+            .as_str()
+            .unwrap()
+            .contains("install a package"),
+        "{prompt}"
+    );
+    assert!(
+        !work.path().join("installed").exists(),
+        "ran before the answer"
+    );
+    let id = prompt["id"].as_str().unwrap();
+    let answered = server.call(
+        "POST",
+        &format!("/v1/approvals/{id}"),
+        Some(r#"{"decision": "allow"}"#),
+    );
+    assert_eq!(answered.status, 204, "{}", text(&answered.body));
+    let done = exec.join().unwrap();
+    assert_eq!(done.status, 200, "{}", text(&done.body));
+    let ran = result_of(&api.results(), 1);
+    assert!(
+        !ran.is_error && ran.content.contains("stand-in pip install demo"),
+        "{ran:?}"
+    );
+    assert!(work.path().join("installed").exists());
+}
