@@ -19,6 +19,7 @@ mod entry_points_tests;
 pub mod heap;
 mod hook_channel;
 mod logging;
+mod mcp_channel;
 mod open_files;
 mod wire;
 

@@ -293,6 +293,13 @@ fn agent_claude_runs_in_the_sandbox_and_its_bash_calls_pass_the_policy() {
         "{stderr}"
     );
     assert!(!planted.exists(), "a host file outside the binds changed");
+    // cc_server's own tools, over the sandbox's channel: Claude Code
+    // connected and names them (it defers MCP tools behind its ToolSearch).
+    assert!(
+        api.saw("mcp__cc_server__read") && api.saw("mcp__cc_server__exec"),
+        "{:?}",
+        api.tools_offered()
+    );
 }
 
 /// H4, H12: a Bash call the policy asks about waits for the owner — here
@@ -500,4 +507,31 @@ fn in_a_servers_sandbox_a_prompt_waits_for_the_owner_and_runs_after_allow() {
         "{ran:?}"
     );
     assert!(work.path().join("installed").exists());
+}
+
+/// H2, B10: Claude Code calls cc_server's own tools over the sandbox's
+/// channel (no credential handed in: the caller is the sandbox), and they
+/// act on that sandbox's binds.
+#[test]
+fn agent_claude_calls_cc_servers_tools_over_the_channel() {
+    require_bwrap!();
+    let Some(claude) = claude_bin() else { return };
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("notes.txt"), "read through the channel\n").unwrap();
+    let api = FakeAnthropic::start_calls(vec![
+        (
+            "ToolSearch".into(),
+            json!({"query": "select:mcp__cc_server__read", "max_results": 1}),
+        ),
+        ("mcp__cc_server__read".into(), json!({"path": "notes.txt"})),
+    ]);
+    let out = agent_claude(CcServer::new(&plugins), &claude, &api, work.path(), &[]).output();
+    let results = api.results();
+    let read = result_of(&results, 2);
+    assert!(
+        !read.is_error && read.content.contains("read through the channel"),
+        "{read:?}\n{results:?}\n{}",
+        text(&out.stderr)
+    );
 }

@@ -19,10 +19,12 @@ pub const FINAL_TEXT: &str = "fake model: turn done";
 
 #[derive(Default)]
 struct State {
-    script: Vec<String>,
+    script: Vec<(String, Value)>,
     next: usize,
     results: Vec<ToolResult>,
     requests: usize,
+    tools: std::collections::BTreeSet<String>,
+    bodies: Vec<String>,
 }
 
 /// One `tool_result` as the model received it.
@@ -43,10 +45,25 @@ impl FakeAnthropic {
     /// Listens on 127.0.0.1 and plays `script`, one Bash command per
     /// model turn.
     pub fn start(script: &[&str]) -> Self {
+        Self::start_calls(
+            script
+                .iter()
+                .map(|command| {
+                    (
+                        "Bash".to_owned(),
+                        json!({"command": command, "description": "scripted by the test"}),
+                    )
+                })
+                .collect(),
+        )
+    }
+
+    /// Plays any tool calls: (tool name, input), one per model turn.
+    pub fn start_calls(script: Vec<(String, Value)>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(Mutex::new(State {
-            script: script.iter().map(|s| (*s).to_owned()).collect(),
+            script,
             ..State::default()
         }));
         let shared = Arc::clone(&state);
@@ -60,6 +77,22 @@ impl FakeAnthropic {
             }
         });
         Self { addr, state }
+    }
+
+    /// The names of every tool Claude Code offered the model.
+    pub fn tools_offered(&self) -> Vec<String> {
+        self.state.lock().unwrap().tools.iter().cloned().collect()
+    }
+
+    /// Whether some request's body contained `needle` (a tool Claude Code
+    /// defers is only named in a message, not offered).
+    pub fn saw(&self, needle: &str) -> bool {
+        self.state
+            .lock()
+            .unwrap()
+            .bodies
+            .iter()
+            .any(|b| b.contains(needle))
     }
 
     /// `ANTHROPIC_BASE_URL` for Claude Code.
@@ -115,13 +148,22 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     let command = {
         let mut state = state.lock().unwrap();
         state.requests += 1;
+        state
+            .bodies
+            .push(String::from_utf8_lossy(&body).into_owned());
+        for tool in request["tools"].as_array().into_iter().flatten() {
+            if let Some(name) = tool["name"].as_str() {
+                state.tools.insert(name.to_owned());
+            }
+        }
         state.results.extend(tool_results(&request));
         let offers_bash = request["tools"]
             .as_array()
             .is_some_and(|tools| tools.iter().any(|t| t["name"] == "Bash"));
         if offers_bash && state.next < state.script.len() {
             state.next += 1;
-            Some((state.next, state.script[state.next - 1].clone()))
+            let (tool, input) = state.script[state.next - 1].clone();
+            Some((state.next, tool, input))
         } else {
             None
         }
@@ -129,7 +171,6 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     out.write_all(
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n",
     )?;
-    let command = command.as_ref().map(|(n, c)| (*n, c.as_str()));
     for (event, data) in stream_events(&request, command) {
         write!(out, "event: {event}\ndata: {data}\n\n")?;
         out.flush()?;
@@ -165,7 +206,10 @@ fn tool_results(request: &Value) -> Vec<ToolResult> {
 }
 
 /// One streamed answer: a Bash call, or the closing text.
-fn stream_events(request: &Value, command: Option<(usize, &str)>) -> Vec<(&'static str, Value)> {
+fn stream_events(
+    request: &Value,
+    call: Option<(usize, String, Value)>,
+) -> Vec<(&'static str, Value)> {
     let mut events = vec![(
         "message_start",
         json!({"type": "message_start", "message": {
@@ -173,14 +217,13 @@ fn stream_events(request: &Value, command: Option<(usize, &str)>) -> Vec<(&'stat
             "model": request["model"], "content": [], "stop_reason": null,
             "stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 1}}}),
     )];
-    let stop = match command {
-        Some((n, command)) => {
+    let stop = match call {
+        Some((n, tool, input)) => {
             let id = format!("toolu_fake_{n}");
-            let input = json!({"command": command, "description": "scripted by the test"});
             events.push((
                 "content_block_start",
                 json!({"type": "content_block_start", "index": 0, "content_block":
-                    {"type": "tool_use", "id": id, "name": "Bash", "input": {}}}),
+                    {"type": "tool_use", "id": id, "name": tool, "input": {}}}),
             ));
             events.push((
                 "content_block_delta",

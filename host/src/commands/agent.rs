@@ -57,6 +57,12 @@ pub fn settings() -> serde_json::Value {
     })
 }
 
+/// cc_server's agent tools, over the sandbox's channel (the caller is the
+/// sandbox: no credential to hand in).
+pub fn mcp_config() -> serde_json::Value {
+    json!({"mcpServers": {"cc_server": {"type": "http", "url": crate::mcp_channel::URL}}})
+}
+
 /// Where the model's API is, as seen from inside, and what the egress
 /// flags must add for it.
 #[derive(Debug, PartialEq, Eq)]
@@ -156,6 +162,8 @@ pub fn plan_claude(
         String::new(),
         "--settings".to_owned(),
         settings().to_string(),
+        "--mcp-config".to_owned(),
+        mcp_config().to_string(),
     ];
     command.extend(args.claude_args);
     let extra_env = vec![
@@ -247,7 +255,8 @@ mod tests {
         let run = plan_claude(args, Some("http://127.0.0.1:1"), None).unwrap();
         assert_eq!(run.command[1], "--dangerously-skip-permissions");
         assert_eq!(&run.command[2..4], ["--setting-sources", ""]);
-        assert_eq!(&run.command[6..], ["-p", "hello"]);
+        assert_eq!(run.command[6], "--mcp-config");
+        assert_eq!(&run.command[8..], ["-p", "hello"]);
         assert!(run.extra_env.contains(&("IS_SANDBOX".into(), "1".into())));
         assert!(
             run.sandbox
