@@ -535,3 +535,50 @@ fn agent_claude_calls_cc_servers_tools_over_the_channel() {
         text(&out.stderr)
     );
 }
+
+/// The command hook asking a running server (`--server`, `--token-file`):
+/// the server's policy decides; a wrong token file is a refusal.
+#[test]
+fn the_command_hook_asks_a_server_when_given_one() {
+    let Some(claude) = claude_bin() else { return };
+    let plugins = Plugins::with_none();
+    let server = Server::start(&plugins);
+    let work = tempfile::tempdir().unwrap();
+    let wrong = work.path().join("wrong-token");
+    std::fs::write(&wrong, "not-the-token\n").unwrap();
+    let hook = |token_file: &Path| {
+        with_pre_tool_use(json!({
+            "type": "command",
+            "command": format!(
+                "{} policy hook --format claude-code --server http://{} --token-file {}",
+                shell_quote(&cc_server_bin()),
+                server.addr,
+                shell_quote(token_file)
+            ),
+        }))
+    };
+    let allowed = work.path().join("allowed");
+    let api = FakeAnthropic::start(&[
+        &format!("echo ran > {}", shell_quote(&allowed)),
+        "touch denied; sudo -n true",
+    ]);
+    claude_turn(&claude, &api, &hook(&server.token_file), work.path(), &[]);
+    let results = api.results();
+    assert!(allowed.exists(), "{results:?}");
+    let denied = result_of(&results, 2);
+    assert!(
+        denied.is_error && denied.content.contains("privilege escalation"),
+        "{denied:?}"
+    );
+    assert!(!work.path().join("denied").exists());
+
+    let planted = work.path().join("with-wrong-token");
+    let api = FakeAnthropic::start(&[&format!("touch {}", shell_quote(&planted))]);
+    claude_turn(&claude, &api, &hook(&wrong), work.path(), &[]);
+    let refused = result_of(&api.results(), 1);
+    assert!(!planted.exists(), "{refused:?}");
+    assert!(
+        refused.is_error && refused.content.contains("401"),
+        "{refused:?}"
+    );
+}
