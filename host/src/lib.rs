@@ -46,7 +46,12 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Agent(cli::AgentCommand::Claude(args)) => {
             let base_url = std::env::var("ANTHROPIC_BASE_URL").ok();
             let path = std::env::var("PATH").ok();
-            match commands::agent::plan_claude(args, base_url.as_deref(), path.as_deref()) {
+            let planned = commands::agent::plan_claude(args, base_url.as_deref(), path.as_deref())
+                .and_then(|run| {
+                    commands::agent::require_version(std::path::Path::new(&run.command[0]))?;
+                    Ok(run)
+                });
+            match planned {
                 Ok(run) => Cli {
                     common: cli.common,
                     command: Command::Run(run),

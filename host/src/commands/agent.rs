@@ -57,6 +57,60 @@ pub fn settings() -> serde_json::Value {
     })
 }
 
+/// The first Claude Code whose hooks take `onFailure: "block"`. An older
+/// one may reject the key, and a settings entry it rejects can keep the
+/// hook from running at all: it is refused instead.
+pub const MIN_VERSION: (u64, u64, u64) = (2, 1, 295);
+
+/// The version in `claude --version`'s output (`2.1.332 (Claude Code)`).
+pub fn parse_version(output: &str) -> Option<(u64, u64, u64)> {
+    let word = output.split_whitespace().next()?;
+    let mut parts = word.split('.').map(|p| p.parse::<u64>().ok());
+    Some((parts.next()??, parts.next()??, parts.next()??))
+}
+
+/// Refuses a Claude Code older than [`MIN_VERSION`], or one whose version
+/// cannot be read. It asks the executable itself (`--version`, with an
+/// empty environment), the one file the user asked to run.
+pub fn require_version(claude: &Path) -> anyhow::Result<()> {
+    let mut child = std::process::Command::new(claude)
+        .arg("--version")
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .with_context(|| format!("running {} --version", claude.display()))?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait()?.is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("{} --version did not answer within 20 s", claude.display());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut output = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        std::io::Read::read_to_string(&mut stdout, &mut output)?;
+    }
+    let Some(version) = parse_version(&output) else {
+        bail!(
+            "cannot read Claude Code's version from `{} --version` ({:?})",
+            claude.display(),
+            output.trim()
+        );
+    };
+    if version < MIN_VERSION {
+        let (a, b, c) = version;
+        let (x, y, z) = MIN_VERSION;
+        bail!(
+            "Claude Code {a}.{b}.{c} is older than {x}.{y}.{z}, the first whose hooks can              block on failure (`onFailure`); refusing to start it with its permissions off:              update Claude Code"
+        );
+    }
+    Ok(())
+}
+
 /// cc_server's agent tools, over the sandbox's channel (the caller is the
 /// sandbox: no credential to hand in).
 pub fn mcp_config() -> serde_json::Value {
@@ -191,6 +245,22 @@ pub fn plan_claude(
 mod tests {
     use super::*;
     use clap::Parser as _;
+
+    #[test]
+    fn versions_are_read_and_compared() {
+        assert_eq!(parse_version("2.1.332 (Claude Code)\n"), Some((2, 1, 332)));
+        assert_eq!(parse_version("garbage"), None);
+        assert_eq!(parse_version(""), None);
+        assert!(parse_version("2.1.294 (Claude Code)").unwrap() < MIN_VERSION);
+        assert!(parse_version("2.10.0 (Claude Code)").unwrap() > MIN_VERSION);
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("claude");
+        std::fs::write(&old, "#!/bin/sh\necho '2.1.200 (Claude Code)'\n").unwrap();
+        std::fs::set_permissions(&old, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let err = require_version(&old).unwrap_err().to_string();
+        assert!(err.contains("older than 2.1.295"), "{err}");
+    }
 
     #[test]
     fn a_named_api_joins_the_allowlist_as_it_is() {
