@@ -230,6 +230,7 @@ impl CommandFlags {
             },
             Command::Probe { .. }
             | Command::Policy(_)
+            | Command::Agent(_)
             | Command::Workspace(_)
             | Command::Conversation(_) => Self::default(),
         }
