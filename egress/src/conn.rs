@@ -140,6 +140,8 @@ pub(crate) struct Ctx {
     pub(crate) max_connections: usize,
     /// Admitted client connections open now ([`Slot`]s alive).
     pub(crate) open: Arc<AtomicUsize>,
+    /// The session's answerer of the server channel, if it has one.
+    pub(crate) local: Option<crate::local::LocalService>,
 }
 
 /// One admitted client connection, counted while any clone lives: the
@@ -210,7 +212,12 @@ impl Ctx {
         port: u16,
         ingress: Ingress,
     ) -> Result<Vec<SocketAddr>, Refusal> {
-        match self.policy.decide(host, port, ingress).await {
+        let decided = if crate::local::is_channel_host(host) {
+            Err(crate::local::refusal(host, port, ingress))
+        } else {
+            self.policy.decide(host, port, ingress).await
+        };
+        match decided {
             Ok(addrs) => Ok(addrs),
             Err(refusal) => {
                 tracing::debug!(%ingress, "egress refused: {refusal}");

@@ -243,6 +243,8 @@ pub struct BwrapSandbox {
     /// The sandbox's cgroups, removed once bwrap is gone.
     groups: Mutex<Groups>,
     pub(crate) exec_groups: Arc<ExecGroups>,
+    /// Its share of the per-uid counters' budget, given back with it.
+    _counters: crate::counters::Share,
 }
 
 /// A sandbox's limits: its groups (created, empty) and how each is held.
@@ -314,6 +316,7 @@ impl BwrapSandbox {
         tools: &Tools,
         plan: Plan,
         limits: Limits,
+        counters: crate::counters::Share,
         events: EventSender,
     ) -> Result<Self, PluginError> {
         let execs: Execs = Arc::default();
@@ -354,6 +357,7 @@ impl BwrapSandbox {
             execs,
             life,
             next_id: AtomicU64::new(1),
+            _counters: counters,
         })
     }
 
@@ -461,8 +465,16 @@ pub(crate) fn start(
 ) -> Result<(Child, Control), PluginError> {
     let (ours, theirs) = UnixStream::pair()
         .map_err(|e| PluginError::other(format!("creating the control socket: {e}")))?;
-    let mut launch = spawner::Launch::new(&tools.bwrap, &plan.args)
+    // Every bind from the object checked, never a path looked up again
+    // (threat model T40): the sources pinned now, given as descriptors.
+    let (args, sources) = crate::pinned::by_descriptor(&plan.args)
         .map_err(|e| PluginError::other(format!("bwrap's arguments: {e}")))?;
+    let pinned = crate::pinned::open(&sources).map_err(|e| PluginError::invalid(e.to_string()))?;
+    let mut launch = spawner::Launch::new(&tools.bwrap, &args)
+        .map_err(|e| PluginError::other(format!("bwrap's arguments: {e}")))?;
+    for (number, fd) in (crate::pinned::FIRST_SOURCE_FD..).zip(&pinned) {
+        launch.give(fd.as_raw_fd(), number);
+    }
     // bwrap gets stdin, stdout, stderr, the control socket, the .gitconfig
     // data and the egress channel, and nothing else the host process had
     // open (threat model T3).
@@ -491,6 +503,7 @@ pub(crate) fn start(
         .map_err(|e| PluginError::other(format!("starting {}: {e}", tools.bwrap.display())))?;
     drop(gitconfig);
     drop(channel);
+    drop(pinned);
     drop(theirs);
     let stderr_tail = Arc::new(Mutex::new(Vec::new()));
     if let Some(stderr) = child.stderr.take() {

@@ -24,6 +24,7 @@ use sandbox_registry::select::{SelectError, Selection};
 use self::budget::Charge;
 pub use self::plan::{EgressPlan, LaunchPlan, LaunchSettings, plan_launch};
 use self::router::{Delivery, Router};
+use crate::channel::{self, Channel};
 use crate::command_policy::{CommandPolicy, Refusal, workdir};
 use crate::egress::{EgressError, Reach, SessionEgress};
 use crate::env;
@@ -169,6 +170,7 @@ enum Slot {
 pub struct Sessions {
     registry: Arc<Registry>,
     settings: LaunchSettings,
+    channel: Arc<Channel>,
     slots: Mutex<HashMap<String, Slot>>,
 }
 
@@ -177,6 +179,7 @@ impl Sessions {
         Self {
             registry,
             settings,
+            channel: Arc::new(Channel::new()),
             slots: Mutex::new(HashMap::new()),
         }
     }
@@ -188,6 +191,12 @@ impl Sessions {
     /// The command policy every exec of these sessions passes.
     pub fn commands(&self) -> &Arc<CommandPolicy> {
         &self.settings.commands
+    }
+
+    /// The server channel's handlers: what commands inside every session
+    /// can call (see [`crate::channel`]).
+    pub fn channel(&self) -> &Arc<Channel> {
+        &self.channel
     }
 
     /// The backend a session would get (SPEC B5–B9).
@@ -302,6 +311,11 @@ impl Sessions {
         let router = Arc::new(Router::new(Arc::clone(&self.settings.output_budget)));
         // SPEC E1: this session's own proxies, before the sandbox exists.
         let mut proxy_env = Vec::new();
+        let (local, live) = self.channel.service(&id, &selection.backend, &spec);
+        if let Some(program) = channel::client_program(&selection.backend) {
+            let program = program.to_string_lossy().into_owned();
+            proxy_env.push((channel::CALL_VARIABLE.to_owned(), program));
+        }
         if let Some(egress_plan) = egress_plan {
             let (policy, unix) = match egress_plan {
                 EgressPlan::Unix(policy) => (policy, true),
@@ -314,13 +328,13 @@ impl Sessions {
             let cap = self.settings.egress.max_connections;
             let (proxies, reach) = if unix {
                 let known_hosts = &self.settings.egress.ssh_known_hosts;
-                SessionEgress::start(policy, known_hosts, cap, sink).await?
+                SessionEgress::start(policy, known_hosts, cap, sink, Some(local)).await?
             } else {
-                SessionEgress::start_tcp(policy, cap, sink).await?
+                SessionEgress::start_tcp(policy, cap, sink, Some(local)).await?
             };
             match reach {
                 Reach::Endpoints(endpoints) => spec.egress = Some(endpoints),
-                Reach::Env(env) => proxy_env = env,
+                Reach::Env(env) => proxy_env.extend(env),
             }
             reservation.egress = Some(proxies);
         }
@@ -359,6 +373,8 @@ impl Sessions {
             agent_credential,
             front_end_state: Mutex::new(HashMap::new()),
         });
+        // The channel's calls from now on know their session.
+        let _ = live.set(Arc::downgrade(&session));
         reservation.fill(Arc::clone(&session));
         tracing::info!(session = %session.id, backend = session.backend_name(), "sandbox launched");
         Ok(session)
@@ -472,8 +488,9 @@ pub struct Session {
     network_rule: Option<String>,
     /// The session's egress proxies.
     egress: tokio::sync::Mutex<Option<SessionEgress>>,
-    /// Proxy variables every command gets (backends without
-    /// `net.proxy-only`; those set their own).
+    /// Variables every command gets: the proxy's (backends without
+    /// `net.proxy-only`; those set their own), and the server channel's
+    /// client program (`CC_SERVER_CALL`).
     proxy_env: Vec<(String, String)>,
     commands: Arc<CommandPolicy>,
     /// The front-end's hook after a destroy ([`LaunchSettings::after_destroy`]).
