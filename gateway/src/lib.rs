@@ -15,6 +15,8 @@
 //! - [`report`]: report-status (v1 and v2), inside side-band when asked,
 //!   `--atomic` worded as git words it.
 //! - [`forward`]: the HTTP side — discovery, the judged push, the upstream.
+//! - [`session`]: mounted on the server channel, judged by the session's
+//!   guardrails (`push_remote`), prompts to its owner.
 
 #![forbid(unsafe_code)]
 
@@ -22,6 +24,7 @@ pub mod forward;
 pub mod pktline;
 pub mod receive;
 pub mod report;
+pub mod session;
 
 pub use forward::{Gateway, GatewayConfig, Judge, Verdict};
 pub use receive::{PushHead, RefUpdate, UpdateKind};

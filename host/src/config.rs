@@ -51,6 +51,22 @@ pub struct FileConfig {
     pub output: Option<OutputSection>,
     /// Where workspaces keep their state and conversations (SPEC H1).
     pub workspaces: Option<WorkspacesSection>,
+    /// The push gateway (SPEC H8).
+    pub gateway: Option<GatewaySection>,
+}
+
+/// `[gateway]`: where sandboxes' pushes are forwarded once judged.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewaySection {
+    /// The forge's git base URL (`http://host:port[/prefix]`).
+    pub upstream: String,
+    /// Repository paths (`owner/repo.git`) pushes may go to.
+    #[serde(default)]
+    pub repositories: Vec<String>,
+    /// A file (0600) holding the token forwarded pushes carry, never shown
+    /// to a sandbox; relative to the config file.
+    pub token_file: Option<PathBuf>,
 }
 
 /// `[workspaces]`.
@@ -263,6 +279,8 @@ pub struct Settings {
     pub state_dir: Option<PathBuf>,
     /// `[workspaces] data_dir`, or its default; `None` without `HOME`.
     pub data_dir: Option<PathBuf>,
+    /// `[gateway]`, its token read.
+    pub gateway: Option<sandbox_gateway::GatewayConfig>,
 }
 
 /// `$XDG_STATE_HOME/cc_server/token`, else `~/.local/state/cc_server/token`.
@@ -352,7 +370,10 @@ impl Settings {
             },
             None => DispatchPolicy::default(),
         };
-        let policy = resolve_policy(file.policy.as_ref(), common.config.as_deref())?;
+        let mut policy = resolve_policy(file.policy.as_ref(), common.config.as_deref())?;
+        if file.gateway.is_some() {
+            policy.guardrails = policy.guardrails.with_push_gateway();
+        }
         let mut egress =
             resolve_egress(file.egress.as_ref()).map_err(|message| ConfigError::Parse {
                 path: config_path.clone(),
@@ -393,6 +414,15 @@ impl Settings {
                 home.as_deref(),
             )
         });
+        let gateway = match &file.gateway {
+            Some(section) => Some(resolve_gateway(section, common.config.as_deref()).map_err(
+                |message| ConfigError::Parse {
+                    path: config_path.clone(),
+                    message,
+                },
+            )?),
+            None => None,
+        };
         let listen = match flags.listen.or(file.listen) {
             Some(addr) => addr,
             None => SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)),
@@ -420,7 +450,19 @@ impl Settings {
             output,
             state_dir,
             data_dir,
+            gateway,
         })
+    }
+
+    /// Mounts the push gateway on the sessions' server channel when
+    /// `[gateway]` is configured (SPEC H8).
+    pub fn install_gateway(&self, sessions: &sandbox_runtime::Sessions) -> anyhow::Result<()> {
+        if let Some(config) = &self.gateway {
+            sandbox_gateway::session::install(sessions.channel(), config.clone())
+                .map_err(|e| anyhow::anyhow!("the push gateway: {e}"))?;
+            tracing::info!(upstream = %config.upstream, "push gateway on http://{}/git/", sandbox_egress::local::HOST);
+        }
+        Ok(())
     }
 
     /// What the runtime starts with (`sandbox_runtime::start`).
@@ -522,6 +564,52 @@ fn add_egress_flags(egress: &mut EgressSettings, flags: &CommandFlags) -> Result
 }
 
 /// `[egress]`, checked now: a bad pattern stops the start.
+/// `[gateway]`: the token file must be the owner's alone (0600), never
+/// group- or world-readable; its token becomes the forwarded
+/// `Authorization` (`x-access-token`, as the forge takes installation
+/// tokens over git).
+fn resolve_gateway(
+    section: &GatewaySection,
+    config: Option<&Path>,
+) -> Result<sandbox_gateway::GatewayConfig, String> {
+    use std::os::unix::fs::MetadataExt;
+    let authorization = match &section.token_file {
+        Some(file) => {
+            let path = match config.and_then(Path::parent) {
+                Some(dir) if file.is_relative() => dir.join(file),
+                _ => file.clone(),
+            };
+            let meta = std::fs::metadata(&path)
+                .map_err(|e| format!("[gateway] token_file {}: {e}", path.display()))?;
+            if meta.mode() & 0o077 != 0 {
+                return Err(format!(
+                    "[gateway] token_file {} is readable by others (mode {:o}); chmod 600 it",
+                    path.display(),
+                    meta.mode() & 0o777
+                ));
+            }
+            let token = std::fs::read_to_string(&path)
+                .map_err(|e| format!("[gateway] token_file {}: {e}", path.display()))?;
+            let token = token.trim();
+            if token.is_empty() {
+                return Err(format!("[gateway] token_file {} is empty", path.display()));
+            }
+            use base64::Engine as _;
+            let basic =
+                base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{token}"));
+            Some(format!("Basic {basic}"))
+        }
+        None => None,
+    };
+    let config = sandbox_gateway::GatewayConfig {
+        upstream: section.upstream.clone(),
+        repositories: section.repositories.clone(),
+        authorization,
+    };
+    sandbox_gateway::Gateway::new(config.clone()).map_err(|e| format!("[gateway] {e}"))?;
+    Ok(config)
+}
+
 fn resolve_egress(section: Option<&EgressSection>) -> Result<EgressSettings, String> {
     let Some(section) = section else {
         return Ok(EgressSettings::default());

@@ -14,6 +14,7 @@ mod channel;
 mod conformance;
 mod egress;
 mod escape;
+mod gateway;
 mod guard;
 mod limits;
 #[macro_use]

@@ -195,19 +195,41 @@ impl Request {
 pub struct GitHttpServer {
     requests: Arc<AtomicUsize>,
     listener: Listener,
+    pushes: Arc<std::sync::Mutex<Vec<Option<String>>>>,
 }
+
+/// What a push must carry (`Authorization`, exactly), when one is required.
+type PushCredential = Option<String>;
 
 impl GitHttpServer {
     pub fn start(project_root: &Path) -> Self {
+        Self::start_requiring(project_root, None)
+    }
+
+    /// A stand-in forge whose receive-pack (discovery and push) answers 401
+    /// unless the request carries `authorization` exactly: the write scope.
+    /// Every receive-pack request's `Authorization` is recorded.
+    pub fn start_requiring(project_root: &Path, authorization: PushCredential) -> Self {
         let requests = Arc::new(AtomicUsize::new(0));
+        let pushes = Arc::new(std::sync::Mutex::new(Vec::new()));
         let root = project_root.to_path_buf();
         let counter = requests.clone();
+        let seen = pushes.clone();
         let listener = Listener::start(Arc::new(move |stream| {
-            if let Err(e) = serve_git(&root, stream, &counter) {
+            if let Err(e) = serve_git(&root, stream, &counter, (&authorization, &seen)) {
                 eprintln!("git http fixture: {e}");
             }
         }));
-        Self { requests, listener }
+        Self {
+            requests,
+            listener,
+            pushes,
+        }
+    }
+
+    /// The `Authorization` of every receive-pack request, in order.
+    pub fn push_authorizations(&self) -> Vec<Option<String>> {
+        self.pushes.lock().unwrap().clone()
     }
 
     pub fn port(&self) -> u16 {
@@ -225,13 +247,38 @@ impl GitHttpServer {
     }
 }
 
-fn serve_git(root: &Path, stream: TcpStream, requests: &AtomicUsize) -> std::io::Result<()> {
+type PushCheck<'a> = (
+    &'a PushCredential,
+    &'a std::sync::Mutex<Vec<Option<String>>>,
+);
+
+fn serve_git(
+    root: &Path,
+    stream: TcpStream,
+    requests: &AtomicUsize,
+    (required, seen): PushCheck<'_>,
+) -> std::io::Result<()> {
     let mut out = stream.try_clone()?;
     let mut reader = BufReader::new(stream);
     let Some(req) = Request::read(&mut reader) else {
         return Ok(());
     };
     requests.fetch_add(1, Ordering::SeqCst);
+    let receive_pack =
+        req.path.ends_with("/git-receive-pack") || req.query.contains("service=git-receive-pack");
+    if receive_pack {
+        let given = req.header("authorization").map(str::to_owned);
+        seen.lock().unwrap().push(given.clone());
+        if let Some(required) = required
+            && given.as_deref() != Some(required.as_str())
+        {
+            out.write_all(
+                b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"forge\"\r\n\
+                  Content-Length: 0\r\nConnection: close\r\n\r\n",
+            )?;
+            return Ok(());
+        }
+    }
     if req
         .header("expect")
         .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))

@@ -1,0 +1,165 @@
+//! The gateway in the server: mounted on the server channel at `/git/`
+//! (so a push reaches it through the session's own HTTP proxy, which names
+//! the session), judging each ref update by the session's guardrails
+//! (`push_remote`, branch-scoped), a prompt going to the owner through the
+//! same approver the command policy asks.
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use sandbox_policy::{Class, Decision, Targets};
+use sandbox_runtime::channel::{Caller, Channel, HttpHandler, RegisterError};
+use sandbox_runtime::command_policy::approvals::Question;
+
+use crate::forward::{Gateway, GatewayConfig, Judge, Verdict};
+use crate::receive::{PushHead, RefUpdate, UpdateKind};
+
+/// Where the gateway is mounted on the channel.
+pub const MOUNT: &str = "/git/";
+
+/// Mounts a gateway with `config` on `channel`.
+pub fn install(channel: &Channel, config: GatewayConfig) -> Result<(), String> {
+    let gateway = Arc::new(Gateway::new(config)?);
+    let handler: HttpHandler = Arc::new(move |caller: Caller, request| {
+        let gateway = Arc::clone(&gateway);
+        Box::pin(async move {
+            let path = request
+                .uri()
+                .path()
+                .strip_prefix(MOUNT)
+                .unwrap_or_default()
+                .to_owned();
+            let judge = SessionJudge { caller };
+            gateway.handle(&path, request, &judge).await
+        })
+    });
+    channel
+        .mount(MOUNT, handler)
+        .map_err(|e: RegisterError| e.to_string())
+}
+
+/// The class a ref update is judged as, and the least it asks: a tag and
+/// a deletion always ask at least the owner.
+pub fn plan(update: &RefUpdate) -> (Targets, Decision, String) {
+    let kind = update.kind();
+    if let Some(tag) = update.tag() {
+        let what = match kind {
+            UpdateKind::Delete => format!("delete the tag {tag}"),
+            _ => format!("push the tag {tag}"),
+        };
+        return (Targets::Unknown, Decision::Prompt, what);
+    }
+    let Some(branch) = update.branch() else {
+        return (
+            Targets::Unknown,
+            Decision::Prompt,
+            format!("update {}", update.name),
+        );
+    };
+    let targets = Targets::Known(vec![branch.to_owned()]);
+    match kind {
+        UpdateKind::Delete => (
+            targets,
+            Decision::Prompt,
+            format!("delete the branch {branch}"),
+        ),
+        UpdateKind::Create => (
+            targets,
+            Decision::Allow,
+            format!("create the branch {branch}"),
+        ),
+        UpdateKind::Update => (
+            targets,
+            Decision::Allow,
+            format!("push to the branch {branch}"),
+        ),
+    }
+}
+
+struct SessionJudge {
+    caller: Caller,
+}
+
+impl Judge for SessionJudge {
+    fn judge<'a>(&'a self, repository: &'a str, head: &'a PushHead) -> BoxFuture<'a, Vec<Verdict>> {
+        Box::pin(async move {
+            let Some(session) = self.caller.session() else {
+                let why = "cc_server policy: the session is not live".to_owned();
+                return vec![Verdict::Refuse(why); head.commands.len()];
+            };
+            let policy = session.commands();
+            let mut verdicts = Vec::with_capacity(head.commands.len());
+            for update in &head.commands {
+                if !policy.enforce {
+                    verdicts.push(Verdict::Allow);
+                    continue;
+                }
+                let (targets, floor, what) = plan(update);
+                let (decision, rule) =
+                    policy
+                        .guardrails
+                        .resolve(Class::PushRemote, session.mode(), &targets);
+                let decision = decision.max(floor);
+                let rule = match rule {
+                    Some(rule) => rule.to_string(),
+                    None if floor > Decision::Allow => format!("{what}: asks the owner"),
+                    None => format!("the {} mode's push_remote", session.mode().as_str()),
+                };
+                let verdict = match decision {
+                    Decision::Allow => Verdict::Allow,
+                    Decision::Deny => Verdict::Refuse(format!(
+                        "cc_server policy: {what} refused by {rule}; change it in the guardrails file ([policy] guardrails)"
+                    )),
+                    Decision::Prompt => {
+                        let question = Question {
+                            session_id: self.caller.session.clone(),
+                            command: format!(
+                                "git push {repository} {}:{}",
+                                update.new, update.name
+                            ),
+                            mode: session.mode().as_str().to_owned(),
+                            rule: rule.clone(),
+                            reasons: vec![format!("push to a remote: {what} of {repository}")],
+                            asking: vec![format!("push to a remote: {what}")],
+                        };
+                        match policy.ask(&question).await {
+                            Ok(()) => Verdict::Allow,
+                            Err(why) => Verdict::Refuse(format!("cc_server policy: {what}: {why}")),
+                        }
+                    }
+                };
+                tracing::info!(session = %self.caller.session, %repository, r#ref = %update.name, ?verdict, "push judged");
+                verdicts.push(verdict);
+            }
+            verdicts
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn update(old: char, new: char, name: &str) -> RefUpdate {
+        RefUpdate {
+            old: old.to_string().repeat(40),
+            new: new.to_string().repeat(40),
+            name: name.to_owned(),
+        }
+    }
+
+    #[test]
+    fn tags_and_deletions_ask_at_least_branches_by_name() {
+        let (t, floor, _) = plan(&update('1', '2', "refs/heads/agent/x"));
+        assert_eq!(
+            (t, floor),
+            (Targets::Known(vec!["agent/x".into()]), Decision::Allow)
+        );
+        let (_, floor, what) = plan(&update('1', '0', "refs/heads/agent/x"));
+        assert_eq!(floor, Decision::Prompt);
+        assert!(what.contains("delete"));
+        let (t, floor, what) = plan(&update('0', '2', "refs/tags/v1"));
+        assert_eq!((t, floor), (Targets::Unknown, Decision::Prompt));
+        assert!(what.contains("tag v1"));
+    }
+}

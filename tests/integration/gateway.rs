@@ -1,0 +1,130 @@
+//! The push gateway end to end (SPEC H8, docs/design.md §17): a real git in
+//! a real bwrap sandbox pushes to `http://cc-server.internal/git/…`, which
+//! its session's proxy hands to the gateway; each ref is judged by the
+//! guardrails' `push_remote` rule, refused in git's own report-status or
+//! forwarded to a stand-in forge (`git http-backend` behind a loopback
+//! server that requires the write credential) with a token the sandbox
+//! never sees.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Output;
+
+use crate::net::{GitHttpServer, bare_repo, git};
+use crate::util::*;
+
+const TOKEN: &str = "ghs_standin_write_token_0123456789abcdefghijklmnopqrstuv";
+/// `Basic base64("x-access-token:" + TOKEN)`.
+const AUTHORIZATION: &str = "Basic eC1hY2Nlc3MtdG9rZW46Z2hzX3N0YW5kaW5fd3JpdGVfdG9rZW5fMDEyMzQ1Njc4OWFiY2RlZmdoaWprbG1ub3BxcnN0dXY=";
+
+const RULES: &str = "[[rule]]\nclass = \"push_remote\"\nbranches = [\"main\"]\ndecision = \"deny\"\n\n\
+                     [[rule]]\nclass = \"push_remote\"\nbranches = [\"agent/*\"]\ndecision = \"allow\"\n";
+
+fn run_in(plugins: &Plugins, dir: &Path, config: &str, script: &str) -> Output {
+    CcServer::new(plugins)
+        .current_dir(dir)
+        .config(config)
+        .args(["run", "--backend", "bwrap", "--", "sh", "-c", script])
+        .output()
+}
+
+fn branches(bare: &Path) -> String {
+    text(&git(bare, &["for-each-ref", "--format=%(refname)"]).stdout)
+}
+
+#[test]
+fn pushes_are_judged_per_ref_and_forwarded_with_a_token_the_sandbox_never_sees() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("forge");
+    std::fs::create_dir_all(root.join("o")).unwrap();
+    let bare = bare_repo(&root, "o/r.git");
+    let forge = GitHttpServer::start_requiring(&root, Some(AUTHORIZATION.to_owned()));
+    let port = forge.port();
+    let url = format!("http://127.0.0.1:{port}/o/r.git");
+    git(tmp.path(), &["clone", "-q", &url, "clone"]);
+    let clone = tmp.path().join("clone");
+
+    let rules = tmp.path().join("rules.toml");
+    std::fs::write(&rules, RULES).unwrap();
+    let token = tmp.path().join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let config = format!(
+        "[policy]\nguardrails = \"{}\"\n\n[gateway]\nupstream = \"http://127.0.0.1:{port}\"\n\
+         repositories = [\"o/r.git\"]\ntoken_file = \"{}\"\n",
+        rules.display(),
+        token.display()
+    );
+    let gw = "http://cc-server.internal/git/o/r.git";
+    let script = format!(
+        "export GIT_TERMINAL_PROMPT=0\n\
+         git -c user.name=a -c user.email=a@example.com commit -q --allow-empty -m agent-work\n\
+         git push {gw} HEAD:refs/heads/agent/x; echo agent=$?\n\
+         git push {gw} HEAD:refs/heads/main; echo main=$?\n\
+         printf 'git push {gw} HEAD:refs/heads/main\\n' > ../push.sh; sh ../push.sh; echo script=$?\n\
+         git push --atomic {gw} HEAD:refs/heads/agent/y HEAD:refs/heads/main; echo atomic=$?\n\
+         git push http://cc-server.internal/git/o/other.git HEAD:refs/heads/agent/z; echo unlinked=$?\n\
+         curl -s -X POST --data-binary zzzz -H 'Content-Type: application/x-git-receive-pack-request' \
+              {gw}/git-receive-pack; echo\n\
+         git push {gw} HEAD:refs/heads/agent/after; echo after=$?\n\
+         (env; cat .git/config) | grep -c {TOKEN}; echo\n"
+    );
+    let out = run_in(&plugins, &clone, &config, &script);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    for want in [
+        "agent=0",
+        "main=1",
+        "script=1",
+        "atomic=1",
+        "unlinked=1",
+        "after=0",
+        "0",
+    ] {
+        assert!(lines.contains(&want), "expected {want}\n{}", both(&out));
+    }
+    // git's own per-ref refusal, naming the rule.
+    assert!(
+        stderr.contains(" ! [remote rejected] HEAD -> main (cc_server policy: push to the branch main refused by guardrail #1"),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        stderr.contains("HEAD -> agent/y (atomic push failed)"),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        stderr.contains("o/other.git is not this session's repository"),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        stdout.contains("malformed pkt-line at byte 0"),
+        "{}",
+        both(&out)
+    );
+    let refs = branches(&bare);
+    assert!(
+        refs.contains("refs/heads/agent/x"),
+        "{refs}\n{}",
+        both(&out)
+    );
+    assert!(refs.contains("refs/heads/agent/after"), "{refs}");
+    assert!(
+        !refs.contains("agent/y") && !refs.contains("agent/z"),
+        "{refs}"
+    );
+    let main = text(&git(&bare, &["log", "-1", "--format=%s", "main"]).stdout);
+    assert_eq!(main.trim(), "second", "main moved");
+    // Every receive-pack request reaching the forge carried the write
+    // credential; the sandbox never held it (`grep -c` counted 0 above).
+    let seen = forge.push_authorizations();
+    assert!(!seen.is_empty());
+    assert!(
+        seen.iter().all(|a| a.as_deref() == Some(AUTHORIZATION)),
+        "{seen:?}"
+    );
+}
