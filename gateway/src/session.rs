@@ -17,9 +17,39 @@ use crate::receive::{PushHead, RefUpdate, UpdateKind};
 /// Where the gateway is mounted on the channel.
 pub const MOUNT: &str = "/git/";
 
-/// Mounts a gateway with `config` on `channel`.
-pub fn install(channel: &Channel, config: GatewayConfig) -> Result<(), String> {
+/// The push URLs sent to the gateway by default: GitHub's three forms.
+pub const GITHUB_PUSH_URLS: [&str; 3] = [
+    "https://github.com/",
+    "git@github.com:",
+    "ssh://git@github.com/",
+];
+
+/// git's own config, as environment (`GIT_CONFIG_COUNT`, `_KEY_n`,
+/// `_VALUE_n`), sending every push to these URL prefixes to the gateway.
+pub fn push_instead_of(prefixes: &[String]) -> Vec<(String, String)> {
+    let gateway = format!("http://{}{MOUNT}", sandbox_runtime::channel::HOST);
+    let mut env = vec![("GIT_CONFIG_COUNT".to_owned(), prefixes.len().to_string())];
+    for (i, prefix) in prefixes.iter().enumerate() {
+        env.push((
+            format!("GIT_CONFIG_KEY_{i}"),
+            format!("url.{gateway}.pushInsteadOf"),
+        ));
+        env.push((format!("GIT_CONFIG_VALUE_{i}"), prefix.clone()));
+    }
+    env
+}
+
+/// Mounts a gateway with `config` on `channel`, and sends pushes to the
+/// `push_urls` prefixes there in every command's git config.
+pub fn install(
+    channel: &Channel,
+    config: GatewayConfig,
+    push_urls: &[String],
+) -> Result<(), String> {
     let gateway = Arc::new(Gateway::new(config)?);
+    if !push_urls.is_empty() {
+        channel.add_command_env(push_instead_of(push_urls));
+    }
     let handler: HttpHandler = Arc::new(move |caller: Caller, request| {
         let gateway = Arc::clone(&gateway);
         Box::pin(async move {

@@ -67,6 +67,9 @@ pub struct GatewaySection {
     /// A file (0600) holding the token forwarded pushes carry, never shown
     /// to a sandbox; relative to the config file.
     pub token_file: Option<PathBuf>,
+    /// Push URL prefixes sent to the gateway (`pushInsteadOf`); default
+    /// GitHub's `https://github.com/`, `git@github.com:`, `ssh://git@github.com/`.
+    pub push_urls: Option<Vec<String>>,
 }
 
 /// `[workspaces]`.
@@ -279,8 +282,8 @@ pub struct Settings {
     pub state_dir: Option<PathBuf>,
     /// `[workspaces] data_dir`, or its default; `None` without `HOME`.
     pub data_dir: Option<PathBuf>,
-    /// `[gateway]`, its token read.
-    pub gateway: Option<sandbox_gateway::GatewayConfig>,
+    /// `[gateway]`, its token read, and the push URL prefixes sent there.
+    pub gateway: Option<(sandbox_gateway::GatewayConfig, Vec<String>)>,
 }
 
 /// `$XDG_STATE_HOME/cc_server/token`, else `~/.local/state/cc_server/token`.
@@ -415,12 +418,22 @@ impl Settings {
             )
         });
         let gateway = match &file.gateway {
-            Some(section) => Some(resolve_gateway(section, common.config.as_deref()).map_err(
-                |message| ConfigError::Parse {
-                    path: config_path.clone(),
-                    message,
-                },
-            )?),
+            Some(section) => {
+                let config =
+                    resolve_gateway(section, common.config.as_deref()).map_err(|message| {
+                        ConfigError::Parse {
+                            path: config_path.clone(),
+                            message,
+                        }
+                    })?;
+                let urls = section.push_urls.clone().unwrap_or_else(|| {
+                    sandbox_gateway::session::GITHUB_PUSH_URLS
+                        .iter()
+                        .map(|u| (*u).to_owned())
+                        .collect()
+                });
+                Some((config, urls))
+            }
             None => None,
         };
         let listen = match flags.listen.or(file.listen) {
@@ -457,8 +470,8 @@ impl Settings {
     /// Mounts the push gateway on the sessions' server channel when
     /// `[gateway]` is configured (SPEC H8).
     pub fn install_gateway(&self, sessions: &sandbox_runtime::Sessions) -> anyhow::Result<()> {
-        if let Some(config) = &self.gateway {
-            sandbox_gateway::session::install(sessions.channel(), config.clone())
+        if let Some((config, urls)) = &self.gateway {
+            sandbox_gateway::session::install(sessions.channel(), config.clone(), urls)
                 .map_err(|e| anyhow::anyhow!("the push gateway: {e}"))?;
             tracing::info!(upstream = %config.upstream, "push gateway on http://{}/git/", sandbox_egress::local::HOST);
         }

@@ -30,6 +30,9 @@ use crate::Session;
 /// The variable naming the client program in every command's environment.
 pub const CALL_VARIABLE: &str = "CC_SERVER_CALL";
 
+/// The channel's reserved host name.
+pub const HOST: &str = sandbox_plugin_api::server_call::HOST;
+
 /// Who is calling: the session whose proxy carried the call.
 #[derive(Clone)]
 pub struct Caller {
@@ -107,6 +110,7 @@ pub enum RegisterError {
 pub struct Channel {
     handlers: RwLock<BTreeMap<String, Handler>>,
     mounts: RwLock<BTreeMap<String, HttpHandler>>,
+    env: RwLock<Vec<(String, String)>>,
 }
 
 impl Default for Channel {
@@ -121,6 +125,7 @@ impl Channel {
         let channel = Self {
             handlers: RwLock::new(BTreeMap::new()),
             mounts: RwLock::new(BTreeMap::new()),
+            env: RwLock::new(Vec::new()),
         };
         let whoami: Handler = Arc::new(|call: Call| {
             Box::pin(async move {
@@ -183,6 +188,19 @@ impl Channel {
         }
         mounts.insert(prefix.to_owned(), handler);
         Ok(())
+    }
+
+    /// Adds variables every command of sessions launched from now on gets:
+    /// how a mounted service tells clients inside where it is (the push
+    /// gateway's `pushInsteadOf`, as `GIT_CONFIG_*`).
+    pub fn add_command_env(&self, vars: impl IntoIterator<Item = (String, String)>) {
+        let mut env = self.env.write().unwrap_or_else(|p| p.into_inner());
+        env.extend(vars);
+    }
+
+    /// The variables of [`Channel::add_command_env`].
+    pub fn command_env(&self) -> Vec<(String, String)> {
+        self.env.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     fn mounted(&self, path: &str) -> Option<HttpHandler> {

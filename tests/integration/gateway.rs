@@ -24,7 +24,16 @@ fn run_in(plugins: &Plugins, dir: &Path, config: &str, script: &str) -> Output {
     CcServer::new(plugins)
         .current_dir(dir)
         .config(config)
-        .args(["run", "--backend", "bwrap", "--", "sh", "-c", script])
+        // Should a push escape the rewrite, `github.com` is loopback, which
+        // the proxy refuses: no test reaches the real forge.
+        .args([
+            "run",
+            "--backend",
+            "bwrap",
+            "--resolve",
+            "github.com:127.0.0.1",
+        ])
+        .args(["--", "sh", "-c", script])
         .output()
 }
 
@@ -69,6 +78,10 @@ fn pushes_are_judged_per_ref_and_forwarded_with_a_token_the_sandbox_never_sees()
          curl -s -X POST --data-binary zzzz -H 'Content-Type: application/x-git-receive-pack-request' \
               {gw}/git-receive-pack; echo\n\
          git push {gw} HEAD:refs/heads/agent/after; echo after=$?\n\
+         git push https://github.com/o/r.git HEAD:refs/heads/agent/https; echo https=$?\n\
+         git push git@github.com:o/r.git HEAD:refs/heads/agent/scp; echo scp=$?\n\
+         git push ssh://git@github.com/o/r.git HEAD:refs/heads/main; echo ssh-main=$?\n\
+         git -c remote.origin.pushurl=http://127.0.0.1:{port}/o/r.git push origin HEAD:refs/heads/agent/bypass; echo bypass=$?\n\
          (env; cat .git/config) | grep -c {TOKEN}; echo\n"
     );
     let out = run_in(&plugins, &clone, &config, &script);
@@ -81,6 +94,10 @@ fn pushes_are_judged_per_ref_and_forwarded_with_a_token_the_sandbox_never_sees()
         "atomic=1",
         "unlinked=1",
         "after=0",
+        "https=0",
+        "scp=0",
+        "ssh-main=1",
+        "bypass=128",
         "0",
     ] {
         assert!(lines.contains(&want), "expected {want}\n{}", both(&out));
@@ -114,7 +131,11 @@ fn pushes_are_judged_per_ref_and_forwarded_with_a_token_the_sandbox_never_sees()
     );
     assert!(refs.contains("refs/heads/agent/after"), "{refs}");
     assert!(
-        !refs.contains("agent/y") && !refs.contains("agent/z"),
+        !refs.contains("agent/y") && !refs.contains("agent/z") && !refs.contains("agent/bypass"),
+        "{refs}"
+    );
+    assert!(
+        refs.contains("refs/heads/agent/https") && refs.contains("refs/heads/agent/scp"),
         "{refs}"
     );
     let main = text(&git(&bare, &["log", "-1", "--format=%s", "main"]).stdout);

@@ -316,6 +316,9 @@ impl Sessions {
             let program = program.to_string_lossy().into_owned();
             proxy_env.push((channel::CALL_VARIABLE.to_owned(), program));
         }
+        if egress_plan.is_some() {
+            proxy_env.extend(self.channel.command_env());
+        }
         if let Some(egress_plan) = egress_plan {
             let (policy, unix) = match egress_plan {
                 EgressPlan::Unix(policy) => (policy, true),
