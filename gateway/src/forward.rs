@@ -50,6 +50,9 @@ pub enum Verdict {
 /// Asks the server's policy about each command of a push, in order.
 pub trait Judge: Send + Sync {
     fn judge<'a>(&'a self, repository: &'a str, head: &'a PushHead) -> BoxFuture<'a, Vec<Verdict>>;
+
+    /// Told of every ref refused, for the session's violation events.
+    fn refused(&self, _repository: &str, _name: &str, _why: &str) {}
 }
 
 /// A configured gateway.
@@ -259,6 +262,11 @@ impl Gateway {
                     None => Decision::Refused("cc_server gateway: no verdict".into()),
                 })
                 .collect();
+            for (command, decision) in head.commands.iter().zip(&decisions) {
+                if let Decision::Refused(why) = decision {
+                    judge.refused(repository, &command.name, why);
+                }
+            }
             // The rest of the request is read and dropped before answering.
             while let Some(Ok(_)) = body.frame().await {}
             return match report::refusal(&head, &decisions) {

@@ -110,6 +110,15 @@ struct SessionJudge {
     caller: Caller,
 }
 
+/// The `git-push` violation of one refused ref.
+fn refused(repository: &str, name: &str, why: &str) -> sandbox_plugin_api::SandboxViolation {
+    sandbox_plugin_api::SandboxViolation {
+        action: sandbox_plugin_api::violation::GIT_PUSH.into(),
+        target: format!("{repository} {name}"),
+        raw: Some(why.to_owned()),
+    }
+}
+
 impl Judge for SessionJudge {
     fn judge<'a>(&'a self, repository: &'a str, head: &'a PushHead) -> BoxFuture<'a, Vec<Verdict>> {
         Box::pin(async move {
@@ -163,6 +172,12 @@ impl Judge for SessionJudge {
             }
             verdicts
         })
+    }
+
+    fn refused(&self, repository: &str, name: &str, why: &str) {
+        if let Some(session) = self.caller.session() {
+            session.report_violation(refused(repository, name, why));
+        }
     }
 }
 

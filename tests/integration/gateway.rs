@@ -123,6 +123,17 @@ fn pushes_are_judged_per_ref_and_forwarded_with_a_token_the_sandbox_never_sees()
         "{}",
         both(&out)
     );
+    // Each refused ref is a violation on the run's stream.
+    assert!(
+        stderr.contains("cc_server: violation: git-push o/r.git refs/heads/main"),
+        "{}",
+        both(&out)
+    );
+    assert!(
+        stderr.contains("cc_server: violation: git-push o/other.git refs/heads/agent/z"),
+        "{}",
+        both(&out)
+    );
     let refs = branches(&bare);
     assert!(
         refs.contains("refs/heads/agent/x"),

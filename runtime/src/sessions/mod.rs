@@ -564,6 +564,13 @@ impl Session {
         Ok(value)
     }
 
+    /// Reports a refusal a layer in the server made for this sandbox (the
+    /// push gateway's) on its running commands' streams, as the proxies'
+    /// refusals are.
+    pub fn report_violation(&self, violation: SandboxViolation) {
+        self.router.broadcast(violation);
+    }
+
     /// Whether the sandbox is still live (not destroyed, not failed).
     pub fn is_live(&self) -> bool {
         self.check_live().is_ok()
