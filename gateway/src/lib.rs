@@ -15,11 +15,14 @@
 //! - [`report`]: report-status (v1 and v2), inside side-band when asked,
 //!   `--atomic` worded as git words it.
 //! - [`forward`]: the HTTP side — discovery, the judged push, the upstream.
+//! - [`credential`]: the read token, handed to git by a credential helper
+//!   over the channel.
 //! - [`session`]: mounted on the server channel, judged by the session's
 //!   guardrails (`push_remote`), prompts to its owner.
 
 #![forbid(unsafe_code)]
 
+pub mod credential;
 pub mod forward;
 pub mod pktline;
 pub mod receive;

@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use sandbox_policy::{Class, Decision, Targets};
-use sandbox_runtime::channel::{Caller, Channel, HttpHandler, RegisterError};
+use sandbox_runtime::channel::{Call, Caller, Channel, Handler, HttpHandler, RegisterError};
 use sandbox_runtime::command_policy::approvals::Question;
 
+use crate::credential::{self, ReadToken};
 use crate::forward::{Gateway, GatewayConfig, Judge, Verdict};
 use crate::receive::{PushHead, RefUpdate, UpdateKind};
 
@@ -24,31 +25,50 @@ pub const GITHUB_PUSH_URLS: [&str; 3] = [
     "ssh://git@github.com/",
 ];
 
-/// git's own config, as environment (`GIT_CONFIG_COUNT`, `_KEY_n`,
-/// `_VALUE_n`), sending every push to these URL prefixes to the gateway.
+/// The git config entries sending every push to these URL prefixes to
+/// the gateway.
 pub fn push_instead_of(prefixes: &[String]) -> Vec<(String, String)> {
     let gateway = format!("http://{}{MOUNT}", sandbox_runtime::channel::HOST);
-    let mut env = vec![("GIT_CONFIG_COUNT".to_owned(), prefixes.len().to_string())];
-    for (i, prefix) in prefixes.iter().enumerate() {
-        env.push((
-            format!("GIT_CONFIG_KEY_{i}"),
-            format!("url.{gateway}.pushInsteadOf"),
-        ));
-        env.push((format!("GIT_CONFIG_VALUE_{i}"), prefix.clone()));
+    prefixes
+        .iter()
+        .map(|prefix| (format!("url.{gateway}.pushInsteadOf"), prefix.clone()))
+        .collect()
+}
+
+/// git config entries as environment (`GIT_CONFIG_COUNT`, `_KEY_n`,
+/// `_VALUE_n`): read by every git, written to no file.
+pub fn git_config_env(entries: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env = vec![("GIT_CONFIG_COUNT".to_owned(), entries.len().to_string())];
+    for (i, (key, value)) in entries.iter().enumerate() {
+        env.push((format!("GIT_CONFIG_KEY_{i}"), key.clone()));
+        env.push((format!("GIT_CONFIG_VALUE_{i}"), value.clone()));
     }
     env
 }
 
-/// Mounts a gateway with `config` on `channel`, and sends pushes to the
-/// `push_urls` prefixes there in every command's git config.
+/// Mounts a gateway with `config` on `channel`; sends pushes to the
+/// `push_urls` prefixes there in every command's git config; with a read
+/// token, registers the credential helper that hands it to git.
 pub fn install(
     channel: &Channel,
     config: GatewayConfig,
     push_urls: &[String],
+    read: Option<ReadToken>,
 ) -> Result<(), String> {
     let gateway = Arc::new(Gateway::new(config)?);
-    if !push_urls.is_empty() {
-        channel.add_command_env(push_instead_of(push_urls));
+    let mut entries = push_instead_of(push_urls);
+    if let Some(read) = read {
+        entries.push(credential::helper_entry(&read));
+        let helper: Handler = Arc::new(move |call: Call| {
+            let reply = credential::answer(&read, &call);
+            Box::pin(async move { reply })
+        });
+        channel
+            .register(credential::NAME, helper)
+            .map_err(|e| e.to_string())?;
+    }
+    if !entries.is_empty() {
+        channel.add_command_env(git_config_env(&entries));
     }
     let handler: HttpHandler = Arc::new(move |caller: Caller, request| {
         let gateway = Arc::clone(&gateway);

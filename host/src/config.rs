@@ -55,6 +55,14 @@ pub struct FileConfig {
     pub gateway: Option<GatewaySection>,
 }
 
+/// `[gateway]` resolved: the gateway, the push URLs sent there, the read token.
+#[derive(Debug, Clone)]
+pub struct GatewaySettings {
+    pub config: sandbox_gateway::GatewayConfig,
+    pub push_urls: Vec<String>,
+    pub read: Option<sandbox_gateway::credential::ReadToken>,
+}
+
 /// `[gateway]`: where sandboxes' pushes are forwarded once judged.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -67,6 +75,11 @@ pub struct GatewaySection {
     /// A file (0600) holding the token forwarded pushes carry, never shown
     /// to a sandbox; relative to the config file.
     pub token_file: Option<PathBuf>,
+    /// A file (0600) holding the read token git gets through the credential
+    /// helper over the channel, for `read_url`.
+    pub read_token_file: Option<PathBuf>,
+    /// The forge URL the read token is for (default `https://github.com`).
+    pub read_url: Option<String>,
     /// Push URL prefixes sent to the gateway (`pushInsteadOf`); default
     /// GitHub's `https://github.com/`, `git@github.com:`, `ssh://git@github.com/`.
     pub push_urls: Option<Vec<String>>,
@@ -283,7 +296,7 @@ pub struct Settings {
     /// `[workspaces] data_dir`, or its default; `None` without `HOME`.
     pub data_dir: Option<PathBuf>,
     /// `[gateway]`, its token read, and the push URL prefixes sent there.
-    pub gateway: Option<(sandbox_gateway::GatewayConfig, Vec<String>)>,
+    pub gateway: Option<GatewaySettings>,
 }
 
 /// `$XDG_STATE_HOME/cc_server/token`, else `~/.local/state/cc_server/token`.
@@ -432,7 +445,26 @@ impl Settings {
                         .map(|u| (*u).to_owned())
                         .collect()
                 });
-                Some((config, urls))
+                let read = match &section.read_token_file {
+                    Some(file) => Some(sandbox_gateway::credential::ReadToken {
+                        url: section
+                            .read_url
+                            .clone()
+                            .unwrap_or_else(|| "https://github.com".to_owned()),
+                        token: read_private_token(file, common.config.as_deref()).map_err(
+                            |message| ConfigError::Parse {
+                                path: config_path.clone(),
+                                message: format!("[gateway] read_token_file: {message}"),
+                            },
+                        )?,
+                    }),
+                    None => None,
+                };
+                Some(GatewaySettings {
+                    config,
+                    push_urls: urls,
+                    read,
+                })
             }
             None => None,
         };
@@ -470,9 +502,19 @@ impl Settings {
     /// Mounts the push gateway on the sessions' server channel when
     /// `[gateway]` is configured (SPEC H8).
     pub fn install_gateway(&self, sessions: &sandbox_runtime::Sessions) -> anyhow::Result<()> {
-        if let Some((config, urls)) = &self.gateway {
-            sandbox_gateway::session::install(sessions.channel(), config.clone(), urls)
-                .map_err(|e| anyhow::anyhow!("the push gateway: {e}"))?;
+        if let Some(GatewaySettings {
+            config,
+            push_urls,
+            read,
+        }) = &self.gateway
+        {
+            sandbox_gateway::session::install(
+                sessions.channel(),
+                config.clone(),
+                push_urls,
+                read.clone(),
+            )
+            .map_err(|e| anyhow::anyhow!("the push gateway: {e}"))?;
             tracing::info!(upstream = %config.upstream, "push gateway on http://{}/git/", sandbox_egress::local::HOST);
         }
         Ok(())
@@ -577,6 +619,30 @@ fn add_egress_flags(egress: &mut EgressSettings, flags: &CommandFlags) -> Result
 }
 
 /// `[egress]`, checked now: a bad pattern stops the start.
+/// A token file (relative to the config file): the owner's alone (no
+/// group or other bits), not empty; the token is opaque, of any length.
+fn read_private_token(file: &Path, config: Option<&Path>) -> Result<String, String> {
+    use std::os::unix::fs::MetadataExt;
+    let path = match config.and_then(Path::parent) {
+        Some(dir) if file.is_relative() => dir.join(file),
+        _ => file.to_path_buf(),
+    };
+    let meta = std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "{} is readable by others (mode {:o}); chmod 600 it",
+            path.display(),
+            meta.mode() & 0o777
+        ));
+    }
+    let token = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let token = token.trim();
+    if token.is_empty() {
+        return Err(format!("{} is empty", path.display()));
+    }
+    Ok(token.to_owned())
+}
+
 /// `[gateway]`: the token file must be the owner's alone (0600), never
 /// group- or world-readable; its token becomes the forwarded
 /// `Authorization` (`x-access-token`, as the forge takes installation
@@ -585,28 +651,10 @@ fn resolve_gateway(
     section: &GatewaySection,
     config: Option<&Path>,
 ) -> Result<sandbox_gateway::GatewayConfig, String> {
-    use std::os::unix::fs::MetadataExt;
     let authorization = match &section.token_file {
         Some(file) => {
-            let path = match config.and_then(Path::parent) {
-                Some(dir) if file.is_relative() => dir.join(file),
-                _ => file.clone(),
-            };
-            let meta = std::fs::metadata(&path)
-                .map_err(|e| format!("[gateway] token_file {}: {e}", path.display()))?;
-            if meta.mode() & 0o077 != 0 {
-                return Err(format!(
-                    "[gateway] token_file {} is readable by others (mode {:o}); chmod 600 it",
-                    path.display(),
-                    meta.mode() & 0o777
-                ));
-            }
-            let token = std::fs::read_to_string(&path)
-                .map_err(|e| format!("[gateway] token_file {}: {e}", path.display()))?;
-            let token = token.trim();
-            if token.is_empty() {
-                return Err(format!("[gateway] token_file {} is empty", path.display()));
-            }
+            let token = read_private_token(file, config)
+                .map_err(|message| format!("[gateway] token_file: {message}"))?;
             use base64::Engine as _;
             let basic =
                 base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{token}"));

@@ -160,3 +160,81 @@ fn pushes_are_judged_per_ref_and_forwarded_with_a_token_the_sandbox_never_sees()
         "{seen:?}"
     );
 }
+
+const READ_TOKEN: &str = "ghs_standin_read_token_abcdefghijklmnopqrstuvwxyz0123456789";
+/// `Basic base64("x-access-token:" + READ_TOKEN)`.
+const READ_AUTHORIZATION: &str = "Basic eC1hY2Nlc3MtdG9rZW46Z2hzX3N0YW5kaW5fcmVhZF90b2tlbl9hYmNkZWZnaGlqa2xtbm9wcXJzdHV2d3h5ejAxMjM0NTY3ODk=";
+
+/// SPEC H5: the read token reaches git only through the credential helper
+/// over the channel — never in the environment or a file inside — works
+/// for fetches, is given for the forge's own URL only, and used by hand for
+/// a push it is refused by the forge.
+#[test]
+fn the_read_token_reaches_git_through_the_channel_and_cannot_push() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("forge");
+    std::fs::create_dir_all(root.join("o")).unwrap();
+    let bare = bare_repo(&root, "o/r.git");
+    let scopes = crate::net::Scopes {
+        write: Some(AUTHORIZATION.to_owned()),
+        read: Some(READ_AUTHORIZATION.to_owned()),
+    };
+    let forge = GitHttpServer::start_with_scopes(&root, scopes);
+    let port = forge.port();
+    let header = format!("http.extraHeader=Authorization: {READ_AUTHORIZATION}");
+    let url = format!("http://127.0.0.1:{port}/o/r.git");
+    git(tmp.path(), &["-c", &header, "clone", "-q", &url, "clone"]);
+    let clone = tmp.path().join("clone");
+    let inside = format!("http://forge.test:{port}/o/r.git");
+    git(&clone, &["remote", "set-url", "origin", &inside]);
+
+    let mut files = Vec::new();
+    for (name, value) in [("token", TOKEN), ("read-token", READ_TOKEN)] {
+        let path = tmp.path().join(name);
+        std::fs::write(&path, format!("{value}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        files.push(path);
+    }
+    let config = format!(
+        "[gateway]\nupstream = \"http://127.0.0.1:{port}\"\nrepositories = [\"o/r.git\"]\n\
+         token_file = \"{}\"\nread_token_file = \"{}\"\nread_url = \"http://forge.test:{port}\"\n",
+        files[0].display(),
+        files[1].display()
+    );
+    let script = format!(
+        "export GIT_TERMINAL_PROMPT=0\n\
+         echo fill=$(printf 'protocol=http\\nhost=forge.test:{port}\\n\\n' | git credential fill | grep -c {READ_TOKEN})\n\
+         printf 'protocol=https\\nhost=elsewhere.test\\n\\n' | git credential fill; echo other=$?\n\
+         git fetch -q origin; echo fetch=$?\n\
+         git push http://x-access-token:{READ_TOKEN}@forge.test:{port}/o/r.git HEAD:refs/heads/agent/byhand; echo byhand=$?\n\
+         echo leaked=$( (env; cat .git/config) | grep -c {READ_TOKEN})\n"
+    );
+    let out = CcServer::new(&plugins)
+        .current_dir(&clone)
+        .config(&config)
+        .args(["run", "--backend", "bwrap", "--allow-domain", "forge.test"])
+        .args([
+            "--allow-private",
+            "forge.test",
+            "--resolve",
+            "forge.test:127.0.0.1",
+        ])
+        .args(["--", "sh", "-c", &script])
+        .output();
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    for want in ["fill=1", "other=128", "fetch=0", "byhand=128", "leaked=0"] {
+        assert!(lines.contains(&want), "expected {want}\n{}", both(&out));
+    }
+    assert!(!branches(&bare).contains("agent/byhand"));
+    // The forge saw the read token on the push by hand, and refused it.
+    assert!(
+        forge
+            .push_authorizations()
+            .contains(&Some(READ_AUTHORIZATION.to_owned())),
+        "{:?}",
+        forge.push_authorizations()
+    );
+}

@@ -198,8 +198,13 @@ pub struct GitHttpServer {
     pushes: Arc<std::sync::Mutex<Vec<Option<String>>>>,
 }
 
-/// What a push must carry (`Authorization`, exactly), when one is required.
-type PushCredential = Option<String>;
+/// The credentials the stand-in forge takes (`Authorization`, exactly):
+/// `write` for receive-pack (and reads), `read` for upload-pack only.
+#[derive(Clone, Default)]
+pub struct Scopes {
+    pub write: Option<String>,
+    pub read: Option<String>,
+}
 
 impl GitHttpServer {
     pub fn start(project_root: &Path) -> Self {
@@ -209,14 +214,24 @@ impl GitHttpServer {
     /// A stand-in forge whose receive-pack (discovery and push) answers 401
     /// unless the request carries `authorization` exactly: the write scope.
     /// Every receive-pack request's `Authorization` is recorded.
-    pub fn start_requiring(project_root: &Path, authorization: PushCredential) -> Self {
+    pub fn start_requiring(project_root: &Path, authorization: Option<String>) -> Self {
+        let scopes = Scopes {
+            write: authorization,
+            read: None,
+        };
+        Self::start_with_scopes(project_root, scopes)
+    }
+
+    /// [`GitHttpServer::start_requiring`], and with `scopes.read` every
+    /// upload-pack request (fetch, clone) needs the read or write credential.
+    pub fn start_with_scopes(project_root: &Path, scopes: Scopes) -> Self {
         let requests = Arc::new(AtomicUsize::new(0));
         let pushes = Arc::new(std::sync::Mutex::new(Vec::new()));
         let root = project_root.to_path_buf();
         let counter = requests.clone();
         let seen = pushes.clone();
         let listener = Listener::start(Arc::new(move |stream| {
-            if let Err(e) = serve_git(&root, stream, &counter, (&authorization, &seen)) {
+            if let Err(e) = serve_git(&root, stream, &counter, (&scopes, &seen)) {
                 eprintln!("git http fixture: {e}");
             }
         }));
@@ -247,16 +262,13 @@ impl GitHttpServer {
     }
 }
 
-type PushCheck<'a> = (
-    &'a PushCredential,
-    &'a std::sync::Mutex<Vec<Option<String>>>,
-);
+type PushCheck<'a> = (&'a Scopes, &'a std::sync::Mutex<Vec<Option<String>>>);
 
 fn serve_git(
     root: &Path,
     stream: TcpStream,
     requests: &AtomicUsize,
-    (required, seen): PushCheck<'_>,
+    (scopes, seen): PushCheck<'_>,
 ) -> std::io::Result<()> {
     let mut out = stream.try_clone()?;
     let mut reader = BufReader::new(stream);
@@ -266,12 +278,16 @@ fn serve_git(
     requests.fetch_add(1, Ordering::SeqCst);
     let receive_pack =
         req.path.ends_with("/git-receive-pack") || req.query.contains("service=git-receive-pack");
-    if receive_pack {
-        let given = req.header("authorization").map(str::to_owned);
+    let given = req.header("authorization").map(str::to_owned);
+    let is = |scope: &Option<String>| scope.is_some() && *scope == given;
+    let refused = if receive_pack {
         seen.lock().unwrap().push(given.clone());
-        if let Some(required) = required
-            && given.as_deref() != Some(required.as_str())
-        {
+        scopes.write.is_some() && !is(&scopes.write)
+    } else {
+        scopes.read.is_some() && !is(&scopes.read) && !is(&scopes.write)
+    };
+    {
+        if refused {
             out.write_all(
                 b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"forge\"\r\n\
                   Content-Length: 0\r\nConnection: close\r\n\r\n",
