@@ -5,7 +5,12 @@
 //! only for that URL's protocol and host, so git never sends the token
 //! elsewhere.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use sandbox_runtime::channel::{Call, Reply};
+
+use crate::app::App;
 
 /// The handler's name on the channel.
 pub const NAME: &str = "git-credential";
@@ -15,7 +20,88 @@ pub const NAME: &str = "git-credential";
 pub struct ReadToken {
     /// `https://github.com`, or a stand-in's `http://host:port`.
     pub url: String,
-    pub token: String,
+    pub source: ReadSource,
+}
+
+/// Where the read token comes from.
+#[derive(Clone)]
+pub enum ReadSource {
+    /// One token from the config (`[gateway] read_token_file`).
+    Fixed(String),
+    /// Minted by the app per session for these repositories (contents
+    /// read, pull requests write), revoked at the session's end.
+    App(Arc<App>, Vec<String>),
+}
+
+/// Answers the helper's calls: the token, minted once per session when it
+/// comes from the app, and revoked when the session ends.
+pub struct Broker {
+    read: ReadToken,
+    minted: Mutex<HashMap<String, String>>,
+}
+
+impl Broker {
+    pub fn new(read: ReadToken) -> Self {
+        Self {
+            read,
+            minted: Mutex::new(HashMap::new()),
+        }
+    }
+
+    async fn token(&self, session: &str) -> Result<String, String> {
+        let (app, repositories) = match &self.read.source {
+            ReadSource::Fixed(token) => return Ok(token.clone()),
+            ReadSource::App(app, repositories) => (app, repositories),
+        };
+        let known = self
+            .minted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(session)
+            .cloned();
+        if let Some(token) = known {
+            return Ok(token);
+        }
+        let token = app
+            .mint(repositories, crate::app::READ_PERMISSIONS)
+            .await?
+            .token;
+        tracing::info!(%session, "minted the session's forge read token");
+        let mut minted = self.minted.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(minted.entry(session.to_owned()).or_insert(token).clone())
+    }
+
+    /// The helper's answer (see [`answer`]).
+    pub async fn answer(&self, call: &Call) -> Reply {
+        if !wants_token(&self.read, call) {
+            return Reply::default();
+        }
+        match self.token(&call.caller.session).await {
+            Ok(token) => Reply {
+                exit: 0,
+                stdout: format!("username=x-access-token\npassword={token}\n").into_bytes(),
+                stderr: Vec::new(),
+            },
+            Err(e) => {
+                sandbox_runtime::channel::failure(1, format!("cc_server: no forge token: {e}"))
+            }
+        }
+    }
+
+    /// Revokes what was minted for `session`.
+    pub async fn session_ended(&self, session: &str) {
+        let token = self
+            .minted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session);
+        if let (Some(token), ReadSource::App(app, _)) = (token, &self.read.source) {
+            match app.revoke(&token).await {
+                Ok(()) => tracing::info!(%session, "revoked the session's forge read token"),
+                Err(e) => tracing::warn!(%session, "the session's forge read token: {e}"),
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for ReadToken {
@@ -47,10 +133,9 @@ pub fn helper_entry(read: &ReadToken) -> (String, String) {
 /// lines on standard input): `get` for the token's own protocol and host
 /// answers `x-access-token` and the token; anything else answers nothing,
 /// so git goes on to its next helper or fails.
-pub fn answer(read: &ReadToken, call: &Call) -> Reply {
-    let done = Reply::default();
+fn wants_token(read: &ReadToken, call: &Call) -> bool {
     if call.args.first().map(String::as_str) != Some("get") {
-        return done;
+        return false;
     }
     let text = String::from_utf8_lossy(&call.input);
     let field = |name: &str| {
@@ -59,14 +144,7 @@ pub fn answer(read: &ReadToken, call: &Call) -> Reply {
             .map(str::to_owned)
     };
     let Some((protocol, host)) = read.scope() else {
-        return done;
+        return false;
     };
-    if field("protocol").as_deref() != Some(protocol) || field("host").as_deref() != Some(host) {
-        return done;
-    }
-    Reply {
-        exit: 0,
-        stdout: format!("username=x-access-token\npassword={}\n", read.token).into_bytes(),
-        stderr: Vec::new(),
-    }
+    field("protocol").as_deref() == Some(protocol) && field("host").as_deref() == Some(host)
 }

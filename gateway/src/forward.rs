@@ -6,6 +6,7 @@
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use base64::Engine as _;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use http_body_util::combinators::BoxBody;
@@ -36,8 +37,59 @@ pub struct GatewayConfig {
     pub upstream: String,
     /// Repository paths (`owner/repo.git`) this session may push to.
     pub repositories: Vec<String>,
-    /// The `Authorization` value forwarded requests carry.
+    /// The `Authorization` value forwarded requests carry (without an app).
     pub authorization: Option<String>,
+    /// With a GitHub App, each forwarded request gets a write token minted
+    /// for it (no `workflows`), revoked once its answer has been streamed.
+    pub app: Option<std::sync::Arc<crate::app::App>>,
+}
+
+/// A minted write token, revoked when dropped (the forwarded answer done).
+struct Minted {
+    app: std::sync::Arc<crate::app::App>,
+    token: String,
+}
+
+impl Drop for Minted {
+    fn drop(&mut self) {
+        let (app, token) = (
+            std::sync::Arc::clone(&self.app),
+            std::mem::take(&mut self.token),
+        );
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(e) = app.revoke(&token).await {
+                    tracing::warn!("the push's write token: {e}");
+                }
+            });
+        }
+    }
+}
+
+/// A body that holds a minted token until it is done.
+struct Holding {
+    body: Incoming,
+    _minted: Option<Minted>,
+}
+
+impl Body for Holding {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// One command's verdict.
@@ -172,7 +224,11 @@ impl Gateway {
             self.prefix
         );
         let mut request = Request::get(url);
-        if let Some(auth) = &self.config.authorization {
+        let (auth, _minted) = match self.credential(repository).await {
+            Ok(pair) => pair,
+            Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
+        };
+        if let Some(auth) = auth {
             request = request.header(header::AUTHORIZATION, auth);
         }
         let request = match request.body(full(Bytes::new())) {
@@ -292,7 +348,19 @@ impl Gateway {
         if let Some(value) = parts.headers.get("git-protocol") {
             forward = forward.header("git-protocol", value);
         }
-        if let Some(auth) = &self.config.authorization {
+        let (auth, minted) = match self.credential(repository).await {
+            Ok(pair) => pair,
+            Err(e) => {
+                let decisions =
+                    vec![Decision::Refused(format!("cc_server gateway: {e}")); head.commands.len()];
+                while let Some(Ok(_)) = body.frame().await {}
+                return match report::refusal(&head, &decisions) {
+                    Some(report) => typed(RESULT, report),
+                    None => text(StatusCode::BAD_GATEWAY, &e),
+                };
+            }
+        };
+        if let Some(auth) = auth {
             forward = forward.header(header::AUTHORIZATION, auth);
         }
         let prefixed = Prefixed {
@@ -304,9 +372,37 @@ impl Gateway {
             Err(e) => return text(StatusCode::BAD_GATEWAY, &e.to_string()),
         };
         match self.send(forward).await {
-            Ok(response) => response.map(|b| b.boxed()),
+            Ok(response) => response.map(|body| {
+                Holding {
+                    body,
+                    _minted: minted,
+                }
+                .boxed()
+            }),
             Err(e) => text(StatusCode::BAD_GATEWAY, &e),
         }
+    }
+
+    /// The `Authorization` for a forwarded request: a write token minted
+    /// for it (held until dropped), or the configured one.
+    async fn credential(
+        &self,
+        repository: &str,
+    ) -> Result<(Option<String>, Option<Minted>), String> {
+        let Some(app) = &self.config.app else {
+            return Ok((self.config.authorization.clone(), None));
+        };
+        let token = app
+            .mint(&[repository.to_owned()], crate::app::WRITE_PERMISSIONS)
+            .await
+            .map_err(|e| format!("no write token for {repository}: {e}"))?;
+        let basic = base64::engine::general_purpose::STANDARD
+            .encode(format!("x-access-token:{}", token.token));
+        let minted = Minted {
+            app: std::sync::Arc::clone(app),
+            token: token.token,
+        };
+        Ok((Some(format!("Basic {basic}")), Some(minted)))
     }
 
     async fn send(&self, request: Request<GatewayBody>) -> Result<Response<Incoming>, String> {
@@ -425,6 +521,7 @@ mod tests {
                 upstream: u.into(),
                 repositories: vec!["o/r.git".into()],
                 authorization: None,
+                app: None,
             })
         };
         let gw = g("http://127.0.0.1:8080/git/").unwrap();

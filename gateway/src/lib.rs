@@ -15,6 +15,7 @@
 //! - [`report`]: report-status (v1 and v2), inside side-band when asked,
 //!   `--atomic` worded as git words it.
 //! - [`forward`]: the HTTP side — discovery, the judged push, the upstream.
+//! - [`app`]: GitHub App installation tokens: the JWT, mint, revoke.
 //! - [`credential`]: the read token, handed to git by a credential helper
 //!   over the channel.
 //! - [`session`]: mounted on the server channel, judged by the session's
@@ -22,6 +23,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod app;
 pub mod credential;
 pub mod forward;
 pub mod pktline;

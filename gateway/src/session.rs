@@ -11,7 +11,7 @@ use sandbox_policy::{Class, Decision, Targets};
 use sandbox_runtime::channel::{Call, Caller, Channel, Handler, HttpHandler, RegisterError};
 use sandbox_runtime::command_policy::approvals::Question;
 
-use crate::credential::{self, ReadToken};
+use crate::credential::{self, Broker, ReadToken};
 use crate::forward::{Gateway, GatewayConfig, Judge, Verdict};
 use crate::receive::{PushHead, RefUpdate, UpdateKind};
 
@@ -59,13 +59,19 @@ pub fn install(
     let mut entries = push_instead_of(push_urls);
     if let Some(read) = read {
         entries.push(credential::helper_entry(&read));
+        let broker = Arc::new(Broker::new(read));
+        let answering = Arc::clone(&broker);
         let helper: Handler = Arc::new(move |call: Call| {
-            let reply = credential::answer(&read, &call);
-            Box::pin(async move { reply })
+            let broker = Arc::clone(&answering);
+            Box::pin(async move { broker.answer(&call).await })
         });
         channel
             .register(credential::NAME, helper)
             .map_err(|e| e.to_string())?;
+        channel.on_session_end(Arc::new(move |session: String| {
+            let broker = Arc::clone(&broker);
+            Box::pin(async move { broker.session_ended(&session).await })
+        }));
     }
     if !entries.is_empty() {
         channel.add_command_env(git_config_env(&entries));

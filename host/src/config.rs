@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sandbox_registry::select::SandboxSwitch;
@@ -55,6 +56,21 @@ pub struct FileConfig {
     pub gateway: Option<GatewaySection>,
 }
 
+/// `[gateway.app]`: the GitHub App whose installation tokens are brokered.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppSection {
+    pub app_id: String,
+    /// The installation (per owner) the tokens are minted from.
+    pub installation_id: String,
+    /// The private key (PEM, 0600); relative to the config file. Read once
+    /// at start, never bound, never in an environment or a log.
+    pub private_key_file: PathBuf,
+    /// The REST API's base URL (default `https://api.github.com`; GitHub
+    /// Enterprise and the tests override it).
+    pub api_url: Option<String>,
+}
+
 /// `[gateway]` resolved: the gateway, the push URLs sent there, the read token.
 #[derive(Debug, Clone)]
 pub struct GatewaySettings {
@@ -80,6 +96,8 @@ pub struct GatewaySection {
     pub read_token_file: Option<PathBuf>,
     /// The forge URL the read token is for (default `https://github.com`).
     pub read_url: Option<String>,
+    /// A GitHub App: write tokens minted per push, read tokens per session.
+    pub app: Option<AppSection>,
     /// Push URL prefixes sent to the gateway (`pushInsteadOf`); default
     /// GitHub's `https://github.com/`, `git@github.com:`, `ssh://git@github.com/`.
     pub push_urls: Option<Vec<String>>,
@@ -445,20 +463,30 @@ impl Settings {
                         .map(|u| (*u).to_owned())
                         .collect()
                 });
-                let read = match &section.read_token_file {
-                    Some(file) => Some(sandbox_gateway::credential::ReadToken {
-                        url: section
-                            .read_url
-                            .clone()
-                            .unwrap_or_else(|| "https://github.com".to_owned()),
-                        token: read_private_token(file, common.config.as_deref()).map_err(
-                            |message| ConfigError::Parse {
-                                path: config_path.clone(),
-                                message: format!("[gateway] read_token_file: {message}"),
-                            },
-                        )?,
+                let bad = |message: String| ConfigError::Parse {
+                    path: config_path.clone(),
+                    message,
+                };
+                let url = section
+                    .read_url
+                    .clone()
+                    .unwrap_or_else(|| "https://github.com".to_owned());
+                let read = match (&config.app, &section.read_token_file) {
+                    (Some(app), _) => Some(sandbox_gateway::credential::ReadToken {
+                        url,
+                        source: sandbox_gateway::credential::ReadSource::App(
+                            Arc::clone(app),
+                            section.repositories.clone(),
+                        ),
                     }),
-                    None => None,
+                    (None, Some(file)) => Some(sandbox_gateway::credential::ReadToken {
+                        url,
+                        source: sandbox_gateway::credential::ReadSource::Fixed(
+                            read_private_token(file, common.config.as_deref())
+                                .map_err(|m| bad(format!("[gateway] read_token_file: {m}")))?,
+                        ),
+                    }),
+                    (None, None) => None,
                 };
                 Some(GatewaySettings {
                     config,
@@ -662,10 +690,22 @@ fn resolve_gateway(
         }
         None => None,
     };
+    let app = match &section.app {
+        Some(app) => {
+            let key = read_private_token(&app.private_key_file, config)
+                .map_err(|message| format!("[gateway.app] private_key_file: {message}"))?;
+            let api = app.api_url.as_deref().unwrap_or("https://api.github.com");
+            let made = sandbox_gateway::app::App::new(&app.app_id, &app.installation_id, api, &key)
+                .map_err(|e| format!("[gateway.app] {e}"))?;
+            Some(Arc::new(made))
+        }
+        None => None,
+    };
     let config = sandbox_gateway::GatewayConfig {
         upstream: section.upstream.clone(),
         repositories: section.repositories.clone(),
         authorization,
+        app,
     };
     sandbox_gateway::Gateway::new(config.clone()).map_err(|e| format!("[gateway] {e}"))?;
     Ok(config)

@@ -111,7 +111,12 @@ pub struct Channel {
     handlers: RwLock<BTreeMap<String, Handler>>,
     mounts: RwLock<BTreeMap<String, HttpHandler>>,
     env: RwLock<Vec<(String, String)>>,
+    ends: RwLock<Vec<EndHook>>,
 }
+
+/// Told a session's id when it has been torn down (what a handler minted
+/// for it is revoked there).
+pub type EndHook = Arc<dyn Fn(String) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
 impl Default for Channel {
     fn default() -> Self {
@@ -126,6 +131,7 @@ impl Channel {
             handlers: RwLock::new(BTreeMap::new()),
             mounts: RwLock::new(BTreeMap::new()),
             env: RwLock::new(Vec::new()),
+            ends: RwLock::new(Vec::new()),
         };
         let whoami: Handler = Arc::new(|call: Call| {
             Box::pin(async move {
@@ -196,6 +202,22 @@ impl Channel {
     pub fn add_command_env(&self, vars: impl IntoIterator<Item = (String, String)>) {
         let mut env = self.env.write().unwrap_or_else(|p| p.into_inner());
         env.extend(vars);
+    }
+
+    /// Runs `hook` after every session's teardown, with its id.
+    pub fn on_session_end(&self, hook: EndHook) {
+        self.ends
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(hook);
+    }
+
+    /// Runs the end hooks for `session` (at its destroy).
+    pub(crate) async fn session_ended(&self, session: &str) {
+        let hooks = self.ends.read().unwrap_or_else(|p| p.into_inner()).clone();
+        for hook in hooks {
+            hook(session.to_owned()).await;
+        }
     }
 
     /// The variables of [`Channel::add_command_env`].

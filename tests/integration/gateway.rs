@@ -180,6 +180,7 @@ fn the_read_token_reaches_git_through_the_channel_and_cannot_push() {
     let scopes = crate::net::Scopes {
         write: Some(AUTHORIZATION.to_owned()),
         read: Some(READ_AUTHORIZATION.to_owned()),
+        app: None,
     };
     let forge = GitHttpServer::start_with_scopes(&root, scopes);
     let port = forge.port();
@@ -237,4 +238,105 @@ fn the_read_token_reaches_git_through_the_channel_and_cannot_push() {
         "{:?}",
         forge.push_authorizations()
     );
+}
+
+/// SPEC H5, H8: with a GitHub App, the run's read token is minted for the
+/// session (contents read, pull requests write: it cannot push), each push
+/// gets a write token minted for it without `workflows`, and every token
+/// issued is revoked: the push's once its answer is streamed, the
+/// session's at teardown. None of them is in the sandbox's environment.
+#[test]
+fn app_tokens_are_minted_scoped_and_all_revoked() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("forge");
+    std::fs::create_dir_all(root.join("o")).unwrap();
+    let bare = bare_repo(&root, "o/r.git");
+    let app = std::sync::Arc::new(std::sync::Mutex::new(crate::net::AppForge::default()));
+    let scopes = crate::net::Scopes {
+        write: Some(AUTHORIZATION.to_owned()),
+        read: None,
+        app: Some(app.clone()),
+    };
+    let forge = GitHttpServer::start_with_scopes(&root, scopes);
+    let port = forge.port();
+    let header = format!("http.extraHeader=Authorization: {AUTHORIZATION}");
+    let url = format!("http://127.0.0.1:{port}/o/r.git");
+    git(tmp.path(), &["-c", &header, "clone", "-q", &url, "clone"]);
+    let clone = tmp.path().join("clone");
+    let inside = format!("http://forge.test:{port}/o/r.git");
+    git(&clone, &["remote", "set-url", "origin", &inside]);
+    let key = tmp.path().join("app.pem");
+    let made = std::process::Command::new("openssl")
+        .args(["genrsa", "-out"])
+        .arg(&key)
+        .arg("2048")
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let rules = tmp.path().join("rules.toml");
+    std::fs::write(&rules, RULES).unwrap();
+    let config = format!(
+        "[policy]\nguardrails = \"{}\"\n\n[gateway]\nupstream = \"http://127.0.0.1:{port}\"\n\
+         repositories = [\"o/r.git\"]\nread_url = \"http://forge.test:{port}\"\n\n\
+         [gateway.app]\napp_id = \"12345\"\ninstallation_id = \"678\"\n\
+         private_key_file = \"{}\"\napi_url = \"http://127.0.0.1:{port}\"\n",
+        rules.display(),
+        key.display()
+    );
+    let gw = "http://cc-server.internal/git/o/r.git";
+    let script = format!(
+        "export GIT_TERMINAL_PROMPT=0\n\
+         git fetch -q origin; echo fetch=$?\n\
+         git fetch -q origin; echo again=$?\n\
+         git -c user.name=a -c user.email=a@example.com commit -q --allow-empty -m agent-work\n\
+         git push -q {gw} HEAD:refs/heads/agent/x; echo push=$?\n\
+         echo leaked=$( (env; cat .git/config) | grep -c ghs_)\n"
+    );
+    let out = CcServer::new(&plugins)
+        .current_dir(&clone)
+        .config(&config)
+        .args(["run", "--backend", "bwrap", "--allow-domain", "forge.test"])
+        .args([
+            "--allow-private",
+            "forge.test",
+            "--resolve",
+            "forge.test:127.0.0.1",
+        ])
+        .args(["--", "sh", "-c", &script])
+        .output();
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    for want in ["fetch=0", "again=0", "push=0", "leaked=0"] {
+        assert!(lines.contains(&want), "expected {want}\n{}", both(&out));
+    }
+    assert!(branches(&bare).contains("refs/heads/agent/x"));
+    // The run is over: every token issued is revoked (the push's from a
+    // task after its answer, so allow it a moment).
+    let all_revoked = eventually(std::time::Duration::from_secs(5), || {
+        app.lock().unwrap().minted.iter().all(|m| m.revoked)
+    });
+    let forge_state = app.lock().unwrap();
+    let minted: Vec<(String, bool)> = forge_state
+        .minted
+        .iter()
+        .map(|m| (m.permissions.to_string(), m.revoked))
+        .collect();
+    assert!(all_revoked, "{minted:?}\n{}", both(&out));
+    // One read token for the session (two fetches), one write token for
+    // the push's discovery and one for the push, none with `workflows`.
+    let read = r#"{"contents":"read","pull_requests":"write"}"#;
+    let write = r#"{"contents":"write"}"#;
+    let count = |p: &str| minted.iter().filter(|(m, _)| m == p).count();
+    assert_eq!(count(read), 1, "{minted:?}");
+    assert_eq!(count(write), 2, "{minted:?}");
+    assert!(
+        forge_state
+            .minted
+            .iter()
+            .all(|m| m.repositories == serde_json::json!(["r"]))
+    );
+    assert!(forge_state.issuers.iter().all(|i| i == "12345") && !forge_state.issuers.is_empty());
 }

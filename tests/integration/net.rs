@@ -204,6 +204,101 @@ pub struct GitHttpServer {
 pub struct Scopes {
     pub write: Option<String>,
     pub read: Option<String>,
+    /// The GitHub App token endpoints, and the tokens they minted.
+    pub app: Option<Arc<std::sync::Mutex<AppForge>>>,
+}
+
+/// The stand-in's GitHub App side: every token minted and revoked, the
+/// JWT issuers seen. A minted token with `contents: write` may push; with
+/// `contents: read` only fetch; a revoked one nothing.
+#[derive(Default)]
+pub struct AppForge {
+    pub minted: Vec<MintedToken>,
+    pub issuers: Vec<String>,
+}
+
+pub struct MintedToken {
+    pub token: String,
+    pub permissions: serde_json::Value,
+    pub repositories: serde_json::Value,
+    pub revoked: bool,
+}
+
+impl AppForge {
+    /// The `contents` permission of a live minted token given as Basic.
+    fn contents(&self, authorization: Option<&str>) -> Option<String> {
+        use base64::Engine as _;
+        let basic = authorization?.strip_prefix("Basic ")?;
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(basic)
+            .ok()?;
+        let decoded = String::from_utf8(decoded).ok()?;
+        let token = decoded.strip_prefix("x-access-token:")?;
+        let minted = self
+            .minted
+            .iter()
+            .find(|m| m.token == token && !m.revoked)?;
+        minted.permissions["contents"].as_str().map(str::to_owned)
+    }
+}
+
+/// `POST /app/installations/{id}/access_tokens` (a JWT as Bearer) and
+/// `DELETE /installation/token` (the token itself); `None` for other paths.
+fn app_endpoint(
+    forge: &std::sync::Mutex<AppForge>,
+    method: &str,
+    path: &str,
+    authorization: Option<&str>,
+    body: &[u8],
+) -> Option<(u16, String)> {
+    use base64::Engine as _;
+    let mut forge = forge.lock().unwrap();
+    if method == "POST"
+        && path.starts_with("/app/installations/")
+        && path.ends_with("/access_tokens")
+    {
+        let jwt = authorization.and_then(|a| a.strip_prefix("Bearer "))?;
+        let parts: Vec<&str> = jwt.split('.').collect();
+        let claims = parts
+            .get(1)
+            .and_then(|c| {
+                base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(c)
+                    .ok()
+            })
+            .and_then(|c| serde_json::from_slice::<serde_json::Value>(&c).ok());
+        let (Some(claims), 3) = (claims, parts.len()) else {
+            return Some((
+                401,
+                "{\"message\":\"A JSON web token could not be decoded\"}".into(),
+            ));
+        };
+        forge
+            .issuers
+            .push(claims["iss"].as_str().unwrap_or_default().to_owned());
+        let asked: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+        // Opaque and long, as GitHub's stateless tokens are.
+        let token = format!("ghs_{}_{}", forge.minted.len(), "t".repeat(600));
+        forge.minted.push(MintedToken {
+            token: token.clone(),
+            permissions: asked["permissions"].clone(),
+            repositories: asked["repositories"].clone(),
+            revoked: false,
+        });
+        let answer = serde_json::json!({"token": token, "expires_at": "2099-01-01T00:00:00Z"});
+        return Some((201, answer.to_string()));
+    }
+    if method == "DELETE" && path == "/installation/token" {
+        let token = authorization.and_then(|a| a.strip_prefix("token "))?;
+        return match forge.minted.iter_mut().find(|m| m.token == token) {
+            Some(minted) => {
+                minted.revoked = true;
+                Some((204, String::new()))
+            }
+            None => Some((401, "{\"message\":\"Bad credentials\"}".into())),
+        };
+    }
+    None
 }
 
 impl GitHttpServer {
@@ -217,7 +312,7 @@ impl GitHttpServer {
     pub fn start_requiring(project_root: &Path, authorization: Option<String>) -> Self {
         let scopes = Scopes {
             write: authorization,
-            read: None,
+            ..Scopes::default()
         };
         Self::start_with_scopes(project_root, scopes)
     }
@@ -279,12 +374,34 @@ fn serve_git(
     let receive_pack =
         req.path.ends_with("/git-receive-pack") || req.query.contains("service=git-receive-pack");
     let given = req.header("authorization").map(str::to_owned);
+    if let Some(app) = &scopes.app
+        && (req.path.starts_with("/app/") || req.path.starts_with("/installation/"))
+    {
+        let body = req.read_body(&mut reader)?;
+        let (status, answer) = app_endpoint(app, &req.method, &req.path, given.as_deref(), &body)
+            .unwrap_or((404, String::new()));
+        let head = format!(
+            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            answer.len()
+        );
+        out.write_all(head.as_bytes())?;
+        out.write_all(answer.as_bytes())?;
+        return Ok(());
+    }
     let is = |scope: &Option<String>| scope.is_some() && *scope == given;
+    let minted = scopes
+        .app
+        .as_ref()
+        .and_then(|app| app.lock().unwrap().contents(given.as_deref()));
+    let guarded = scopes.write.is_some() || scopes.app.is_some();
     let refused = if receive_pack {
         seen.lock().unwrap().push(given.clone());
-        scopes.write.is_some() && !is(&scopes.write)
+        guarded && !is(&scopes.write) && minted.as_deref() != Some("write")
     } else {
-        scopes.read.is_some() && !is(&scopes.read) && !is(&scopes.write)
+        (scopes.read.is_some() || scopes.app.is_some())
+            && !is(&scopes.read)
+            && !is(&scopes.write)
+            && minted.is_none()
     };
     {
         if refused {

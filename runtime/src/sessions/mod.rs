@@ -374,6 +374,7 @@ impl Sessions {
             lease: Mutex::new(held.map(|h| h.lease)),
             launched,
             agent_credential,
+            channel: Arc::clone(&self.channel),
             front_end_state: Mutex::new(HashMap::new()),
         });
         // The channel's calls from now on know their session.
@@ -510,6 +511,8 @@ pub struct Session {
     /// Opens this sandbox's exec, stdin and file tools and nothing else:
     /// minted at launch, gone with the session (SPEC H4, H12).
     agent_credential: String,
+    /// The server channel, whose end hooks run at destroy.
+    channel: Arc<Channel>,
     /// What front-ends keep per sandbox (the file tools' jail), dropped
     /// with the session: one value per type.
     front_end_state: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
@@ -834,6 +837,8 @@ impl Session {
         if let Some(lease) = lease {
             let _ = blocking(move || drop(lease)).await;
         }
+        // What the channel's handlers minted for it (forge tokens) is revoked.
+        self.channel.session_ended(&self.id).await;
         // The binary gives what the streams and threads used back to the
         // system here, not only to malloc's free lists.
         if let Some(after) = self.after_destroy {
