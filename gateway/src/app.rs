@@ -26,6 +26,13 @@ pub const READ_PERMISSIONS: &str = r#"{"contents":"read","pull_requests":"write"
 /// the forge refuses it for this token).
 pub const WRITE_PERMISSIONS: &str = r#"{"contents":"write"}"#;
 
+/// Where minted tokens are written down until revoked, so that a start
+/// after a kill revokes what was left (the workspaces database).
+pub trait Ledger: Send + Sync {
+    fn minted(&self, token: &str, expires_at: &str);
+    fn revoked(&self, token: &str);
+}
+
 /// A configured app.
 pub struct App {
     app_id: String,
@@ -33,6 +40,7 @@ pub struct App {
     /// `http://host:port[/prefix]` of the REST API.
     api: Upstream,
     key: RsaKeyPair,
+    ledger: std::sync::OnceLock<std::sync::Arc<dyn Ledger>>,
 }
 
 impl std::fmt::Debug for App {
@@ -125,7 +133,13 @@ impl App {
             installation_id: installation_id.to_owned(),
             api: upstream(api_url)?,
             key: pem_key(key_pem)?,
+            ledger: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Writes every token minted from now on into `ledger` until revoked.
+    pub fn keep_ledger(&self, ledger: std::sync::Arc<dyn Ledger>) {
+        let _ = self.ledger.set(ledger);
     }
 
     /// The app's JWT: issued a minute ago (clock drift), valid nine minutes.
@@ -191,6 +205,9 @@ impl App {
             .as_str()
             .filter(|t| !t.is_empty())
             .ok_or("the forge's answer has no token")?;
+        if let Some(ledger) = self.ledger.get() {
+            ledger.minted(token, value["expires_at"].as_str().unwrap_or_default());
+        }
         Ok(Token {
             token: token.to_owned(),
             expires_at: value["expires_at"].as_str().unwrap_or_default().to_owned(),
@@ -208,7 +225,13 @@ impl App {
             )
             .await?;
         match status {
-            204 | 200 | 401 => Ok(()),
+            // 401: already revoked or expired.
+            204 | 200 | 401 => {
+                if let Some(ledger) = self.ledger.get() {
+                    ledger.revoked(token);
+                }
+                Ok(())
+            }
             _ => Err(format!(
                 "revoking a token: the forge answered {status}: {}",
                 String::from_utf8_lossy(&answer).trim()

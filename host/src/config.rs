@@ -528,8 +528,18 @@ impl Settings {
     }
 
     /// Mounts the push gateway on the sessions' server channel when
-    /// `[gateway]` is configured (SPEC H8).
-    pub fn install_gateway(&self, sessions: &sandbox_runtime::Sessions) -> anyhow::Result<()> {
+    /// `[gateway]` is configured (SPEC H8); with an app, its tokens are
+    /// written into the workspaces database until revoked, and what a
+    /// killed server left there is revoked now (SPEC H5).
+    pub async fn install_gateway(
+        &self,
+        sessions: &sandbox_runtime::Sessions,
+    ) -> anyhow::Result<()> {
+        if let (Some(gateway), Some(state_dir)) = (&self.gateway, &self.state_dir)
+            && let Some(app) = &gateway.config.app
+        {
+            crate::forge_ledger::keep(app, state_dir).await?;
+        }
         if let Some(GatewaySettings {
             config,
             push_urls,

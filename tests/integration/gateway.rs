@@ -340,3 +340,96 @@ fn app_tokens_are_minted_scoped_and_all_revoked() {
     );
     assert!(forge_state.issuers.iter().all(|i| i == "12345") && !forge_state.issuers.is_empty());
 }
+
+/// SPEC H5: a server killed mid-run leaves its session's read token live;
+/// the next start finds it in the workspaces database (its owner gone) and
+/// revokes it.
+#[test]
+fn a_restarted_server_revokes_the_tokens_a_killed_one_left() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("forge");
+    std::fs::create_dir_all(root.join("o")).unwrap();
+    bare_repo(&root, "o/r.git");
+    let app = std::sync::Arc::new(std::sync::Mutex::new(crate::net::AppForge::default()));
+    let scopes = crate::net::Scopes {
+        write: Some(AUTHORIZATION.to_owned()),
+        read: None,
+        app: Some(app.clone()),
+    };
+    let forge = GitHttpServer::start_with_scopes(&root, scopes);
+    let port = forge.port();
+    let header = format!("http.extraHeader=Authorization: {AUTHORIZATION}");
+    let url = format!("http://127.0.0.1:{port}/o/r.git");
+    git(tmp.path(), &["-c", &header, "clone", "-q", &url, "clone"]);
+    let clone = tmp.path().join("clone");
+    let inside = format!("http://forge.test:{port}/o/r.git");
+    git(&clone, &["remote", "set-url", "origin", &inside]);
+    let key = tmp.path().join("app.pem");
+    let made = std::process::Command::new("openssl")
+        .args(["genrsa", "-traditional", "-out"])
+        .arg(&key)
+        .arg("2048")
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let state = tmp.path().join("state");
+    let config = format!(
+        "[workspaces]\nstate_dir = \"{}\"\n\n[gateway]\nupstream = \"http://127.0.0.1:{port}\"\n\
+         repositories = [\"o/r.git\"]\nread_url = \"http://forge.test:{port}\"\n\n\
+         [gateway.app]\napp_id = \"12345\"\ninstallation_id = \"678\"\n\
+         private_key_file = \"{}\"\napi_url = \"http://127.0.0.1:{port}\"\n",
+        state.display(),
+        key.display()
+    );
+    let flags = [
+        "run",
+        "--backend",
+        "bwrap",
+        "--allow-domain",
+        "forge.test",
+        "--allow-private",
+        "forge.test",
+        "--resolve",
+        "forge.test:127.0.0.1",
+    ];
+    let first = CcServer::new(&plugins)
+        .current_dir(&clone)
+        .config(&config)
+        .args(flags)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "git fetch -q origin && touch fetched && sleep 60",
+        ]);
+    let _home = first.home();
+    let mut child = first.spawn();
+    let fetched = eventually(std::time::Duration::from_secs(30), || {
+        clone.join("fetched").exists()
+    });
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    assert!(fetched, "the first run did not fetch");
+    {
+        let forge_state = app.lock().unwrap();
+        assert_eq!(forge_state.minted.len(), 1);
+        assert!(!forge_state.minted[0].revoked, "revoked before the restart");
+    }
+    let out = CcServer::new(&plugins)
+        .current_dir(&clone)
+        .config(&config)
+        .args(flags)
+        .args(["--", "true"])
+        .output();
+    assert!(out.status.success(), "{}", both(&out));
+    let forge_state = app.lock().unwrap();
+    assert!(
+        forge_state.minted.iter().all(|m| m.revoked),
+        "left live after the restart\n{}",
+        both(&out)
+    );
+}

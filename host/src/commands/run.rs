@@ -45,7 +45,7 @@ pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode>
         .ask
         .then(|| Arc::new(Terminal::new(settings.policy.approval_timeout)) as Arc<dyn Approver>);
     let sessions = start(&settings.start_options_with(layer.as_ref()), approver).await?;
-    settings.install_gateway(&sessions)?;
+    settings.install_gateway(&sessions).await?;
 
     let session = sessions
         .create(spec, args.sandbox.backend.as_deref())
