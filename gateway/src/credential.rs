@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use sandbox_runtime::channel::{Call, Reply};
 
@@ -37,8 +38,13 @@ pub enum ReadSource {
 /// comes from the app, and revoked when the session ends.
 pub struct Broker {
     read: ReadToken,
-    minted: Mutex<HashMap<String, String>>,
+    /// Per session: the token and when it was minted.
+    minted: Mutex<HashMap<String, (String, Instant)>>,
 }
+
+/// A session's read token is minted again after this long (installation
+/// tokens live an hour), the old one revoked.
+pub const REMINT_AFTER: Duration = Duration::from_secs(50 * 60);
 
 impl Broker {
     pub fn new(read: ReadToken) -> Self {
@@ -59,16 +65,26 @@ impl Broker {
             .unwrap_or_else(|p| p.into_inner())
             .get(session)
             .cloned();
-        if let Some(token) = known {
-            return Ok(token);
-        }
+        let stale = match known {
+            Some((token, at)) if at.elapsed() < REMINT_AFTER => return Ok(token),
+            Some((token, _)) => Some(token),
+            None => None,
+        };
         let token = app
             .mint(repositories, crate::app::READ_PERMISSIONS)
             .await?
             .token;
         tracing::info!(%session, "minted the session's forge read token");
-        let mut minted = self.minted.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(minted.entry(session.to_owned()).or_insert(token).clone())
+        self.minted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(session.to_owned(), (token.clone(), Instant::now()));
+        if let Some(stale) = stale
+            && let Err(e) = app.revoke(&stale).await
+        {
+            tracing::warn!(%session, "the session's previous forge read token: {e}");
+        }
+        Ok(token)
     }
 
     /// The helper's answer (see [`answer`]).
@@ -95,7 +111,7 @@ impl Broker {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(session);
-        if let (Some(token), ReadSource::App(app, _)) = (token, &self.read.source) {
+        if let (Some((token, _)), ReadSource::App(app, _)) = (token, &self.read.source) {
             match app.revoke(&token).await {
                 Ok(()) => tracing::info!(%session, "revoked the session's forge read token"),
                 Err(e) => tracing::warn!(%session, "the session's forge read token: {e}"),
