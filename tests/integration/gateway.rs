@@ -433,3 +433,65 @@ fn a_restarted_server_revokes_the_tokens_a_killed_one_left() {
         both(&out)
     );
 }
+
+/// SPEC H4, H8: a ref the rules send to the owner (a tag) waits for the
+/// answer: `y` at `run --ask`'s terminal lets the tag through, `n` refuses
+/// it in git's own words and nothing arrives.
+#[test]
+fn a_prompted_push_waits_for_the_owner() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("forge");
+    std::fs::create_dir_all(root.join("o")).unwrap();
+    let bare = bare_repo(&root, "o/r.git");
+    let forge = GitHttpServer::start_requiring(&root, Some(AUTHORIZATION.to_owned()));
+    let port = forge.port();
+    let header = format!("http.extraHeader=Authorization: {AUTHORIZATION}");
+    let url = format!("http://127.0.0.1:{port}/o/r.git");
+    git(tmp.path(), &["-c", &header, "clone", "-q", &url, "clone"]);
+    let clone = tmp.path().join("clone");
+    let token = tmp.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let config = format!(
+        "[gateway]\nupstream = \"http://127.0.0.1:{port}\"\nrepositories = [\"o/r.git\"]\n\
+         token_file = \"{}\"\n",
+        token.display()
+    );
+    let gw = "http://cc-server.internal/git/o/r.git";
+    for (tag, answer) in [("v1", b"y\n"), ("v2", b"n\n")] {
+        let script = format!("git push -q {gw} HEAD:refs/tags/{tag}; echo push=$?");
+        let (out, shown) = CcServer::new(&plugins)
+            .current_dir(&clone)
+            .config(&config)
+            .args([
+                "run",
+                "--backend",
+                "bwrap",
+                "--ask",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .output_on_terminal(b"", "[y/N]", answer);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert!(
+            shown.contains(&format!("push the tag {tag}")),
+            "the question names the ref:\n{shown}\n{stderr}"
+        );
+        let tags = branches(&bare);
+        if tag == "v1" {
+            assert!(stdout.contains("push=0"), "{stdout}\n{stderr}\n{shown}");
+            assert!(tags.contains("refs/tags/v1"), "{tags}");
+        } else {
+            assert!(stdout.contains("push=1"), "{stdout}\n{stderr}\n{shown}");
+            assert!(
+                stderr.contains("[remote rejected] HEAD -> v2 (cc_server policy: push the tag v2:"),
+                "{stderr}"
+            );
+            assert!(!tags.contains("refs/tags/v2"), "{tags}");
+        }
+    }
+}
