@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
+use sandbox_egress::local::Refused;
 use sandbox_policy::{Class, Decision, Targets};
 use sandbox_runtime::channel::{Call, Caller, Channel, Handler, HttpHandler, RegisterError};
 use sandbox_runtime::command_policy::approvals::Question;
@@ -35,6 +36,51 @@ pub fn push_instead_of(prefixes: &[String]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The ssh endpoints of the forges behind these push URLs (`git@host:`,
+/// `ssh://git@host[:port]/`; GitHub's ssh over 443 too), refused by the
+/// session's proxies: with the forge's tokens brokered, a push goes over
+/// https to the gateway, never around it over ssh.
+pub fn ssh_refusals(push_urls: &[String]) -> Vec<Refused> {
+    let mut targets: Vec<(String, u16)> = Vec::new();
+    for url in push_urls {
+        let target = if let Some(rest) = url.strip_prefix("ssh://") {
+            let authority = rest.split('/').next().unwrap_or_default();
+            let host_port = authority.rsplit('@').next().unwrap_or_default();
+            match host_port.rsplit_once(':') {
+                Some((host, port)) => port.parse().ok().map(|p| (host.to_owned(), p)),
+                None => Some((host_port.to_owned(), 22)),
+            }
+        } else if !url.contains("://")
+            && let Some((user_host, _)) = url.split_once(':')
+        {
+            let host = user_host.rsplit('@').next().unwrap_or_default();
+            Some((host.to_owned(), 22))
+        } else {
+            None
+        };
+        if let Some((host, port)) = target
+            && !host.is_empty()
+        {
+            if host.eq_ignore_ascii_case("github.com") {
+                targets.push(("ssh.github.com".to_owned(), 443));
+            }
+            targets.push((host, port));
+        }
+    }
+    targets.sort();
+    targets.dedup();
+    targets
+        .into_iter()
+        .map(|(host, port)| Refused {
+            rule: format!(
+                "the push gateway brokers this forge's tokens, so git over ssh to {host}:{port} is refused: use the https URL (pushes go to the gateway); `[gateway] push_urls` in the config"
+            ),
+            host,
+            port,
+        })
+        .collect()
+}
+
 /// git config entries as environment (`GIT_CONFIG_COUNT`, `_KEY_n`,
 /// `_VALUE_n`): read by every git, written to no file.
 pub fn git_config_env(entries: &[(String, String)]) -> Vec<(String, String)> {
@@ -56,6 +102,8 @@ pub fn install(
     read: Option<ReadToken>,
 ) -> Result<(), String> {
     let gateway = Arc::new(Gateway::new(config)?);
+    channel.refuse_egress(ssh_refusals(push_urls));
+    channel.strip_command_env("SSH_AUTH_SOCK");
     let mut entries = push_instead_of(push_urls);
     if let Some(read) = read {
         entries.push(credential::helper_entry(&read));
@@ -217,6 +265,27 @@ mod tests {
             new: new.to_string().repeat(40),
             name: name.to_owned(),
         }
+    }
+
+    #[test]
+    fn the_ssh_forms_of_the_push_urls_are_refused() {
+        let urls: Vec<String> = GITHUB_PUSH_URLS.iter().map(|u| (*u).to_owned()).collect();
+        let refused: Vec<(String, u16)> = ssh_refusals(&urls)
+            .into_iter()
+            .map(|r| (r.host, r.port))
+            .collect();
+        assert_eq!(
+            refused,
+            [
+                ("github.com".to_owned(), 22),
+                ("ssh.github.com".to_owned(), 443)
+            ]
+        );
+        let other = ssh_refusals(&["ssh://git@forge.test:2222/".to_owned()]);
+        assert_eq!(
+            (other[0].host.as_str(), other[0].port),
+            ("forge.test", 2222)
+        );
     }
 
     #[test]

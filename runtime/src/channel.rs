@@ -30,6 +30,10 @@ use crate::Session;
 /// The variable naming the client program in every command's environment.
 pub const CALL_VARIABLE: &str = "CC_SERVER_CALL";
 
+/// Marks a variable to remove in [`Channel::command_env`] (no variable
+/// name holds `=`).
+pub const STRIP: &str = "=strip=";
+
 /// The channel's reserved host name.
 pub const HOST: &str = sandbox_plugin_api::server_call::HOST;
 
@@ -112,6 +116,7 @@ pub struct Channel {
     mounts: RwLock<BTreeMap<String, HttpHandler>>,
     env: RwLock<Vec<(String, String)>>,
     ends: RwLock<Vec<EndHook>>,
+    refused: RwLock<Vec<sandbox_egress::local::Refused>>,
 }
 
 /// Told a session's id when it has been torn down (what a handler minted
@@ -132,6 +137,7 @@ impl Channel {
             mounts: RwLock::new(BTreeMap::new()),
             env: RwLock::new(Vec::new()),
             ends: RwLock::new(Vec::new()),
+            refused: RwLock::new(Vec::new()),
         };
         let whoami: Handler = Arc::new(|call: Call| {
             Box::pin(async move {
@@ -204,6 +210,24 @@ impl Channel {
         env.extend(vars);
     }
 
+    /// Has the proxies of sessions launched from now on refuse these
+    /// targets on every way in (a mounted service's: the push gateway
+    /// refuses ssh to the forge while it brokers the forge's tokens).
+    pub fn refuse_egress(&self, refused: impl IntoIterator<Item = sandbox_egress::local::Refused>) {
+        self.refused
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(refused);
+    }
+
+    /// The targets of [`Channel::refuse_egress`].
+    pub fn refused_egress(&self) -> Vec<sandbox_egress::local::Refused> {
+        self.refused
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Runs `hook` after every session's teardown, with its id.
     pub fn on_session_end(&self, hook: EndHook) {
         self.ends
@@ -220,7 +244,18 @@ impl Channel {
         }
     }
 
-    /// The variables of [`Channel::add_command_env`].
+    /// Removes this variable from every command's environment, whatever
+    /// the client sent (the push gateway: `SSH_AUTH_SOCK`, no agent for a
+    /// push around it).
+    pub fn strip_command_env(&self, name: &str) {
+        self.env
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((format!("{STRIP}{name}"), String::new()));
+    }
+
+    /// The variables of [`Channel::add_command_env`]; a name removed by
+    /// [`Channel::strip_command_env`] comes as `(STRIP + name, "")`.
     pub fn command_env(&self) -> Vec<(String, String)> {
         self.env.read().unwrap_or_else(|p| p.into_inner()).clone()
     }

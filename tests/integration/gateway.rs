@@ -24,6 +24,8 @@ fn run_in(plugins: &Plugins, dir: &Path, config: &str, script: &str) -> Output {
     CcServer::new(plugins)
         .current_dir(dir)
         .config(config)
+        // An agent socket of the host's: never forwarded.
+        .env("SSH_AUTH_SOCK", "/tmp/agent.sock")
         // Should a push escape the rewrite, `github.com` is loopback, which
         // the proxy refuses: no test reaches the real forge.
         .args([
@@ -82,6 +84,8 @@ fn pushes_are_judged_per_ref_and_forwarded_with_a_token_the_sandbox_never_sees()
          git push git@github.com:o/r.git HEAD:refs/heads/agent/scp; echo scp=$?\n\
          git push ssh://git@github.com/o/r.git HEAD:refs/heads/main; echo ssh-main=$?\n\
          git -c remote.origin.pushurl=http://127.0.0.1:{port}/o/r.git push origin HEAD:refs/heads/agent/bypass; echo bypass=$?\n\
+         python3 -c \"import socket;s=socket.create_connection(('127.0.0.1',3128));s.sendall(b'CONNECT github.com:22 HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n');print(s.recv(4096).decode())\"\n\
+         echo auth=${{SSH_AUTH_SOCK:-none}}\n\
          (env; cat .git/config) | grep -c {TOKEN}; echo\n"
     );
     let out = run_in(&plugins, &clone, &config, &script);
@@ -98,6 +102,7 @@ fn pushes_are_judged_per_ref_and_forwarded_with_a_token_the_sandbox_never_sees()
         "scp=0",
         "ssh-main=1",
         "bypass=128",
+        "auth=none",
         "0",
     ] {
         assert!(lines.contains(&want), "expected {want}\n{}", both(&out));
@@ -120,6 +125,12 @@ fn pushes_are_judged_per_ref_and_forwarded_with_a_token_the_sandbox_never_sees()
     );
     assert!(
         stdout.contains("malformed pkt-line at byte 0"),
+        "{}",
+        both(&out)
+    );
+    // ssh to the forge is refused by name while the gateway brokers it.
+    assert!(
+        stdout.contains("git over ssh to github.com:22 is refused"),
         "{}",
         both(&out)
     );

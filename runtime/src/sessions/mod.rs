@@ -311,7 +311,11 @@ impl Sessions {
         let router = Arc::new(Router::new(Arc::clone(&self.settings.output_budget)));
         // SPEC E1: this session's own proxies, before the sandbox exists.
         let mut proxy_env = Vec::new();
-        let (local, live) = self.channel.service(&id, &selection.backend, &spec);
+        let (service, live) = self.channel.service(&id, &selection.backend, &spec);
+        let local = sandbox_egress::local::Local {
+            service: Some(service),
+            refused: self.channel.refused_egress(),
+        };
         if let Some(program) = channel::client_program(&selection.backend) {
             let program = program.to_string_lossy().into_owned();
             proxy_env.push((channel::CALL_VARIABLE.to_owned(), program));
@@ -331,9 +335,9 @@ impl Sessions {
             let cap = self.settings.egress.max_connections;
             let (proxies, reach) = if unix {
                 let known_hosts = &self.settings.egress.ssh_known_hosts;
-                SessionEgress::start(policy, known_hosts, cap, sink, Some(local)).await?
+                SessionEgress::start(policy, known_hosts, cap, sink, local).await?
             } else {
-                SessionEgress::start_tcp(policy, cap, sink, Some(local)).await?
+                SessionEgress::start_tcp(policy, cap, sink, local).await?
             };
             match reach {
                 Reach::Endpoints(endpoints) => spec.egress = Some(endpoints),
@@ -701,7 +705,12 @@ impl Session {
                 SessionError::Refused(Box::new(refusal))
             })?;
         let removed = env::prepare(&mut request.env);
-        request.env.extend(self.proxy_env.iter().cloned());
+        for (name, value) in &self.proxy_env {
+            match name.strip_prefix(channel::STRIP) {
+                Some(strip) => drop(request.env.remove(strip)),
+                None => drop(request.env.insert(name.clone(), value.clone())),
+            }
+        }
         if !removed.is_empty() {
             tracing::info!(session = %self.id, "removed from the command's environment: {}", removed.join(", "));
         }
