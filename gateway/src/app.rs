@@ -13,8 +13,9 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request};
-use hyper_util::rt::TokioIo;
 use ring::rand::SystemRandom;
+
+use crate::target::Target;
 use ring::signature::{RSA_PKCS1_SHA256, RsaKeyPair};
 
 /// What the run's read token may do: read contents, work with pull
@@ -37,8 +38,8 @@ pub trait Ledger: Send + Sync {
 pub struct App {
     app_id: String,
     installation_id: String,
-    /// `http://host:port[/prefix]` of the REST API.
-    api: Upstream,
+    /// The REST API's base URL.
+    api: Target,
     key: RsaKeyPair,
     ledger: std::sync::OnceLock<std::sync::Arc<dyn Ledger>>,
 }
@@ -65,38 +66,6 @@ impl std::fmt::Debug for Token {
             .field("expires_at", &self.expires_at)
             .finish_non_exhaustive()
     }
-}
-
-#[derive(Debug, Clone)]
-struct Upstream {
-    host: String,
-    port: u16,
-    prefix: String,
-}
-
-fn upstream(url: &str) -> Result<Upstream, String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("`{url}`: only http:// is supported so far"))?;
-    let (authority, prefix) = match rest.find('/') {
-        Some(at) => (&rest[..at], rest[at..].trim_end_matches('/')),
-        None => (rest, ""),
-    };
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) => (
-            h,
-            p.parse::<u16>().map_err(|_| format!("`{url}`: bad port"))?,
-        ),
-        None => (authority, 80),
-    };
-    if host.is_empty() {
-        return Err(format!("`{url}`: no host"));
-    }
-    Ok(Upstream {
-        host: host.to_owned(),
-        port,
-        prefix: prefix.to_owned(),
-    })
 }
 
 /// The DER inside a PEM `RSA PRIVATE KEY` (PKCS#1, as GitHub hands them
@@ -127,11 +96,12 @@ impl App {
         installation_id: &str,
         api_url: &str,
         key_pem: &str,
+        ca_file: Option<&std::path::Path>,
     ) -> Result<Self, String> {
         Ok(Self {
             app_id: app_id.to_owned(),
             installation_id: installation_id.to_owned(),
-            api: upstream(api_url)?,
+            api: Target::parse(api_url, ca_file).map_err(|e| format!("api_url {e}"))?,
             key: pem_key(key_pem)?,
             ledger: std::sync::OnceLock::new(),
         })
@@ -246,28 +216,24 @@ impl App {
         authorization: &str,
         body: String,
     ) -> Result<(u16, Bytes), String> {
-        let address = format!("{}:{}", self.api.host, self.api.port);
-        let stream = tokio::net::TcpStream::connect(&address)
-            .await
-            .map_err(|e| format!("cannot reach the forge's API {address}: {e}"))?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| format!("the forge's API {address}: {e}"))?;
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
+        let mut sender = self.api.connect().await?;
+        let address = self.api.authority();
         let request = Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.api.prefix))
             .header(
                 header::HOST,
-                HeaderValue::from_str(&address).map_err(|e| e.to_string())?,
+                HeaderValue::from_str(&self.api.host).map_err(|e| e.to_string())?,
             )
             .header(header::AUTHORIZATION, authorization)
             .header(header::ACCEPT, "application/vnd.github+json")
             .header(header::USER_AGENT, "cc_server")
             .header(header::CONTENT_TYPE, "application/json")
-            .body(Full::new(Bytes::from(body)))
+            .body(
+                Full::new(Bytes::from(body))
+                    .map_err(|never| match never {})
+                    .boxed(),
+            )
             .map_err(|e| e.to_string())?;
         let response = sender
             .send_request(request)
@@ -286,16 +252,6 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn api_urls_parse() {
-        let u = upstream("http://127.0.0.1:9/api/v3/").unwrap();
-        assert_eq!(
-            (u.host.as_str(), u.port, u.prefix.as_str()),
-            ("127.0.0.1", 9, "/api/v3")
-        );
-        assert!(upstream("https://api.github.com").is_err());
-    }
 
     #[test]
     fn a_key_that_is_not_one_is_refused() {

@@ -14,11 +14,11 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 
 use crate::pktline::{self, Pkt};
 use crate::receive::{self, PushHead};
 use crate::report::{self, Decision};
+use crate::target::Target;
 
 /// A gateway answer's body (streamed: a forwarded push's report).
 pub type GatewayBody = BoxBody<Bytes, hyper::Error>;
@@ -39,6 +39,8 @@ pub struct GatewayConfig {
     pub repositories: Vec<String>,
     /// The `Authorization` value forwarded requests carry (without an app).
     pub authorization: Option<String>,
+    /// A CA file (PEM) trusted besides the system's roots for https.
+    pub ca_file: Option<std::path::PathBuf>,
     /// With a GitHub App, each forwarded request gets a write token minted
     /// for it (no `workflows`), revoked once its answer has been streamed.
     pub app: Option<std::sync::Arc<crate::app::App>>,
@@ -111,9 +113,7 @@ pub trait Judge: Send + Sync {
 #[derive(Debug, Clone)]
 pub struct Gateway {
     config: GatewayConfig,
-    host: String,
-    port: u16,
-    prefix: String,
+    target: Target,
 }
 
 fn full(bytes: impl Into<Bytes>) -> GatewayBody {
@@ -142,33 +142,12 @@ fn typed(content_type: &'static str, body: Vec<u8>) -> Response<GatewayBody> {
 }
 
 impl Gateway {
-    /// Checks the upstream URL (`http://host[:port][/prefix]`).
+    /// Checks the upstream URL (`http(s)://host[:port][/prefix]`) and
+    /// makes its TLS client.
     pub fn new(config: GatewayConfig) -> Result<Self, String> {
-        let rest = config
-            .upstream
-            .strip_prefix("http://")
-            .ok_or_else(|| format!("upstream `{}`: only http:// is supported", config.upstream))?;
-        let (authority, prefix) = match rest.find('/') {
-            Some(at) => (&rest[..at], rest[at..].trim_end_matches('/')),
-            None => (rest, ""),
-        };
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) => (
-                h,
-                p.parse::<u16>()
-                    .map_err(|_| format!("upstream `{}`: bad port", config.upstream))?,
-            ),
-            None => (authority, 80),
-        };
-        if host.is_empty() {
-            return Err(format!("upstream `{}`: no host", config.upstream));
-        }
-        Ok(Self {
-            host: host.to_owned(),
-            port,
-            prefix: prefix.to_owned(),
-            config,
-        })
+        let target = Target::parse(&config.upstream, config.ca_file.as_deref())
+            .map_err(|e| format!("upstream {e}"))?;
+        Ok(Self { target, config })
     }
 
     fn linked(&self, repository: &str) -> bool {
@@ -221,7 +200,7 @@ impl Gateway {
         }
         let url = format!(
             "{}/{repository}/info/refs?service={RECEIVE_PACK}",
-            self.prefix
+            self.target.prefix
         );
         let mut request = Request::get(url);
         let (auth, _minted) = match self.credential(repository).await {
@@ -333,7 +312,7 @@ impl Gateway {
                 ),
             };
         }
-        let url = format!("{}/{repository}/{RECEIVE_PACK}", self.prefix);
+        let url = format!("{}/{repository}/{RECEIVE_PACK}", self.target.prefix);
         let mut forward = Request::post(url);
         for name in [
             header::CONTENT_TYPE,
@@ -405,22 +384,10 @@ impl Gateway {
         Ok((Some(format!("Basic {basic}")), Some(minted)))
     }
 
-    async fn send(&self, request: Request<GatewayBody>) -> Result<Response<Incoming>, String> {
-        let address = format!("{}:{}", self.host, self.port);
-        let stream = tokio::net::TcpStream::connect(&address)
-            .await
-            .map_err(|e| format!("cannot reach the upstream {address}: {e}"))?;
-        let _ = stream.set_nodelay(true);
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| format!("the upstream {address}: {e}"))?;
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!("gateway upstream connection: {e}");
-            }
-        });
-        let mut request = request;
-        let host = HeaderValue::from_str(&address).map_err(|e| e.to_string())?;
+    async fn send(&self, mut request: Request<GatewayBody>) -> Result<Response<Incoming>, String> {
+        let mut sender = self.target.connect().await?;
+        let address = self.target.authority();
+        let host = HeaderValue::from_str(&self.target.host).map_err(|e| e.to_string())?;
         request.headers_mut().insert(header::HOST, host);
         sender
             .send_request(request)
@@ -521,16 +488,21 @@ mod tests {
                 upstream: u.into(),
                 repositories: vec!["o/r.git".into()],
                 authorization: None,
+                ca_file: None,
                 app: None,
             })
         };
         let gw = g("http://127.0.0.1:8080/git/").unwrap();
         assert_eq!(
-            (gw.host.as_str(), gw.port, gw.prefix.as_str()),
+            (
+                gw.target.host.as_str(),
+                gw.target.port,
+                gw.target.prefix.as_str()
+            ),
             ("127.0.0.1", 8080, "/git")
         );
         assert!(gw.linked("o/r") && gw.linked("/o/r.git") && !gw.linked("o/other.git"));
-        assert!(g("https://x").is_err());
+        assert!(g("ftp://x").is_err());
         assert!(g("http://:80").is_err());
     }
 

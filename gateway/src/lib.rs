@@ -18,6 +18,7 @@
 //! - [`app`]: GitHub App installation tokens: the JWT, mint, revoke.
 //! - [`credential`]: the read token, handed to git by a credential helper
 //!   over the channel.
+//! - [`target`]: http or https to the forge (system roots, a CA file).
 //! - [`session`]: mounted on the server channel, judged by the session's
 //!   guardrails (`push_remote`), prompts to its owner.
 
@@ -30,6 +31,7 @@ pub mod pktline;
 pub mod receive;
 pub mod report;
 pub mod session;
+pub mod target;
 
 pub use forward::{Gateway, GatewayConfig, Judge, Verdict};
 pub use receive::{PushHead, RefUpdate, UpdateKind};

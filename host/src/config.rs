@@ -98,6 +98,10 @@ pub struct GatewaySection {
     pub read_url: Option<String>,
     /// A GitHub App: write tokens minted per push, read tokens per session.
     pub app: Option<AppSection>,
+    /// A CA (PEM) trusted besides the system's roots for the forge and its
+    /// API over https (GitHub Enterprise behind a private CA; the tests);
+    /// relative to the config file.
+    pub ca_file: Option<PathBuf>,
     /// Push URL prefixes sent to the gateway (`pushInsteadOf`); default
     /// GitHub's `https://github.com/`, `git@github.com:`, `ssh://git@github.com/`.
     pub push_urls: Option<Vec<String>>,
@@ -700,13 +704,26 @@ fn resolve_gateway(
         }
         None => None,
     };
+    let ca_file = section
+        .ca_file
+        .as_ref()
+        .map(|file| match config.and_then(Path::parent) {
+            Some(dir) if file.is_relative() => dir.join(file),
+            _ => file.clone(),
+        });
     let app = match &section.app {
         Some(app) => {
             let key = read_private_token(&app.private_key_file, config)
                 .map_err(|message| format!("[gateway.app] private_key_file: {message}"))?;
             let api = app.api_url.as_deref().unwrap_or("https://api.github.com");
-            let made = sandbox_gateway::app::App::new(&app.app_id, &app.installation_id, api, &key)
-                .map_err(|e| format!("[gateway.app] {e}"))?;
+            let made = sandbox_gateway::app::App::new(
+                &app.app_id,
+                &app.installation_id,
+                api,
+                &key,
+                ca_file.as_deref(),
+            )
+            .map_err(|e| format!("[gateway.app] {e}"))?;
             Some(Arc::new(made))
         }
         None => None,
@@ -715,6 +732,7 @@ fn resolve_gateway(
         upstream: section.upstream.clone(),
         repositories: section.repositories.clone(),
         authorization,
+        ca_file,
         app,
     };
     sandbox_gateway::Gateway::new(config.clone()).map_err(|e| format!("[gateway] {e}"))?;
