@@ -51,10 +51,22 @@ fn pushes_are_judged_per_ref_and_forwarded_with_a_token_the_sandbox_never_sees()
     let root = tmp.path().join("forge");
     std::fs::create_dir_all(root.join("o")).unwrap();
     let bare = bare_repo(&root, "o/r.git");
-    let forge = GitHttpServer::start_requiring(&root, Some(AUTHORIZATION.to_owned()));
+    // The stand-in forge is served over TLS by a test CA the config trusts.
+    let (ca, tls) = crate::net::test_ca(tmp.path());
+    let scopes = crate::net::Scopes {
+        write: Some(AUTHORIZATION.to_owned()),
+        tls: Some(tls),
+        ..crate::net::Scopes::default()
+    };
+    let forge = GitHttpServer::start_with_scopes(&root, scopes);
     let port = forge.port();
-    let url = format!("http://127.0.0.1:{port}/o/r.git");
-    git(tmp.path(), &["clone", "-q", &url, "clone"]);
+    let url = format!("https://127.0.0.1:{port}/o/r.git");
+    let ca_text = ca.to_str().unwrap();
+    crate::net::git_env(
+        tmp.path(),
+        &["clone", "-q", &url, "clone"],
+        &[("GIT_SSL_CAINFO", ca_text)],
+    );
     let clone = tmp.path().join("clone");
 
     let rules = tmp.path().join("rules.toml");
@@ -63,10 +75,11 @@ fn pushes_are_judged_per_ref_and_forwarded_with_a_token_the_sandbox_never_sees()
     std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
     std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
     let config = format!(
-        "[policy]\nguardrails = \"{}\"\n\n[gateway]\nupstream = \"http://127.0.0.1:{port}\"\n\
-         repositories = [\"o/r.git\"]\ntoken_file = \"{}\"\n",
+        "[policy]\nguardrails = \"{}\"\n\n[gateway]\nupstream = \"https://127.0.0.1:{port}\"\n\
+         repositories = [\"o/r.git\"]\ntoken_file = \"{}\"\nca_file = \"{}\"\n",
         rules.display(),
-        token.display()
+        token.display(),
+        ca.display()
     );
     let gw = "http://cc-server.internal/git/o/r.git";
     let script = format!(
@@ -192,6 +205,7 @@ fn the_read_token_reaches_git_through_the_channel_and_cannot_push() {
         write: Some(AUTHORIZATION.to_owned()),
         read: Some(READ_AUTHORIZATION.to_owned()),
         app: None,
+        tls: None,
     };
     let forge = GitHttpServer::start_with_scopes(&root, scopes);
     let port = forge.port();
@@ -269,6 +283,7 @@ fn app_tokens_are_minted_scoped_and_all_revoked() {
         write: Some(AUTHORIZATION.to_owned()),
         read: None,
         app: Some(app.clone()),
+        tls: None,
     };
     let forge = GitHttpServer::start_with_scopes(&root, scopes);
     let port = forge.port();
@@ -368,6 +383,7 @@ fn a_restarted_server_revokes_the_tokens_a_killed_one_left() {
         write: Some(AUTHORIZATION.to_owned()),
         read: None,
         app: Some(app.clone()),
+        tls: None,
     };
     let forge = GitHttpServer::start_with_scopes(&root, scopes);
     let port = forge.port();

@@ -206,6 +206,94 @@ pub struct Scopes {
     pub read: Option<String>,
     /// The GitHub App token endpoints, and the tokens they minted.
     pub app: Option<Arc<std::sync::Mutex<AppForge>>>,
+    /// Served over TLS with this config (see [`test_ca`]).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+/// A test CA and a server certificate it signed for `forge.test` and
+/// `127.0.0.1`, made with openssl in `dir`: the CA's PEM file, and the
+/// stand-in's TLS config.
+pub fn test_ca(dir: &Path) -> (PathBuf, Arc<rustls::ServerConfig>) {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            text(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=cc-server test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=forge.test",
+    ]);
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=DNS:forge.test,IP:127.0.0.1
+basicConstraints=CA:FALSE
+         extendedKeyUsage=serverAuth
+",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "1",
+        "-extfile",
+        "server.ext",
+    ]);
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("server.pem"))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let key = PrivateKeyDer::from_pem_file(dir.join("server.key")).unwrap();
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    (dir.join("ca.pem"), Arc::new(config))
 }
 
 /// The stand-in's GitHub App side: every token minted and revoked, the
@@ -326,7 +414,26 @@ impl GitHttpServer {
         let counter = requests.clone();
         let seen = pushes.clone();
         let listener = Listener::start(Arc::new(move |stream| {
-            if let Err(e) = serve_git(&root, stream, &counter, (&scopes, &seen)) {
+            let mut stream = stream;
+            let result = match &scopes.tls {
+                None => {
+                    let result = serve_git(&root, &mut stream, &counter, (&scopes, &seen));
+                    let _ = stream.shutdown(Shutdown::Write);
+                    result
+                }
+                Some(config) => match rustls::ServerConnection::new(Arc::clone(config)) {
+                    Ok(connection) => {
+                        let mut tls = rustls::StreamOwned::new(connection, stream);
+                        let result = serve_git(&root, &mut tls, &counter, (&scopes, &seen));
+                        tls.conn.send_close_notify();
+                        let _ = tls.flush();
+                        let _ = tls.sock.shutdown(Shutdown::Write);
+                        result
+                    }
+                    Err(e) => Err(std::io::Error::other(e)),
+                },
+            };
+            if let Err(e) = result {
                 eprintln!("git http fixture: {e}");
             }
         }));
@@ -359,13 +466,12 @@ impl GitHttpServer {
 
 type PushCheck<'a> = (&'a Scopes, &'a std::sync::Mutex<Vec<Option<String>>>);
 
-fn serve_git(
+fn serve_git<S: Read + Write>(
     root: &Path,
-    stream: TcpStream,
+    stream: &mut S,
     requests: &AtomicUsize,
     (scopes, seen): PushCheck<'_>,
 ) -> std::io::Result<()> {
-    let mut out = stream.try_clone()?;
     let mut reader = BufReader::new(stream);
     let Some(req) = Request::read(&mut reader) else {
         return Ok(());
@@ -384,8 +490,8 @@ fn serve_git(
             "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
             answer.len()
         );
-        out.write_all(head.as_bytes())?;
-        out.write_all(answer.as_bytes())?;
+        reader.get_mut().write_all(head.as_bytes())?;
+        reader.get_mut().write_all(answer.as_bytes())?;
         return Ok(());
     }
     let is = |scope: &Option<String>| scope.is_some() && *scope == given;
@@ -405,7 +511,7 @@ fn serve_git(
     };
     {
         if refused {
-            out.write_all(
+            reader.get_mut().write_all(
                 b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"forge\"\r\n\
                   Content-Length: 0\r\nConnection: close\r\n\r\n",
             )?;
@@ -416,7 +522,9 @@ fn serve_git(
         .header("expect")
         .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
     {
-        out.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
+        reader
+            .get_mut()
+            .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
     }
     let body = req.read_body(&mut reader)?;
     let mut cgi = Command::new("git");
@@ -445,7 +553,7 @@ fn serve_git(
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()?;
-    let result = relay_cgi(&mut child, body, &mut out);
+    let result = relay_cgi(&mut child, body, reader.get_mut());
     let _ = child.kill();
     let _ = child.wait();
     result
@@ -453,7 +561,7 @@ fn serve_git(
 
 /// Feeds the body to the CGI (from a thread: it may answer before reading
 /// it all) and turns its output into an HTTP response.
-fn relay_cgi(child: &mut Child, body: Vec<u8>, out: &mut TcpStream) -> std::io::Result<()> {
+fn relay_cgi(child: &mut Child, body: Vec<u8>, out: &mut impl Write) -> std::io::Result<()> {
     let mut stdin = child.stdin.take().unwrap();
     let feeder = std::thread::spawn(move || {
         let _ = stdin.write_all(&body);
@@ -478,7 +586,6 @@ fn relay_cgi(child: &mut Child, body: Vec<u8>, out: &mut TcpStream) -> std::io::
     out.write_all(format!("HTTP/1.1 {status}\r\n{head}Connection: close\r\n\r\n").as_bytes())?;
     std::io::copy(&mut cgi, out)?;
     out.flush()?;
-    let _ = out.shutdown(Shutdown::Write);
     let _ = feeder.join();
     Ok(())
 }
