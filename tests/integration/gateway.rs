@@ -522,3 +522,61 @@ fn a_prompted_push_waits_for_the_owner() {
         }
     }
 }
+
+/// SPEC H8, E6: on `none` the gateway is reached the same way, through the
+/// session's credentialed loopback proxy (advisory there: nothing stops a
+/// command on the host going around it).
+#[test]
+fn on_none_pushes_meet_the_gateway_through_the_credentialed_proxy() {
+    let plugins = Plugins::with_none();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("forge");
+    std::fs::create_dir_all(root.join("o")).unwrap();
+    let bare = bare_repo(&root, "o/r.git");
+    let forge = GitHttpServer::start_requiring(&root, Some(AUTHORIZATION.to_owned()));
+    let port = forge.port();
+    let header = format!("http.extraHeader=Authorization: {AUTHORIZATION}");
+    let url = format!("http://127.0.0.1:{port}/o/r.git");
+    git(tmp.path(), &["-c", &header, "clone", "-q", &url, "clone"]);
+    let clone = tmp.path().join("clone");
+    let (rules, token) = (tmp.path().join("rules.toml"), tmp.path().join("token"));
+    std::fs::write(&rules, RULES).unwrap();
+    std::fs::write(&token, TOKEN).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let config = format!(
+        "[policy]\nguardrails = \"{}\"\n\n[gateway]\nupstream = \"http://127.0.0.1:{port}\"\n\
+         repositories = [\"o/r.git\"]\ntoken_file = \"{}\"\n",
+        rules.display(),
+        token.display()
+    );
+    let script = "git -c user.name=a -c user.email=a@example.com commit -q --allow-empty -m on-none\n\
+                  git push -q https://github.com/o/r.git HEAD:refs/heads/agent/none; echo agent=$?\n\
+                  git push -q https://github.com/o/r.git HEAD:refs/heads/main; echo main=$?\n";
+    let out = CcServer::new(&plugins)
+        .current_dir(&clone)
+        .config(&config)
+        .args([
+            "run",
+            "--backend",
+            "none",
+            "--resolve",
+            "github.com:127.0.0.1",
+        ])
+        .args(["--", "sh", "-c", script])
+        .output();
+    let stdout = text(&out.stdout);
+    for want in ["agent=0", "main=1"] {
+        assert!(
+            stdout.lines().any(|l| l == want),
+            "expected {want}\n{}",
+            both(&out)
+        );
+    }
+    assert!(
+        text(&out.stderr).contains("[remote rejected] HEAD -> main"),
+        "{}",
+        both(&out)
+    );
+    let refs = branches(&bare);
+    assert!(refs.contains("refs/heads/agent/none"), "{refs}");
+}
