@@ -39,6 +39,8 @@ pub struct GatewayConfig {
     pub repositories: Vec<String>,
     /// The `Authorization` value forwarded requests carry (without an app).
     pub authorization: Option<String>,
+    /// Where the server keeps its mirrors, to tell force pushes apart.
+    pub mirrors: Option<crate::mirror::Mirrors>,
     /// A CA file (PEM) trusted besides the system's roots for https.
     pub ca_file: Option<std::path::PathBuf>,
     /// With a GitHub App, each forwarded request gets a write token minted
@@ -103,7 +105,13 @@ pub enum Verdict {
 
 /// Asks the server's policy about each command of a push, in order.
 pub trait Judge: Send + Sync {
-    fn judge<'a>(&'a self, repository: &'a str, head: &'a PushHead) -> BoxFuture<'a, Vec<Verdict>>;
+    /// `forced[i]`: command `i` is a non-fast-forward (found in the mirror).
+    fn judge<'a>(
+        &'a self,
+        repository: &'a str,
+        head: &'a PushHead,
+        forced: &'a [bool],
+    ) -> BoxFuture<'a, Vec<Verdict>>;
 
     /// Told of every ref refused, for the session's violation events.
     fn refused(&self, _repository: &str, _name: &str, _why: &str) {}
@@ -278,8 +286,17 @@ impl Gateway {
                 }
             }
         };
-        let verdicts = if self.linked(repository) {
-            judge.judge(repository, &head).await
+        let linked = self.linked(repository);
+        let forced = match linked {
+            true => self.forced(repository, &head, &mut buf, &mut body).await,
+            false => Ok(vec![false; head.commands.len()]),
+        };
+        let verdicts = if let Err(e) = &forced {
+            let why = format!("cc_server gateway: cannot tell a force push from an update: {e}");
+            vec![Verdict::Refuse(why); head.commands.len()]
+        } else if linked {
+            let forced = forced.unwrap_or_default();
+            judge.judge(repository, &head, &forced).await
         } else {
             let why = format!(
                 "cc_server gateway: {repository} is not this session's repository nor linked to its workspace"
@@ -360,6 +377,60 @@ impl Gateway {
             }),
             Err(e) => text(StatusCode::BAD_GATEWAY, &e),
         }
+    }
+
+    /// Which commands are non-fast-forwards. Only updates of existing refs
+    /// can be, and only with mirrors: then the whole request is read (the
+    /// pack must be indexed before the verdict) into `buf`.
+    async fn forced(
+        &self,
+        repository: &str,
+        head: &PushHead,
+        buf: &mut Vec<u8>,
+        body: &mut Incoming,
+    ) -> Result<Vec<bool>, String> {
+        let mut forced = vec![false; head.commands.len()];
+        let updates: Vec<usize> = head
+            .commands
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.kind() == crate::receive::UpdateKind::Update)
+            .map(|(i, _)| i)
+            .collect();
+        let Some(mirrors) = self.config.mirrors.clone() else {
+            return Ok(forced);
+        };
+        if updates.is_empty() {
+            return Ok(forced);
+        }
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| format!("reading the push: {e}"))?;
+            if let Ok(data) = frame.into_data() {
+                buf.extend_from_slice(&data);
+            }
+        }
+        let (auth, minted) = self.credential(repository).await?;
+        let url = format!(
+            "{}/{repository}",
+            self.config.upstream.trim_end_matches('/')
+        );
+        let pack = buf[head.len..].to_vec();
+        let pairs: Vec<(String, String)> = updates
+            .iter()
+            .map(|&i| (head.commands[i].old.clone(), head.commands[i].new.clone()))
+            .collect();
+        let ca = self.config.ca_file.clone();
+        let repo = repository.to_owned();
+        let found = tokio::task::spawn_blocking(move || {
+            mirrors.forced(&repo, (&url, auth.as_deref(), ca.as_deref()), &pack, &pairs)
+        })
+        .await
+        .map_err(|e| e.to_string())??;
+        drop(minted);
+        for (&i, is_forced) in updates.iter().zip(found) {
+            forced[i] = is_forced;
+        }
+        Ok(forced)
     }
 
     /// The `Authorization` for a forwarded request: a write token minted
@@ -489,6 +560,7 @@ mod tests {
                 repositories: vec!["o/r.git".into()],
                 authorization: None,
                 ca_file: None,
+                mirrors: None,
                 app: None,
             })
         };

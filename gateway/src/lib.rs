@@ -19,6 +19,7 @@
 //! - [`credential`]: the read token, handed to git by a credential helper
 //!   over the channel.
 //! - [`target`]: http or https to the forge (system roots, a CA file).
+//! - [`mirror`]: the server's mirrors, where force pushes are found.
 //! - [`session`]: mounted on the server channel, judged by the session's
 //!   guardrails (`push_remote`), prompts to its owner.
 
@@ -27,6 +28,7 @@
 pub mod app;
 pub mod credential;
 pub mod forward;
+pub mod mirror;
 pub mod pktline;
 pub mod receive;
 pub mod report;

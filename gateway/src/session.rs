@@ -144,8 +144,16 @@ pub fn install(
 
 /// The class a ref update is judged as, and the least it asks: a tag and
 /// a deletion always ask at least the owner.
-pub fn plan(update: &RefUpdate) -> (Targets, Decision, String) {
+pub fn plan(update: &RefUpdate, forced: bool) -> (Targets, Decision, String) {
     let kind = update.kind();
+    if forced {
+        let name = update.branch().or(update.tag()).unwrap_or(&update.name);
+        let targets = match update.branch() {
+            Some(branch) => Targets::Known(vec![branch.to_owned()]),
+            None => Targets::Unknown,
+        };
+        return (targets, Decision::Prompt, format!("force-push to {name}"));
+    }
     if let Some(tag) = update.tag() {
         let what = match kind {
             UpdateKind::Delete => format!("delete the tag {tag}"),
@@ -194,7 +202,12 @@ fn refused(repository: &str, name: &str, why: &str) -> sandbox_plugin_api::Sandb
 }
 
 impl Judge for SessionJudge {
-    fn judge<'a>(&'a self, repository: &'a str, head: &'a PushHead) -> BoxFuture<'a, Vec<Verdict>> {
+    fn judge<'a>(
+        &'a self,
+        repository: &'a str,
+        head: &'a PushHead,
+        forced: &'a [bool],
+    ) -> BoxFuture<'a, Vec<Verdict>> {
         Box::pin(async move {
             let Some(session) = self.caller.session() else {
                 let why = "cc_server policy: the session is not live".to_owned();
@@ -202,12 +215,12 @@ impl Judge for SessionJudge {
             };
             let policy = session.commands();
             let mut verdicts = Vec::with_capacity(head.commands.len());
-            for update in &head.commands {
+            for (i, update) in head.commands.iter().enumerate() {
                 if !policy.enforce {
                     verdicts.push(Verdict::Allow);
                     continue;
                 }
-                let (targets, floor, what) = plan(update);
+                let (targets, floor, what) = plan(update, forced.get(i).copied().unwrap_or(false));
                 let (decision, rule) =
                     policy
                         .guardrails
@@ -290,16 +303,19 @@ mod tests {
 
     #[test]
     fn tags_and_deletions_ask_at_least_branches_by_name() {
-        let (t, floor, _) = plan(&update('1', '2', "refs/heads/agent/x"));
+        let (t, floor, _) = plan(&update('1', '2', "refs/heads/agent/x"), false);
         assert_eq!(
             (t, floor),
             (Targets::Known(vec!["agent/x".into()]), Decision::Allow)
         );
-        let (_, floor, what) = plan(&update('1', '0', "refs/heads/agent/x"));
+        let (_, floor, what) = plan(&update('1', '0', "refs/heads/agent/x"), false);
         assert_eq!(floor, Decision::Prompt);
         assert!(what.contains("delete"));
-        let (t, floor, what) = plan(&update('0', '2', "refs/tags/v1"));
+        let (t, floor, what) = plan(&update('0', '2', "refs/tags/v1"), false);
         assert_eq!((t, floor), (Targets::Unknown, Decision::Prompt));
         assert!(what.contains("tag v1"));
+        let (_, floor, what) = plan(&update('1', '2', "refs/heads/agent/x"), true);
+        assert_eq!(floor, Decision::Prompt);
+        assert!(what.contains("force-push to agent/x"));
     }
 }

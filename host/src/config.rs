@@ -550,14 +550,18 @@ impl Settings {
             read,
         }) = &self.gateway
         {
-            sandbox_gateway::session::install(
-                sessions.channel(),
-                config.clone(),
-                push_urls,
-                read.clone(),
-            )
-            .map_err(|e| anyhow::anyhow!("the push gateway: {e}"))?;
-            tracing::info!(upstream = %config.upstream, "push gateway on http://{}/git/", sandbox_egress::local::HOST);
+            // Force pushes are told apart in mirrors in the state directory.
+            let upstream = config.upstream.clone();
+            let mut config = config.clone();
+            config.mirrors = self
+                .state_dir
+                .as_ref()
+                .map(|dir| sandbox_gateway::mirror::Mirrors {
+                    dir: dir.join("gateway-mirrors"),
+                });
+            sandbox_gateway::session::install(sessions.channel(), config, push_urls, read.clone())
+                .map_err(|e| anyhow::anyhow!("the push gateway: {e}"))?;
+            tracing::info!(%upstream, "push gateway on http://{}/git/", sandbox_egress::local::HOST);
         }
         Ok(())
     }
@@ -733,6 +737,7 @@ fn resolve_gateway(
         repositories: section.repositories.clone(),
         authorization,
         ca_file,
+        mirrors: None,
         app,
     };
     sandbox_gateway::Gateway::new(config.clone()).map_err(|e| format!("[gateway] {e}"))?;

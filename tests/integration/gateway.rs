@@ -580,3 +580,57 @@ fn on_none_pushes_meet_the_gateway_through_the_credentialed_proxy() {
     let refs = branches(&bare);
     assert!(refs.contains("refs/heads/agent/none"), "{refs}");
 }
+
+/// SPEC H8: a force push is told apart from a fast-forward by ancestry in
+/// the server's own mirror (never in the agent's clone) and judged as its
+/// own class: here the rules allow `agent/*`, the force push asks the
+/// owner, and with none it is refused.
+#[test]
+fn a_force_push_is_found_in_the_mirror_and_judged_as_its_class() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("forge");
+    std::fs::create_dir_all(root.join("o")).unwrap();
+    let bare = bare_repo(&root, "o/r.git");
+    let forge = GitHttpServer::start_requiring(&root, Some(AUTHORIZATION.to_owned()));
+    let port = forge.port();
+    let header = format!("http.extraHeader=Authorization: {AUTHORIZATION}");
+    let url = format!("http://127.0.0.1:{port}/o/r.git");
+    git(tmp.path(), &["-c", &header, "clone", "-q", &url, "clone"]);
+    let clone = tmp.path().join("clone");
+    let (rules, token) = (tmp.path().join("rules.toml"), tmp.path().join("token"));
+    std::fs::write(&rules, RULES).unwrap();
+    std::fs::write(&token, TOKEN).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let config = format!(
+        "[policy]\nguardrails = \"{}\"\n\n[gateway]\nupstream = \"http://127.0.0.1:{port}\"\n\
+         repositories = [\"o/r.git\"]\ntoken_file = \"{}\"\n",
+        rules.display(),
+        token.display()
+    );
+    let gw = "http://cc-server.internal/git/o/r.git";
+    let commit = "git -c user.name=a -c user.email=a@example.com commit -q --allow-empty";
+    let script = format!(
+        "{commit} -m one; git push -q {gw} HEAD:refs/heads/agent/f; echo first=$?\n\
+         {commit} -m two; git push -q {gw} HEAD:refs/heads/agent/f; echo ff=$?\n\
+         {commit} --amend -m two-amended; git push -q --force {gw} HEAD:refs/heads/agent/f; echo force=$?\n"
+    );
+    let out = run_in(&plugins, &clone, &config, &script);
+    let stdout = text(&out.stdout);
+    for want in ["first=0", "ff=0", "force=1"] {
+        assert!(
+            stdout.lines().any(|l| l == want),
+            "expected {want}\n{}",
+            both(&out)
+        );
+    }
+    assert!(
+        text(&out.stderr)
+            .contains("[remote rejected] HEAD -> agent/f (cc_server policy: force-push to agent/f"),
+        "{}",
+        both(&out)
+    );
+    let tip = text(&git(&bare, &["log", "-1", "--format=%s", "agent/f"]).stdout);
+    assert_eq!(tip.trim(), "two", "the force push landed");
+}
