@@ -195,7 +195,8 @@ pub fn run(commits: usize) {
     std::fs::write(
         &config,
         format!(
-            "[policy]\nguardrails = \"{}\"\n[gateway]\nupstream = \"http://127.0.0.1:{port}\"\nrepositories = [{}]\n",
+            "[workspaces]\nstate_dir = \"{}\"\n[policy]\nguardrails = \"{}\"\n[gateway]\nupstream = \"http://127.0.0.1:{port}\"\nrepositories = [{}]\n",
+            tmp.path().join("state").display(),
             rules.display(),
             repos.join(", ")
         ),
@@ -220,6 +221,13 @@ pub fn run(commits: usize) {
         for (kind, url) in order {
             script.push_str(&format!(
                 "t0={now}; git push -q {url} HEAD:refs/heads/agent/b; t1={now}; echo {kind} $(( (t1 - t0) / 1000 ))\n"
+            ));
+            // An update of an existing branch by the last half: through the
+            // gateway the pack is indexed into the mirror before the verdict.
+            let half = commits / 2;
+            script.push_str(&format!(
+                "git push -q {url} HEAD~{half}:refs/heads/agent/u\n\
+                 t0={now}; git push -q {url} HEAD:refs/heads/agent/u; t1={now}; echo {kind}-update $(( (t1 - t0) / 1000 ))\n"
             ));
         }
     }
@@ -278,5 +286,16 @@ pub fn run(commits: usize) {
     println!(
         "  through the push gateway                                       {g:>8.1} ms  {:.2}×",
         g / d
+    );
+    let (gu, du) = (times("gw-update "), times("direct-update "));
+    let (gu_m, du_m) = (median(gu.clone()), median(du.clone()));
+    println!(
+        "an update of an existing branch by {} commits (ms each: gateway {gu:?}, direct {du:?})",
+        commits / 2
+    );
+    println!("  straight to the stand-in through the egress proxy (baseline)  {du_m:>8.1} ms");
+    println!(
+        "  through the push gateway (mirror fetch + index-pack)           {gu_m:>8.1} ms  {:.2}×",
+        gu_m / du_m
     );
 }
