@@ -101,7 +101,31 @@ pub fn install(
     push_urls: &[String],
     read: Option<ReadToken>,
 ) -> Result<(), String> {
-    let gateway = Arc::new(Gateway::new(config)?);
+    let gateway = Arc::new(Gateway::new(config.clone())?);
+    let tokens = match (&config.app, &read) {
+        (Some(_), _) => {
+            "GitHub App: a read token per session (contents read, pull requests write) through git's credential helper over the channel; a write token per forwarded push without workflows; all revoked"
+        }
+        (None, Some(_)) => {
+            "fixed: the read token from [gateway] read_token_file through git's credential helper over the channel; the write token stays in the server"
+        }
+        (None, None) if config.authorization.is_some() => {
+            "fixed: the write token stays in the server; no read token is issued"
+        }
+        (None, None) => "none: no forge token is issued",
+    };
+    channel.set_handle_detail(
+        "pushGateway",
+        serde_json::json!({
+            "url": format!("http://{}{MOUNT}", sandbox_runtime::channel::HOST),
+            "upstream": config.upstream,
+            "repositories": config.repositories,
+            "pushUrls": push_urls,
+            "tokens": tokens,
+            "sshToForge": "refused",
+            "holds": "pushes are judged per ref by push_remote; on the none backend the gateway is advisory",
+        }),
+    );
     channel.refuse_egress(ssh_refusals(push_urls));
     channel.strip_command_env("SSH_AUTH_SOCK");
     let mut entries = push_instead_of(push_urls);

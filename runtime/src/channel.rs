@@ -117,6 +117,7 @@ pub struct Channel {
     env: RwLock<Vec<(String, String)>>,
     ends: RwLock<Vec<EndHook>>,
     refused: RwLock<Vec<sandbox_egress::local::Refused>>,
+    details: RwLock<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// Told a session's id when it has been torn down (what a handler minted
@@ -138,6 +139,7 @@ impl Channel {
             env: RwLock::new(Vec::new()),
             ends: RwLock::new(Vec::new()),
             refused: RwLock::new(Vec::new()),
+            details: RwLock::new(serde_json::Map::new()),
         };
         let whoami: Handler = Arc::new(|call: Call| {
             Box::pin(async move {
@@ -223,6 +225,23 @@ impl Channel {
     /// The targets of [`Channel::refuse_egress`].
     pub fn refused_egress(&self) -> Vec<sandbox_egress::local::Refused> {
         self.refused
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Shows `value` under `key` in every live session's handle: what a
+    /// mounted service does for it (the push gateway's brokering).
+    pub fn set_handle_detail(&self, key: &str, value: serde_json::Value) {
+        self.details
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_owned(), value);
+    }
+
+    /// The details of [`Channel::set_handle_detail`].
+    pub fn handle_details(&self) -> serde_json::Map<String, serde_json::Value> {
+        self.details
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()

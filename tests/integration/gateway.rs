@@ -634,3 +634,29 @@ fn a_force_push_is_found_in_the_mirror_and_judged_as_its_class() {
     let tip = text(&git(&bare, &["log", "-1", "--format=%s", "agent/f"]).stdout);
     assert_eq!(tip.trim(), "two", "the force push landed");
 }
+
+/// SPEC H5, H8: the handle says what the gateway does for the sandbox —
+/// where pushes go, which tokens are issued, that ssh to the forge is
+/// refused, and that on `none` it is advisory.
+#[test]
+fn the_handle_says_what_the_gateway_holds() {
+    let plugins = Plugins::with_none();
+    let tmp = tempfile::tempdir().unwrap();
+    let config = "[gateway]\nupstream = \"http://127.0.0.1:9\"\nrepositories = [\"o/r.git\"]\n";
+    let server = Server::start_with(CcServer::new(&plugins).config(config));
+    let work = tmp.path().to_str().unwrap();
+    let body = serde_json::json!({"guestWorkdir": work});
+    let created = server.call("POST", "/v1/sandboxes", Some(&body.to_string()));
+    assert_eq!(created.status, 201, "{}", text(&created.body));
+    let gateway = &created.json()["details"]["pushGateway"];
+    assert_eq!(gateway["upstream"], "http://127.0.0.1:9", "{gateway}");
+    assert_eq!(gateway["sshToForge"], "refused", "{gateway}");
+    assert!(
+        gateway["tokens"].as_str().unwrap().starts_with("none"),
+        "{gateway}"
+    );
+    assert!(
+        gateway["holds"].as_str().unwrap().contains("advisory"),
+        "{gateway}"
+    );
+}

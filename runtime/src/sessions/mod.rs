@@ -617,6 +617,7 @@ impl Session {
                 for (key, value) in &self.layout_details {
                     info.details.insert(key.clone(), value.clone());
                 }
+                info.details.extend(self.channel.handle_details());
                 (info.state, info.error, info.details)
             }
         };
