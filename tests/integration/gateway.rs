@@ -278,6 +278,7 @@ fn app_tokens_are_minted_scoped_and_all_revoked() {
     let root = tmp.path().join("forge");
     std::fs::create_dir_all(root.join("o")).unwrap();
     let bare = bare_repo(&root, "o/r.git");
+    crate::net::refuse_workflows_without_permission(&bare);
     let app = std::sync::Arc::new(std::sync::Mutex::new(crate::net::AppForge::default()));
     let scopes = crate::net::Scopes {
         write: Some(AUTHORIZATION.to_owned()),
@@ -319,6 +320,9 @@ fn app_tokens_are_minted_scoped_and_all_revoked() {
          git fetch -q origin; echo again=$?\n\
          git -c user.name=a -c user.email=a@example.com commit -q --allow-empty -m agent-work\n\
          git push -q {gw} HEAD:refs/heads/agent/x; echo push=$?\n\
+         mkdir -p .github/workflows && echo 'on: push' > .github/workflows/ci.yml && git add .github\n\
+         git -c user.name=a -c user.email=a@example.com commit -q -m workflow\n\
+         git push -q {gw} HEAD:refs/heads/agent/wf; echo workflow=$?\n\
          echo leaked=$( (env; cat .git/config) | grep -c ghs_)\n"
     );
     let out = CcServer::new(&plugins)
@@ -335,10 +339,18 @@ fn app_tokens_are_minted_scoped_and_all_revoked() {
         .output();
     let stdout = text(&out.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
-    for want in ["fetch=0", "again=0", "push=0", "leaked=0"] {
+    for want in ["fetch=0", "again=0", "push=0", "workflow=1", "leaked=0"] {
         assert!(lines.contains(&want), "expected {want}\n{}", both(&out));
     }
     assert!(branches(&bare).contains("refs/heads/agent/x"));
+    // The write token has no `workflows`: the forge refuses the workflow
+    // file, and git shows its refusal.
+    assert!(!branches(&bare).contains("agent/wf"));
+    assert!(
+        text(&out.stderr).contains("without workflows permission"),
+        "{}",
+        both(&out)
+    );
     // The run is over: every token issued is revoked (the push's from a
     // task after its answer, so allow it a moment).
     let all_revoked = eventually(std::time::Duration::from_secs(5), || {
@@ -351,13 +363,13 @@ fn app_tokens_are_minted_scoped_and_all_revoked() {
         .map(|m| (m.permissions.to_string(), m.revoked))
         .collect();
     assert!(all_revoked, "{minted:?}\n{}", both(&out));
-    // One read token for the session (two fetches), one write token for
-    // the push's discovery and one for the push, none with `workflows`.
+    // One read token for the session (two fetches), a write token for each
+    // push's discovery and one for each push, none with `workflows`.
     let read = r#"{"contents":"read","pull_requests":"write"}"#;
     let write = r#"{"contents":"write"}"#;
     let count = |p: &str| minted.iter().filter(|(m, _)| m == p).count();
     assert_eq!(count(read), 1, "{minted:?}");
-    assert_eq!(count(write), 2, "{minted:?}");
+    assert_eq!(count(write), 4, "{minted:?}");
     assert!(
         forge_state
             .minted

@@ -315,6 +315,11 @@ pub struct MintedToken {
 impl AppForge {
     /// The `contents` permission of a live minted token given as Basic.
     fn contents(&self, authorization: Option<&str>) -> Option<String> {
+        self.permission(authorization, "contents")
+    }
+
+    /// A permission of a live minted token given as Basic.
+    fn permission(&self, authorization: Option<&str>, name: &str) -> Option<String> {
         use base64::Engine as _;
         let basic = authorization?.strip_prefix("Basic ")?;
         let decoded = base64::engine::general_purpose::STANDARD
@@ -326,7 +331,7 @@ impl AppForge {
             .minted
             .iter()
             .find(|m| m.token == token && !m.revoked)?;
-        minted.permissions["contents"].as_str().map(str::to_owned)
+        minted.permissions[name].as_str().map(str::to_owned)
     }
 }
 
@@ -527,7 +532,19 @@ fn serve_git<S: Read + Write>(
             .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
     }
     let body = req.read_body(&mut reader)?;
+    // As GitHub does, a minted token without the `workflows` permission may
+    // not change `.github/workflows/`: the repository's pre-receive hook
+    // (see `refuse_workflows_without_permission`) reads this.
+    let workflows = match &scopes.app {
+        Some(app) => {
+            let app = app.lock().unwrap();
+            app.permission(given.as_deref(), "contents").is_none()
+                || app.permission(given.as_deref(), "workflows").as_deref() == Some("write")
+        }
+        None => true,
+    };
     let mut cgi = Command::new("git");
+    cgi.env("STANDIN_WORKFLOWS", if workflows { "1" } else { "0" });
     cgi.arg("http-backend")
         .env("GIT_PROJECT_ROOT", root)
         .env("GIT_HTTP_EXPORT_ALL", "1")
@@ -588,6 +605,30 @@ fn relay_cgi(child: &mut Child, body: Vec<u8>, out: &mut impl Write) -> std::io:
     out.flush()?;
     let _ = feeder.join();
     Ok(())
+}
+
+/// Installs the stand-in forge's rule in `bare`: a push changing
+/// `.github/workflows/` is refused unless its token has the `workflows`
+/// permission, in the forge's words.
+pub fn refuse_workflows_without_permission(bare: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let hook = bare.join("hooks/pre-receive");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    let script = r#"#!/bin/sh
+[ "$STANDIN_WORKFLOWS" = 1 ] && exit 0
+while read old new ref; do
+  case $old in
+    0000000000000000000000000000000000000000) files=$(git ls-tree -r --name-only $new) ;;
+    *) files=$(git diff --name-only $old $new) ;;
+  esac
+  if echo "$files" | grep -q '^.github/workflows/'; then
+    echo "refusing to allow a GitHub App to create or update workflow without workflows permission" >&2
+    exit 1
+  fi
+done
+"#;
+    std::fs::write(&hook, script).unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 // ------------------------------------------------------------ bulk HTTP
