@@ -41,6 +41,26 @@ const CMSG_SPACE: usize = {
 #[repr(C, align(8))]
 struct CmsgBuf([u8; CMSG_SPACE]);
 
+/// A close-on-exec `SOCK_SEQPACKET` pair: each answer one message, its
+/// descriptors with it (sandbox-init's opener, start reports, the reaper).
+pub fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut pair = [0 as RawFd; 2];
+    // SAFETY: socketpair writes two descriptors into `pair`.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            pair.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both were just created and are ours.
+    Ok(unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) })
+}
+
 /// One `sendmsg` of `data` with `fds` attached (none: a plain send);
 /// `MSG_NOSIGNAL`, retried on EINTR. Returns the bytes sent, which may be
 /// fewer than `data` (a stream socket): the descriptors went with the first.

@@ -1,4 +1,4 @@
-//! GitHub App installation tokens (SPEC H5; docs/design.md §17): the app's
+//! GitHub App installation tokens (SPEC H5; docs/design.md §18): the app's
 //! JWT (RS256 over `iat`, `exp`, `iss`), `POST
 //! /app/installations/{id}/access_tokens` with the repository and the
 //! permissions, `DELETE /installation/token` with the token itself to

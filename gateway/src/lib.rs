@@ -1,4 +1,4 @@
-//! The push gateway (SPEC H8, docs/design.md §17): every push of a sandbox
+//! The push gateway (SPEC H8, docs/design.md §18): every push of a sandbox
 //! arrives here as git's smart HTTP (`info/refs?service=git-receive-pack`,
 //! `git-receive-pack`). The command list and push options are read before
 //! any pack byte ([`receive`]), each ref update is judged by the server's

@@ -275,7 +275,8 @@ impl CommandFlags {
                 ..Self::default()
             },
             Command::Run(crate::cli::RunArgs { sandbox, .. })
-            | Command::Mcp(crate::cli::McpArgs { sandbox }) => Self {
+            | Command::Mcp(crate::cli::McpArgs { sandbox })
+            | Command::Sandboxd(crate::cli::SandboxdArgs { sandbox, .. }) => Self {
                 allow_domains: sandbox.allow_domains.clone(),
                 allow_private: sandbox.allow_private.clone(),
                 resolve: sandbox.resolve.clone(),
@@ -283,6 +284,7 @@ impl CommandFlags {
             },
             Command::Probe { .. }
             | Command::Policy(_)
+            | Command::Agent(_)
             | Command::Workspace(_)
             | Command::Conversation(_) => Self::default(),
         }

@@ -24,12 +24,19 @@
 /// Entry points that run a command in a sandbox.
 pub const DISPATCHING: &[&str] = &[
     "cli run",
+    // Claude Code itself starts as `run` does; its Bash calls pass the
+    // same admission through its hook over the server channel.
+    "cli agent claude",
     "api POST /v1/sandboxes/{id}/execs",
     // The route's first name, an alias to the same handler: driven on its
     // own all the same, so an alias can never drift to another path.
     "api POST /v1/sandboxes/{id}/exec",
     // The MCP tool, over stdio (`cli mcp`) and HTTP (`/mcp`) alike.
     "mcp tool exec",
+    // The agent-sandbox runtime contract (`cli sandboxd`): both start a
+    // command through `Session::exec`.
+    "rpc process.v1.ProcessService/Execute",
+    "rpc process.v1.ProcessService/Start",
 ];
 
 /// Entry points that start a shell for a person (a terminal over a
@@ -44,12 +51,50 @@ pub const INTERACTIVE: &[(&str, &str)] = &[];
 
 /// Entry points that run no command, with why.
 pub const NOT_DISPATCHING: &[(&str, &str)] = &[
+    (
+        "cli sandboxd",
+        "serves the agent-sandbox contract: its RPCs and routes are listed one by one",
+    ),
+    (
+        "rpc process.v1.ProcessService/WriteStdin",
+        "feeds the stdin of a command already admitted by its Start",
+    ),
+    (
+        "rpc process.v1.ProcessService/SendSignal",
+        "signals a command already admitted by its Start",
+    ),
+    (
+        "rpc process.v1.ProcessService/ResizeTTY",
+        "resizes the terminal of a command already admitted by its Start",
+    ),
+    ("api GET /v1/health", "sandboxd's readiness"),
+    (
+        "api GET /v1/metadata",
+        "sandboxd's metadata: SANDBOX_* variables and the boundary that holds",
+    ),
+    (
+        "api GET /v1/files/{*path}",
+        "sandboxd: a path-jailed read or listing",
+    ),
+    ("api HEAD /v1/files/{*path}", "sandboxd: a path-jailed stat"),
+    (
+        "api PUT /v1/files/{*path}",
+        "sandboxd: a path-jailed write under the file tools' guardrails",
+    ),
+    (
+        "api DELETE /v1/files/{*path}",
+        "sandboxd: a path-jailed removal under the file tools' guardrails",
+    ),
     ("cli probe", "lists backends"),
     (
         "cli serve",
         "serves the API: its routes are listed one by one",
     ),
     ("cli policy check", "classifies a line; runs nothing"),
+    (
+        "cli policy hook",
+        "judges a Claude Code hook input; runs nothing",
+    ),
     (
         "cli mcp",
         "the MCP transport over stdio: its tools are listed one by one (`mcp tool …`)",

@@ -102,7 +102,8 @@ impl PathFacts {
         self.resolved.insert(lexical(path), resolved);
     }
 
-    fn resolve(&self, path: &Path) -> Option<&PathBuf> {
+    /// The resolved spelling of a path gathered, if it resolved.
+    pub fn resolve(&self, path: &Path) -> Option<&PathBuf> {
         self.resolved.get(&lexical(path))
     }
 

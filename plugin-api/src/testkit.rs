@@ -25,7 +25,7 @@ use crate::host::{BackendObject, EventHandler, SandboxObject};
 use crate::sdk::{BackendImpl, EventSender, SandboxImpl};
 use crate::{
     ErrorCode, Event, EventBody, ExecRequest, KillReason, PluginError, ProbeContext, ProbeReport,
-    SandboxInfo, SandboxSpec, capability,
+    PtySize, ResizeRequest, SandboxInfo, SandboxSpec, calls, capability,
 };
 
 /// How to run the checks.
@@ -111,6 +111,8 @@ impl<'a> Kit<'a> {
             ("manual kill", Kit::manual_kill),
             ("timeout", Kit::timeout),
             ("stdin", Kit::stdin),
+            ("terminal", Kit::terminal),
+            ("terminal end of input", Kit::terminal_end_of_input),
             ("unknown exec ids and calls", Kit::unknowns),
             ("destroy is idempotent and final", Kit::destroy_is_final),
         ];
@@ -454,6 +456,102 @@ impl Kit<'_> {
         let (_, events) = self.run(&sandbox, &rec, &self.request("cat; echo eof"))?;
         if stream(&events, false) != b"eof\n" {
             return Err("a command without stdin did not read end-of-file".into());
+        }
+        sandbox.destroy().map_err(|e| format!("destroy: {e}"))
+    }
+
+    /// With [`capability::PTY`]: the command runs on a terminal of the
+    /// size asked for (`tty` names one, `stty size` reads it), follows a
+    /// resize, reads what is typed and ends with its own exit code.
+    fn terminal(&self) -> Result<(), String> {
+        if !self.report.has(capability::PTY) {
+            return Ok(());
+        }
+        let (sandbox, rec) = self.launch()?;
+        let script = "tty; stty size; read line; stty size; echo \"got $line\"; exit 3";
+        let request = ExecRequest {
+            stdin: true,
+            pty: Some(PtySize { cols: 80, rows: 24 }),
+            ..self.request(script)
+        };
+        let id = sandbox.exec(&request).map_err(|e| format!("exec: {e}"))?;
+        let output = |events: &[Event]| {
+            let own: Vec<Event> = events.iter().filter(|e| e.exec_id == id).cloned().collect();
+            String::from_utf8_lossy(&stream(&own, false)).into_owned()
+        };
+        rec.wait_for(self.options.patience, |ev| output(ev).contains("24 80"))
+            .map_err(|e| format!("no `stty size` of 24 80: {e}"))?;
+        let resize = serde_json::to_string(&ResizeRequest {
+            exec_id: id,
+            cols: 100,
+            rows: 40,
+        })
+        .map_err(|e| e.to_string())?;
+        sandbox
+            .call(calls::RESIZE, &resize)
+            .map_err(|e| format!("resize: {e}"))?;
+        sandbox
+            .write_stdin(id, b"typed\n")
+            .map_err(|e| format!("write_stdin: {e}"))?;
+        let events = rec.wait_exec(id, self.options.patience)?;
+        let end = ends_once(&events)?;
+        let text = output(&events);
+        if !text.starts_with("/dev/pts/") || !text.contains("40 100") || !text.contains("got typed")
+        {
+            return Err(format!(
+                "want a tty, 24 80, 40 100 and the typed line; got {text:?}"
+            ));
+        }
+        if !stream(&events, true).is_empty() {
+            return Err("a terminal's output came as stderr".into());
+        }
+        if *end
+            != (EventBody::Exit {
+                code: 3,
+                signal: None,
+            })
+        {
+            return Err(format!("want exit code 3, got {end:?}"));
+        }
+        let zero = ExecRequest {
+            pty: Some(PtySize { cols: 0, rows: 24 }),
+            ..self.request("true")
+        };
+        if sandbox.exec(&zero).is_ok() {
+            return Err("a terminal of 0 columns was accepted".into());
+        }
+        sandbox.destroy().map_err(|e| format!("destroy: {e}"))
+    }
+
+    /// With [`capability::PTY`]: closing a terminal's input types `^D`,
+    /// end of file for a reader at the start of a line, as at a keyboard.
+    fn terminal_end_of_input(&self) -> Result<(), String> {
+        if !self.report.has(capability::PTY) {
+            return Ok(());
+        }
+        let (sandbox, rec) = self.launch()?;
+        let request = ExecRequest {
+            stdin: true,
+            pty: Some(PtySize { cols: 80, rows: 24 }),
+            ..self.request("cat; echo after-eof")
+        };
+        let id = sandbox.exec(&request).map_err(|e| format!("exec: {e}"))?;
+        sandbox
+            .write_stdin(id, b"line\n")
+            .map_err(|e| format!("write_stdin: {e}"))?;
+        sandbox
+            .close_stdin(id)
+            .map_err(|e| format!("close_stdin: {e}"))?;
+        let events = rec.wait_exec(id, self.options.patience)?;
+        let text = String::from_utf8_lossy(&stream(&events, false)).into_owned();
+        if *ends_once(&events)?
+            != (EventBody::Exit {
+                code: 0,
+                signal: None,
+            })
+            || !text.contains("after-eof")
+        {
+            return Err(format!("`cat` did not end at ^D: {text:?}"));
         }
         sandbox.destroy().map_err(|e| format!("destroy: {e}"))
     }

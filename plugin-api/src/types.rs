@@ -59,6 +59,12 @@ pub struct SandboxSpec {
     /// is left unset comes from the backend's configured defaults, which it
     /// reports in the handle's `details` as enforced or not.
     pub limits: SandboxLimits,
+    /// Set by the host, never taken from a user's spec: each bind's and
+    /// runner state dir's host path, as written, with the symlink-resolved
+    /// spelling the host's path rules checked (SPEC G5). A backend mounts
+    /// the object found there and nothing else: a path that resolves
+    /// elsewhere by launch time is refused, not followed.
+    pub checked_host_paths: BTreeMap<PathBuf, PathBuf>,
 }
 
 /// Resource limits of one sandbox, all its processes together (SPEC G6).
@@ -140,6 +146,7 @@ impl Default for SandboxSpec {
             write_deny_globs: Vec::new(),
             egress: None,
             limits: SandboxLimits::default(),
+            checked_host_paths: BTreeMap::new(),
         }
     }
 }

@@ -22,6 +22,8 @@
 //! (`Forker::open_as_command`) are forked with a copy for that reason.
 
 use std::io;
+pub mod pty;
+
 use std::os::fd::RawFd;
 
 /// `clone3`'s arguments (linux/sched.h, `CLONE_ARGS_SIZE_VER2`).

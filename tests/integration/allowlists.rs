@@ -24,15 +24,15 @@ const TEST_USER: &str = "cc-test";
 
 /// Who runs a case.
 #[derive(Clone, Debug)]
-struct Account {
-    uid: u32,
-    gid: u32,
-    invoking: bool,
+pub(crate) struct Account {
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    pub(crate) invoking: bool,
 }
 
 /// The account running the tests, and `cc-test` when the tests run as
 /// root; without root its part is skipped, saying so (a failure under CI).
-fn accounts() -> Vec<Account> {
+pub(crate) fn accounts() -> Vec<Account> {
     // SAFETY: plain getters.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let mut out = vec![Account {
@@ -64,7 +64,7 @@ fn accounts() -> Vec<Account> {
 }
 
 /// A temp dir owned by `account`, that anyone may enter.
-fn owned_dir(account: &Account) -> tempfile::TempDir {
+pub(crate) fn owned_dir(account: &Account) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::chown(dir.path(), Some(account.uid), Some(account.gid)).unwrap();
@@ -72,7 +72,7 @@ fn owned_dir(account: &Account) -> tempfile::TempDir {
 }
 
 /// Gives `account` everything below `dir`.
-fn chown_tree(account: &Account, dir: &Path) {
+pub(crate) fn chown_tree(account: &Account, dir: &Path) {
     let out = Command::new("chown")
         .arg("-R")
         .arg(format!("{}:{}", account.uid, account.gid))
@@ -85,7 +85,7 @@ fn chown_tree(account: &Account, dir: &Path) {
 /// A copy of `cc_server` another account can run (the checkout may sit in
 /// a directory it cannot enter), made once: a copy made while another
 /// test forks could be busy (ETXTBSY) when it runs.
-fn program_for(account: &Account) -> PathBuf {
+pub(crate) fn program_for(account: &Account) -> PathBuf {
     static COPY: std::sync::OnceLock<(tempfile::TempDir, PathBuf)> = std::sync::OnceLock::new();
     if account.invoking {
         return cc_server_bin();
@@ -145,30 +145,6 @@ fn host(account: &Account, home: &Path, cwd: &Path, path: &str, argv: &[&str]) -
     }
     command.output().unwrap()
 }
-
-/// A shell fragment that runs `cmd` and prints `LABEL=ok` or `LABEL=failed`.
-fn attempt(label: &str, cmd: &str) -> String {
-    format!("if {cmd}; then echo {label}=ok; else echo {label}=failed; fi\n")
-}
-
-fn assert_line(out: &Output, line: &str) {
-    assert!(
-        lines(out).iter().any(|l| l == line),
-        "expected the line {line:?}\n{}",
-        both(out)
-    );
-}
-
-/// Asserts nothing (not even a dangling symlink) is at `path`.
-fn assert_absent(path: &Path, out: &Output) {
-    assert!(
-        std::fs::symlink_metadata(path).is_err(),
-        "{} reached the host\n{}",
-        path.display(),
-        both(out)
-    );
-}
-
 /// Asserts no payload ran: the marker directory is empty.
 fn assert_nothing_ran(markers: &Path, after: &str, out: &Output) {
     let ran: Vec<String> = std::fs::read_dir(markers)
@@ -200,28 +176,6 @@ fn repo(account: &Account, dir: &Path) {
         git(dir, args);
     }
     let _ = account;
-}
-
-/// git on the host, as the test's own account, no user or system config.
-fn git(dir: &Path, args: &[&str]) -> Output {
-    let out = Command::new("git")
-        .args(["-c", "safe.directory=*"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "host")
-        .env("GIT_AUTHOR_EMAIL", "host@example.com")
-        .env("GIT_COMMITTER_NAME", "host")
-        .env("GIT_COMMITTER_EMAIL", "host@example.com")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?} on the host: {}",
-        text(&out.stderr)
-    );
-    out
 }
 
 const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";

@@ -894,14 +894,21 @@ fn backends_lists_none_and_the_default() {
     );
 }
 
-/// A3, C3 (fail closed): a terminal is a capability. `none` does not list
-/// `pty`, so an exec asking for one is refused before anything runs, and so
-/// is a resize, each naming the capability; a plain exec still runs.
+/// A3, C3 (fail closed): a terminal is a capability. The third-party
+/// fixture does not list `pty`, so an exec asking for one is refused before
+/// anything runs, and so is a resize, each naming the capability; a plain
+/// exec still runs.
 #[test]
 fn a_terminal_from_a_backend_without_pty_is_refused_with_the_reason() {
     let plugins = Plugins::with_none();
+    plugins.add(&fixtures().third_party);
     let server = Server::start(&plugins);
-    create(&server, &json!({"sessionId": "nopty"}));
+    let handle = server.call(
+        "POST",
+        "/v1/sandboxes?backend=fixture",
+        Some(r#"{"sessionId":"nopty"}"#),
+    );
+    assert_eq!(handle.status, 201, "{}", text(&handle.body));
     let marker = tempfile::tempdir().unwrap();
     let touched = marker.path().join("ran");
     let body = json!({

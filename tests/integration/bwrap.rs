@@ -73,49 +73,6 @@ fn bwrap_sh(
     bwrap_run(plugins, cwd, home, flags, &["sh", "-c", &guarded])
 }
 
-/// Asserts the script printed `line` on a line of its own.
-fn assert_line(out: &Output, line: &str) {
-    assert!(
-        lines(out).iter().any(|l| l == line),
-        "expected the line {line:?}\n{}",
-        both(out)
-    );
-}
-
-/// A shell fragment that runs `cmd` and prints `LABEL=ok` or `LABEL=failed`.
-fn attempt(label: &str, cmd: &str) -> String {
-    format!("if {cmd}; then echo {label}=ok; else echo {label}=failed; fi\n")
-}
-
-/// Every file under `dir` (symlinks not followed) with its bytes; a
-/// snapshot to compare the host against after a run.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let mut entries: Vec<_> = std::fs::read_dir(&d)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        entries.sort();
-        for path in entries {
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            if meta.is_dir() {
-                out.push((path.clone(), None));
-                stack.push(path);
-            } else if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(&path).unwrap();
-                out.push((path, Some(target.into_os_string().into_encoded_bytes())));
-            } else {
-                let bytes = std::fs::read(&path).unwrap();
-                out.push((path, Some(bytes)));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 /// Live `bwrap` processes whose command line contains `needle`.
 fn bwrap_processes_with(needle: &str) -> Vec<String> {
     processes_with(needle)
@@ -127,23 +84,6 @@ fn bwrap_processes_with(needle: &str) -> Vec<String> {
         })
         .collect()
 }
-
-fn git(dir: &Path, args: &[&str]) -> Output {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?} on the host failed: {}",
-        text(&out.stderr)
-    );
-    out
-}
-
 // ---------------------------------------------------------------- HTTP API
 
 fn bwrap_server(plugins: &Plugins) -> Server {

@@ -1,4 +1,4 @@
-//! The push gateway end to end (SPEC H8, docs/design.md §17): a real git in
+//! The push gateway end to end (SPEC H8, docs/design.md §18): a real git in
 //! a real bwrap sandbox pushes to `http://cc-server.internal/git/…`, which
 //! its session's proxy hands to the gateway; each ref is judged by the
 //! guardrails' `push_remote` rule, refused in git's own report-status or

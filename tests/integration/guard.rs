@@ -77,20 +77,6 @@ fn permission_bits(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
-/// Asserts the script printed `line` on a line of its own.
-fn assert_line(out: &Output, line: &str) {
-    assert!(
-        lines(out).iter().any(|l| l == line),
-        "expected the line {line:?}\n{}",
-        both(out)
-    );
-}
-
-/// A shell fragment that runs `cmd` and prints `LABEL=ok` or `LABEL=failed`.
-fn attempt(label: &str, cmd: &str) -> String {
-    format!("if {cmd}; then echo {label}=ok; else echo {label}=failed; fi\n")
-}
-
 /// Asserts each label printed `=failed`.
 fn assert_failed(out: &Output, labels: &[&str]) {
     for label in labels {
@@ -100,16 +86,6 @@ fn assert_failed(out: &Output, labels: &[&str]) {
             both(out)
         );
     }
-}
-
-/// Asserts nothing (not even a dangling symlink) is at `path` on the host.
-fn assert_absent(path: &Path, out: &Output) {
-    assert!(
-        std::fs::symlink_metadata(path).is_err(),
-        "{} reached the host\n{}",
-        path.display(),
-        both(out)
-    );
 }
 
 /// Asserts cc_server printed `cc_server: violation: ACTION TARGET`.
@@ -129,52 +105,6 @@ fn events(out: &Output) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad NDJSON ({e}): {l}")))
         .collect()
-}
-
-/// Every file under `dir` (symlinks not followed) with its bytes; a
-/// snapshot to compare the host against after a run.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            if meta.is_dir() {
-                out.push((path.clone(), None));
-                stack.push(path);
-            } else if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(&path).unwrap();
-                out.push((path, Some(target.into_os_string().into_encoded_bytes())));
-            } else {
-                let bytes = std::fs::read(&path).unwrap();
-                out.push((path, Some(bytes)));
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-/// git on the host, with no user or system config.
-fn git(dir: &Path, args: &[&str]) -> Output {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "host")
-        .env("GIT_AUTHOR_EMAIL", "host@example.com")
-        .env("GIT_COMMITTER_NAME", "host")
-        .env("GIT_COMMITTER_EMAIL", "host@example.com")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?} on the host failed: {}",
-        text(&out.stderr)
-    );
-    out
 }
 
 /// A repository made on the host without template hooks (`.git/hooks` absent).

@@ -684,12 +684,25 @@ const SERVER_SIDE_CRATES: &[(&str, &str)] = &[
 const SERVER_FILES: &[(&str, &str)] = &[
     ("host/src/api/token.rs", "the API token file"),
     (
+        "host/src/commands/agent.rs",
+        "the Claude Code executable the user named or has on PATH",
+    ),
+    (
+        "host/src/commands/hook.rs",
+        "the API token file the hook presents to the server",
+    ),
+    (
         "host/src/commands/ask.rs",
         "/dev/tty: the terminal of the person who ran `run --ask`",
     ),
     (
         "host/src/commands/run.rs",
         "the spec file `run --spec` names: the user's own input",
+    ),
+    (
+        "host/src/commands/sandboxd.rs",
+        "`sandboxd --root-dir` canonicalized once (the jail's root), and the credential \
+         file `--credential-file` names (0600, never through a symlink)",
     ),
     (
         "host/src/config.rs",

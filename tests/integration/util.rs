@@ -1147,6 +1147,78 @@ pub fn lines(out: &Output) -> Vec<String> {
     text(&out.stdout).lines().map(str::to_owned).collect()
 }
 
+/// Asserts the script printed `line` on a line of its own.
+pub fn assert_line(out: &Output, line: &str) {
+    assert!(
+        lines(out).iter().any(|l| l == line),
+        "expected the line {line:?}\n{}",
+        both(out)
+    );
+}
+
+/// A shell fragment that runs `cmd` and prints `LABEL=ok` or `LABEL=failed`.
+pub fn attempt(label: &str, cmd: &str) -> String {
+    format!("if {cmd}; then echo {label}=ok; else echo {label}=failed; fi\n")
+}
+
+/// Asserts nothing (not even a dangling symlink) is at `path` on the host.
+pub fn assert_absent(path: &Path, out: &Output) {
+    assert!(
+        std::fs::symlink_metadata(path).is_err(),
+        "{} reached the host\n{}",
+        path.display(),
+        both(out)
+    );
+}
+
+/// Every file under `dir` (symlinks not followed) with its bytes, sorted;
+/// a snapshot to compare the host against after a run.
+pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                out.push((path.clone(), None));
+                stack.push(path);
+            } else if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).unwrap();
+                out.push((path, Some(target.into_os_string().into_encoded_bytes())));
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                out.push((path, Some(bytes)));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// git on the host as the test's own account: no user or system config,
+/// a fixed identity, any owner's repository taken; must succeed.
+pub fn git(dir: &Path, args: &[&str]) -> Output {
+    let out = Command::new("git")
+        .args(["-c", "safe.directory=*"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "host")
+        .env("GIT_AUTHOR_EMAIL", "host@example.com")
+        .env("GIT_COMMITTER_NAME", "host")
+        .env("GIT_COMMITTER_EMAIL", "host@example.com")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?} on the host failed: {}",
+        text(&out.stderr)
+    );
+    out
+}
+
 /// Lines of `stderr` that `cc_server` itself printed.
 pub fn own_lines(stderr: &[u8]) -> Vec<String> {
     text(stderr)

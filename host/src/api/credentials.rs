@@ -83,6 +83,15 @@ pub const ROUTES: &[(&str, Credential)] = &[
     ("POST /mcp", Credential::Agent),
     ("GET /mcp", Credential::Agent),
     ("DELETE /mcp", Credential::Agent),
+    // `cc_server sandboxd`'s REST listener, a server of its own: nothing on
+    // loopback (the official client sends no credential), the sandbox's
+    // agent credential beyond it; its health probe never (sandboxd/src/auth.rs).
+    ("GET /v1/health", Credential::None),
+    ("GET /v1/metadata", Credential::Agent),
+    ("GET /v1/files/{*path}", Credential::Agent),
+    ("HEAD /v1/files/{*path}", Credential::Agent),
+    ("PUT /v1/files/{*path}", Credential::Agent),
+    ("DELETE /v1/files/{*path}", Credential::Agent),
 ];
 
 /// The credential a route takes; one missing from [`ROUTES`] takes the

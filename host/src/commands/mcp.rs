@@ -29,6 +29,7 @@ pub async fn run(settings: &Settings, args: McpArgs) -> anyhow::Result<ExitCode>
     let spec = build_spec(&args.sandbox, &cwd)?;
     let sessions = start(&settings.start_options(), None).await?;
     settings.install_gateway(&sessions).await?;
+    crate::hook_channel::register(&sessions)?;
     let session = sessions
         .create(spec, args.sandbox.backend.as_deref())
         .await?;
@@ -53,7 +54,7 @@ pub async fn run(settings: &Settings, args: McpArgs) -> anyhow::Result<ExitCode>
 }
 
 /// SIGINT, SIGTERM or SIGHUP: the client went away without closing stdin.
-async fn stop_signal() {
+pub async fn stop_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
         signal(SignalKind::interrupt()),

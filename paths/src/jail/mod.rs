@@ -41,6 +41,7 @@ mod clone;
 mod error;
 mod form;
 mod ops;
+mod pin;
 mod resolve;
 mod sys;
 mod walk;
@@ -55,6 +56,7 @@ mod race_tests;
 pub use clone::{CloneChoice, CloneEntry, CloneReport, CloneSource};
 pub use error::{Denial, JailError, Op, rule};
 pub use ops::{EntryKind, ListEntry};
+pub use pin::{PinError, fd_spelling, pin};
 pub use walk::{DEFAULT_MAX_DEPTH, Walk, WalkEntry};
 
 use std::collections::HashMap;

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -32,7 +32,16 @@ pub trait ControlEvents: Send + Sync + 'static {
     fn lost(&self);
 }
 
-type Waiters = Mutex<HashMap<u64, mpsc::Sender<Reply>>>;
+/// An answer, the descriptors that came with it, and — with descriptors —
+/// the hold on the reader: it reads nothing further until the hold is
+/// dropped, so the caller can register what the answer started before that
+/// exec's `exited` is read.
+type Answer = (Reply, Vec<OwnedFd>, Option<Hold>);
+
+/// Keeps the control reader waiting while it lives.
+pub struct Hold(#[allow(dead_code)] mpsc::Sender<()>);
+
+type Waiters = Mutex<HashMap<u64, mpsc::Sender<Answer>>>;
 
 /// The connection to one sandbox's PID 1.
 pub struct Control {
@@ -98,6 +107,16 @@ impl Control {
 
     /// Sends a request (with descriptors) and waits for its answer.
     pub fn call(&self, request: &Request, fds: &[BorrowedFd<'_>]) -> io::Result<Reply> {
+        self.call_with_fds(request, fds).map(|(reply, _, _)| reply)
+    }
+
+    /// [`Control::call`], with the descriptors the answer brought; the
+    /// reader waits until the [`Hold`] (if any) is dropped.
+    pub fn call_with_fds(
+        &self,
+        request: &Request,
+        fds: &[BorrowedFd<'_>],
+    ) -> io::Result<(Reply, Vec<OwnedFd>, Option<Hold>)> {
         let seq = self.next_seq.fetch_add(1, Ordering::SeqCst);
         let (tx, rx) = mpsc::channel();
         self.waiters.lock().map_err(|_| poisoned())?.insert(seq, tx);
@@ -143,7 +162,7 @@ fn poisoned() -> io::Error {
 }
 
 fn read_loop(socket: &UnixStream, waiters: &Waiters, events: &dyn ControlEvents) {
-    while let Ok(Some((envelope, _))) = proto::recv::<Reply>(socket.as_fd()) {
+    while let Ok(Some((envelope, fds))) = proto::recv::<Reply>(socket.as_fd()) {
         match envelope.body {
             Reply::Exited { id, code, signal } => events.exited(id, Exit { code, signal }),
             Reply::Violation {
@@ -165,7 +184,15 @@ fn read_loop(socket: &UnixStream, waiters: &Waiters, events: &dyn ControlEvents)
                     .ok()
                     .and_then(|mut w| w.remove(&envelope.seq));
                 if let Some(waiter) = waiter {
-                    let _ = waiter.send(body);
+                    if fds.is_empty() {
+                        let _ = waiter.send((body, fds, None));
+                    } else {
+                        let (hold, released) = mpsc::channel();
+                        if waiter.send((body, fds, Some(Hold(hold)))).is_ok() {
+                            // Ends when the caller drops its hold.
+                            let _ = released.recv_timeout(ANSWER_PATIENCE);
+                        }
+                    }
                 }
             }
         }

@@ -18,16 +18,19 @@
 pub mod cgroup;
 mod child_exit;
 mod control;
+mod counters;
 mod exec_groups;
 pub mod host_facts;
 pub mod identity;
 pub mod kept;
 pub mod limits;
+mod pinned;
 pub mod plan;
 pub mod probe;
 mod sandbox;
 mod selftest;
 mod spawner;
+mod terminal;
 pub mod toolchains;
 pub mod violations;
 
@@ -61,6 +64,9 @@ pub struct BwrapBackend {
     /// Where the probe's results are kept, and whether this probe took
     /// them from there (then a failed launch checks them again).
     kept: Mutex<Option<KeptState>>,
+    /// `counter_slots`: the shares the per-uid counters' budget is cut
+    /// into (`counters`); unset is [`counters::DEFAULT_SLOTS`].
+    counter_slots: Mutex<Option<usize>>,
 }
 
 /// How the user's toolchains are shown (SPEC G4): found from the server's
@@ -329,6 +335,24 @@ impl BackendImpl for BwrapBackend {
                 "the user's toolchains are not shown: `toolchains = false` under [backends.bwrap]"
             );
         }
+        if let Some(slots) = ctx.options.get("counter_slots") {
+            match slots.as_u64().filter(|n| (1..=4096).contains(n)) {
+                Some(n) => {
+                    if let Ok(mut held) = self.counter_slots.lock() {
+                        *held = Some(n as usize);
+                    }
+                }
+                None => {
+                    // Fail closed: a budget we cannot read is no budget.
+                    report.available = false;
+                    report.hint = format!(
+                        "[backends.bwrap] counter_slots = {slots}: give a whole number from 1 to 4096 \
+                         (each live sandbox gets one share of half the host's per-uid inotify, \
+                         fanotify and message-queue limits)"
+                    );
+                }
+            }
+        }
         if let Some(mib) = ctx.options.get("cache_size_mib") {
             match mib.as_u64().filter(|m| *m > 0) {
                 Some(mib) => options.cache_bytes = mib << 20,
@@ -395,7 +419,7 @@ impl BackendImpl for BwrapBackend {
         let defaults = self.limits.lock().map(|l| *l).unwrap_or_default();
         let home = std::env::var_os("HOME").map(PathBuf::from);
         for hooks in plan::hook_dirs_to_create(&spec, &RealHost) {
-            std::fs::create_dir(&hooks).map_err(|e| {
+            pinned::make_dir(&hooks).map_err(|e| {
                 PluginError::other(format!(
                     "creating {} to keep it read-only: {e}",
                     hooks.display()
@@ -443,8 +467,22 @@ impl BackendImpl for BwrapBackend {
         )
         .map_err(|e| PluginError::new(ErrorCode::INVALID_SPEC, e.to_string()))?;
         let limits = self.limits(&spec)?;
+        // The sandbox's share of the per-uid counters' budget (threat
+        // model T39), held as long as the sandbox lives.
+        let slots = self
+            .counter_slots
+            .lock()
+            .ok()
+            .and_then(|s| *s)
+            .unwrap_or(counters::DEFAULT_SLOTS);
+        let share = counters::Share::take(slots);
+        let mut plan = plan;
+        for arg in counters::share_args(&counters::HostLimits::read(), slots, share.held()) {
+            plan.args.push("--counter".into());
+            plan.args.push(arg.into());
+        }
         events.starting();
-        let sandbox = BwrapSandbox::launch(&tools, plan, limits, events.clone())
+        let sandbox = BwrapSandbox::launch(&tools, plan, limits, share, events.clone())
             .map_err(|e| self.recheck(&tools, guard, e))?;
         events.ready();
         tracing::debug!(session = %spec.session_id, "bwrap sandbox ready");

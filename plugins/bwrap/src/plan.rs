@@ -185,6 +185,12 @@ pub enum PlanError {
     GrantNotWritable(PathBuf),
     /// An exec grant inside a writable bind that does not exist.
     GrantMissing(PathBuf),
+    /// A source resolves elsewhere than where the host checked it.
+    Changed {
+        path: PathBuf,
+        checked: PathBuf,
+        now: PathBuf,
+    },
 }
 
 impl std::error::Error for PlanError {}
@@ -213,6 +219,15 @@ impl std::fmt::Display for PlanError {
                  bind, or /tmp, /var/tmp, the private $HOME or a cache overlay (details.caches) themselves (a \
                  grant re-opens exec where commands write; read-only binds need none)",
                 p.display()
+            ),
+            Self::Changed { path, checked, now } => write!(
+                f,
+                "{} resolved to {} when the server checked it and to {} now: a symlink in it changed \
+                 between the check and the mount, so nothing is mounted (rule: a mount is checked and \
+                 made as one object); launch again once nothing swaps it",
+                path.display(),
+                checked.display(),
+                now.display()
             ),
             Self::GrantMissing(p) => write!(
                 f,
@@ -356,6 +371,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         let resolved = host
             .resolve(literal)
             .ok_or_else(|| PlanError::BindMissing(literal.clone()))?;
+        sources::unchanged(spec, literal, &resolved)?;
         let writable = spec.binds_writable()
             && !bind.read_only
             && !kept_read_only(&resolved, home.as_deref(), host);
@@ -378,6 +394,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         let resolved = host
             .resolve(dir)
             .ok_or_else(|| PlanError::BindMissing(dir.clone()))?;
+        sources::unchanged(spec, dir, &resolved)?;
         let writable = !kept_read_only(&resolved, home.as_deref(), host);
         push_view(&mut views, &resolved, dir, writable);
         if resolved != *dir {
@@ -444,7 +461,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     let mut read_only_views = shown.views.clone();
     for dir in input.extra_system {
         if host.kind(dir) == Some(Kind::Dir) {
-            args.two("--ro-bind", dir, dir);
+            args.two("--ro-bind", sources::canonical(dir, host), dir);
             exec_from.push(dir.clone());
             read_only_views.push(View {
                 host: host.resolve(dir).unwrap_or_else(|| dir.clone()),
@@ -481,7 +498,10 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
                 continue; // a whole writable root listed as protected: see below
             }
             for ancestor in ancestors_below(&guest, &view.guest) {
-                if pinned.insert(ancestor.clone()) {
+                // Inside a protected path, all is read-only and cannot be
+                // renamed already: a writable bind would undo that.
+                let inside_protected = protected.iter().any(|p: &PathBuf| ancestor.starts_with(p));
+                if !inside_protected && pinned.insert(ancestor.clone()) {
                     let source = view
                         .host
                         .join(ancestor.strip_prefix(&view.guest).unwrap_or(&ancestor));
@@ -584,13 +604,29 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     let egress = spec.egress.as_ref();
     if let Some(e) = egress {
         let inside = Path::new(EGRESS_IN_SANDBOX);
-        args.two("--ro-bind", &e.http_socket, inside.join("http.sock"));
-        args.two("--ro-bind", &e.socks_socket, inside.join("socks.sock"));
+        args.two(
+            "--ro-bind",
+            sources::canonical(&e.http_socket, host),
+            inside.join("http.sock"),
+        );
+        args.two(
+            "--ro-bind",
+            sources::canonical(&e.socks_socket, host),
+            inside.join("socks.sock"),
+        );
         if let Some(known) = &e.ssh_known_hosts {
-            args.two("--ro-bind", known, inside.join("known_hosts"));
+            args.two(
+                "--ro-bind",
+                sources::canonical(known, host),
+                inside.join("known_hosts"),
+            );
         }
     }
-    args.two("--ro-bind", input.init, INIT_IN_SANDBOX);
+    args.two(
+        "--ro-bind",
+        sources::canonical(input.init, host),
+        INIT_IN_SANDBOX,
+    );
     args.flag("--");
     args.flag(INIT_IN_SANDBOX);
     args.one("--control-fd", input.control_fd.to_string());
@@ -609,6 +645,10 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     }
     for point in &masks.dirs {
         args.one("--mask-dir", point);
+    }
+    let checked = sources::checked_points(&protected, &views, &read_only_views);
+    for point in &checked {
+        args.one("--protected", point);
     }
     if !shown.overlays.is_empty() {
         let caches = CacheOverlays {
@@ -914,6 +954,9 @@ fn ancestors_below(path: &Path, root: &Path) -> Vec<PathBuf> {
 
 #[path = "plan_protections.rs"]
 mod protections;
+
+#[path = "plan_sources.rs"]
+mod sources;
 
 #[path = "plan_allowlists.rs"]
 mod allowlists;

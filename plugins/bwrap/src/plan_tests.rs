@@ -1402,3 +1402,111 @@ fn a_version_managers_shims_are_an_exec_able_overlay_in_its_home() {
     assert!(shims.exec && shims.read_only.is_empty(), "{shims:?}");
     assert!(plan.exec_grants.is_empty(), "{:?}", plan.exec_grants);
 }
+
+/// A source that resolves elsewhere than where the server checked it is
+/// refused, naming both (SPEC G5, threat model T40); one that resolves
+/// where it was checked plans, and every bind of it goes to bubblewrap as a
+/// descriptor, the protected points listed for sandbox-init to check.
+#[test]
+fn a_source_resolving_elsewhere_than_checked_is_refused_and_binds_go_by_descriptor() {
+    let mut host = FakeHost::standard();
+    host.symlink("/work/proj/sub", "/data/real");
+    let mut spec = spec_with(vec![bind("/work/proj/sub", false)]);
+    spec.checked_host_paths
+        .insert("/work/proj/sub".into(), "/work/proj/sub".into());
+    let err = run(&spec, &host).unwrap_err();
+    assert_eq!(
+        err,
+        PlanError::Changed {
+            path: "/work/proj/sub".into(),
+            checked: "/work/proj/sub".into(),
+            now: "/data/real".into(),
+        }
+    );
+    assert!(err.to_string().contains("checked and made as one object"));
+    spec.checked_host_paths
+        .insert("/work/proj/sub".into(), "/data/real".into());
+    let mut spec_protected = spec.clone();
+    spec_protected.bind_mounts = vec![bind("/work/proj", false)];
+    spec_protected.protected_paths = vec!["/data/real".into()];
+    host.dir("/work/proj/keep");
+    spec_protected.protected_paths = vec!["/work/proj/keep".into()];
+    for spec in [spec, spec_protected] {
+        let plan = run(&spec, &host).unwrap();
+        let (args, sources) = crate::pinned::by_descriptor(&plan.args).unwrap();
+        let before_init = args.iter().take_while(|a| *a != "--");
+        assert!(
+            !before_init
+                .clone()
+                .any(|a| a == "--bind" || a == "--ro-bind"),
+            "{args:?}"
+        );
+        let fds = before_init
+            .filter(|a| a.to_string_lossy().ends_with("bind-fd"))
+            .count();
+        assert_eq!(fds, sources.len());
+        for point in &plan.protected {
+            let listed = args
+                .windows(2)
+                .any(|w| w[0] == "--protected" && w[1] == point.as_os_str());
+            assert!(listed, "{point:?} not checked by sandbox-init: {args:?}");
+        }
+    }
+}
+
+/// A protected path inside another keeps the outer one read-only: nothing
+/// inside the outer one, already a read-only mount, is re-bound writable
+/// as the inner one's ancestor (sandbox-init would refuse the launch).
+#[test]
+fn a_protected_path_inside_another_keeps_the_outer_one_read_only() {
+    let mut host = FakeHost::standard();
+    host.dir("/work/proj/a")
+        .dir("/work/proj/a/b")
+        .dir("/work/proj/a/b/c");
+    let mut spec = spec_with(vec![bind("/work/proj", false)]);
+    spec.protected_paths = vec!["/work/proj/a/b/c".into(), "/work/proj/a".into()];
+    let plan = run(&spec, &host).unwrap();
+    let binds: Vec<(String, String)> = plan
+        .args
+        .windows(3)
+        .filter(|w| w[0] == "--bind" || w[0] == "--ro-bind")
+        .map(|w| {
+            (
+                w[0].to_string_lossy().into_owned(),
+                w[2].to_string_lossy().into_owned(),
+            )
+        })
+        .filter(|(_, dest)| dest.starts_with("/work/proj/"))
+        .collect();
+    assert_eq!(
+        binds,
+        [
+            ("--ro-bind".to_owned(), "/work/proj/a".to_owned()),
+            ("--ro-bind".to_owned(), "/work/proj/a/b/c".to_owned()),
+        ]
+    );
+}
+
+/// A read-only bind inside a writable one is checked by sandbox-init as a
+/// read-only mount too: its destination lies where other sessions write.
+#[test]
+fn a_read_only_bind_inside_a_writable_one_is_checked_by_sandbox_init() {
+    let mut host = FakeHost::standard();
+    host.dir("/work/proj/x").dir("/work/proj/x/checkout");
+    let spec = spec_with(vec![
+        bind("/work/proj", false),
+        bind("/work/proj/x/checkout", true),
+    ]);
+    let plan = run(&spec, &host).unwrap();
+    let checked: Vec<&OsString> = plan
+        .args
+        .windows(2)
+        .filter(|w| w[0] == "--protected")
+        .map(|w| &w[1])
+        .collect();
+    assert!(
+        checked.iter().any(|p| *p == "/work/proj/x/checkout"),
+        "{checked:?}"
+    );
+    assert!(!checked.iter().any(|p| *p == "/work/proj"), "{checked:?}");
+}

@@ -79,6 +79,7 @@ pub fn probe(
         kind: SandboxBackend::Native,
         capabilities: vec![
             capability::STDIN.into(),
+            capability::PTY.into(),
             capability::EXEC_TIMEOUT.into(),
             capability::SUSPEND.into(),
             capability::FS_ISOLATION.into(),

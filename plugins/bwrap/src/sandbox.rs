@@ -2,7 +2,7 @@
 //! the execs it runs (SPEC G2).
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, PipeWriter, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
@@ -36,13 +36,15 @@ const START_PATIENCE: Duration = Duration::from_secs(20);
 /// How long destroy waits for bwrap to exit before killing it.
 const EXIT_PATIENCE: Duration = Duration::from_secs(5);
 
-struct ExecState {
-    relay: Arc<Relay>,
-    stdin: Mutex<Option<PipeWriter>>,
+pub(crate) struct ExecState {
+    pub(crate) relay: Arc<Relay>,
+    pub(crate) stdin: Mutex<Option<std::fs::File>>,
+    /// The master side of its terminal, when it runs on one (SPEC B8).
+    pub(crate) terminal: Option<std::fs::File>,
     /// Why we signalled it, if we did; decides `killed` over `exit`.
-    kill_reason: Mutex<Option<KillReason>>,
+    pub(crate) kill_reason: Mutex<Option<KillReason>>,
     /// The exec's own cgroup (see [`ExecGroups`]), until it is removed.
-    group: Mutex<Option<Group>>,
+    pub(crate) group: Mutex<Option<Group>>,
 }
 
 impl ExecState {
@@ -228,19 +230,21 @@ impl ControlEvents for Handler {
 
 /// A running sandbox.
 pub struct BwrapSandbox {
-    events: EventSender,
-    control: Arc<Control>,
+    pub(crate) events: EventSender,
+    pub(crate) control: Arc<Control>,
     bwrap: Mutex<Option<Child>>,
     bwrap_pid: u32,
-    plan: Plan,
-    execs: Execs,
+    pub(crate) plan: Plan,
+    pub(crate) execs: Execs,
     life: Arc<Mutex<Life>>,
     next_id: AtomicU64,
     /// The handle's `limits` detail.
     limits: serde_json::Value,
     /// The sandbox's cgroups, removed once bwrap is gone.
     groups: Mutex<Groups>,
-    exec_groups: Arc<ExecGroups>,
+    pub(crate) exec_groups: Arc<ExecGroups>,
+    /// Its share of the per-uid counters' budget, given back with it.
+    _counters: crate::counters::Share,
 }
 
 /// A sandbox's limits: its groups (created, empty) and how each is held.
@@ -254,12 +258,65 @@ pub struct Limits {
 }
 
 impl BwrapSandbox {
+    /// The command's environment: the host's, and what this sandbox adds.
+    pub(crate) fn command_env(
+        &self,
+        mut env: std::collections::BTreeMap<String, String>,
+    ) -> Vec<(String, String)> {
+        if self.plan.guard.is_some() {
+            env.insert(
+                "GIT_TEMPLATE_DIR".into(),
+                crate::plan::GIT_TEMPLATE_IN_SANDBOX.into(),
+            );
+        }
+        if self.plan.egress {
+            env.extend(crate::plan::egress_env(self.plan.ssh_known_hosts));
+        }
+        env.into_iter().collect()
+    }
+
+    /// Kills the exec after `ms` unless it has ended (reason `timeout`).
+    pub(crate) fn arm_timeout(
+        &self,
+        id: u64,
+        exec: Arc<ExecState>,
+        ms: u64,
+    ) -> Result<(), PluginError> {
+        let control = Arc::clone(&self.control);
+        let timer = std::thread::Builder::new()
+            .name(format!("bwrap-timeout-{id}"))
+            .spawn(move || {
+                if !exec.relay.wait_ended(Duration::from_millis(ms)) {
+                    if let Ok(mut r) = exec.kill_reason.lock() {
+                        r.get_or_insert(KillReason::Timeout);
+                    }
+                    let _ = control.call(
+                        &Request::Signal {
+                            id,
+                            signal: libc::SIGKILL,
+                        },
+                        &[],
+                    );
+                    let _ = exec.signal_group(id, libc::SIGKILL);
+                }
+            });
+        if let Err(e) = timer {
+            return Err(PluginError::other(format!(
+                "starting the timeout of exec {id}: {e}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl BwrapSandbox {
     /// Starts bwrap with the plan in the limits' groups and waits for PID
     /// 1's `ready`. On failure the groups are removed again.
     pub fn launch(
         tools: &Tools,
         plan: Plan,
         limits: Limits,
+        counters: crate::counters::Share,
         events: EventSender,
     ) -> Result<Self, PluginError> {
         let execs: Execs = Arc::default();
@@ -300,6 +357,7 @@ impl BwrapSandbox {
             execs,
             life,
             next_id: AtomicU64::new(1),
+            _counters: counters,
         })
     }
 
@@ -307,7 +365,7 @@ impl BwrapSandbox {
         self.life.lock().map(|l| l.clone()).unwrap_or(Life::Lost)
     }
 
-    fn find(&self, exec_id: u64) -> Result<Arc<ExecState>, PluginError> {
+    pub(crate) fn find(&self, exec_id: u64) -> Result<Arc<ExecState>, PluginError> {
         self.execs
             .lock()
             .map_err(|_| PluginError::other("exec table poisoned"))?
@@ -407,8 +465,16 @@ pub(crate) fn start(
 ) -> Result<(Child, Control), PluginError> {
     let (ours, theirs) = UnixStream::pair()
         .map_err(|e| PluginError::other(format!("creating the control socket: {e}")))?;
-    let mut launch = spawner::Launch::new(&tools.bwrap, &plan.args)
+    // Every bind from the object checked, never a path looked up again
+    // (threat model T40): the sources pinned now, given as descriptors.
+    let (args, sources) = crate::pinned::by_descriptor(&plan.args)
         .map_err(|e| PluginError::other(format!("bwrap's arguments: {e}")))?;
+    let pinned = crate::pinned::open(&sources).map_err(|e| PluginError::invalid(e.to_string()))?;
+    let mut launch = spawner::Launch::new(&tools.bwrap, &args)
+        .map_err(|e| PluginError::other(format!("bwrap's arguments: {e}")))?;
+    for (number, fd) in (crate::pinned::FIRST_SOURCE_FD..).zip(&pinned) {
+        launch.give(fd.as_raw_fd(), number);
+    }
     // bwrap gets stdin, stdout, stderr, the control socket, the .gitconfig
     // data and the egress channel, and nothing else the host process had
     // open (threat model T3).
@@ -437,6 +503,7 @@ pub(crate) fn start(
         .map_err(|e| PluginError::other(format!("starting {}: {e}", tools.bwrap.display())))?;
     drop(gitconfig);
     drop(channel);
+    drop(pinned);
     drop(theirs);
     let stderr_tail = Arc::new(Mutex::new(Vec::new()));
     if let Some(stderr) = child.stderr.take() {
@@ -512,7 +579,7 @@ fn log_stderr(stderr: std::fs::File, tail: &Mutex<Vec<String>>) {
     }
 }
 
-fn exec_error(errno: i32, message: String) -> PluginError {
+pub(crate) fn exec_error(errno: i32, message: String) -> PluginError {
     let code = match errno {
         libc::ENOENT | libc::ENOTDIR => ErrorCode::COMMAND_NOT_FOUND,
         libc::EACCES | libc::EPERM => ErrorCode::PERMISSION_DENIED,
@@ -602,10 +669,10 @@ impl SandboxImpl for BwrapSandbox {
                 ));
             }
         }
-        if request.pty.is_some() {
-            return Err(PluginError::unsupported("a pseudo-terminal"));
-        }
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        if let Some(size) = request.pty {
+            return self.exec_on_terminal(id, size, request);
+        }
         // The host's own descriptors stay out here: the command gets the
         // pipes, and a thread of ours copies between them.
         let (host_stdin, host_stdout) = pipe::duplicate_host_fds(request.host_fds)?;
@@ -661,7 +728,8 @@ impl SandboxImpl for BwrapSandbox {
         };
         let exec = Arc::new(ExecState {
             relay,
-            stdin: Mutex::new(stdin_w),
+            stdin: Mutex::new(stdin_w.map(|w| std::fs::File::from(OwnedFd::from(w)))),
+            terminal: None,
             kill_reason: Mutex::new(None),
             group: Mutex::new(group),
         });
@@ -670,24 +738,15 @@ impl SandboxImpl for BwrapSandbox {
             .lock()
             .map_err(|_| PluginError::other("exec table poisoned"))?
             .insert(id, Arc::clone(&exec));
-        let mut env = request.env;
-        if self.plan.guard.is_some() {
-            env.insert(
-                "GIT_TEMPLATE_DIR".into(),
-                crate::plan::GIT_TEMPLATE_IN_SANDBOX.into(),
-            );
-        }
-        if self.plan.egress {
-            env.extend(crate::plan::egress_env(self.plan.ssh_known_hosts));
-        }
         let message = Request::Exec {
             id,
             argv: request.argv.clone(),
-            env: env.into_iter().collect(),
+            env: self.command_env(request.env),
             cwd: cwd.display().to_string(),
             stdin: stdin_r.is_some(),
             cgroup: join.is_some(),
             cgroup_dir: join.is_some(),
+            pty: None,
         };
         let mut fds = vec![out_w.as_fd(), err_w.as_fd()];
         if let Some(r) = &stdin_r {
@@ -739,29 +798,7 @@ impl SandboxImpl for BwrapSandbox {
             }
         }
         if let Some(ms) = request.timeout_ms {
-            let control = Arc::clone(&self.control);
-            let timer = std::thread::Builder::new()
-                .name(format!("bwrap-timeout-{id}"))
-                .spawn(move || {
-                    if !exec.relay.wait_ended(Duration::from_millis(ms)) {
-                        if let Ok(mut r) = exec.kill_reason.lock() {
-                            r.get_or_insert(KillReason::Timeout);
-                        }
-                        let _ = control.call(
-                            &Request::Signal {
-                                id,
-                                signal: libc::SIGKILL,
-                            },
-                            &[],
-                        );
-                        let _ = exec.signal_group(id, libc::SIGKILL);
-                    }
-                });
-            if let Err(e) = timer {
-                return Err(PluginError::other(format!(
-                    "starting the timeout of exec {id}: {e}"
-                )));
-            }
+            self.arm_timeout(id, exec, ms)?;
         }
         Ok(id)
     }
@@ -779,12 +816,21 @@ impl SandboxImpl for BwrapSandbox {
             .map_err(|e| PluginError::other(format!("writing to the stdin of exec {exec_id}: {e}")))
     }
 
+    /// A terminal has no end of file to give: closing its input types
+    /// `^D` (end of file for a reader at the start of a line).
     fn close_stdin(&self, exec_id: u64) -> Result<(), PluginError> {
         let exec = self.find(exec_id)?;
-        if let Ok(mut stdin) = exec.stdin.lock() {
-            stdin.take();
+        if let Ok(mut stdin) = exec.stdin.lock()
+            && let Some(mut input) = stdin.take()
+            && exec.terminal.is_some()
+        {
+            let _ = input.write_all(&[0x04]);
         }
         Ok(())
+    }
+
+    fn call(&self, method: &str, json: &str) -> Result<String, PluginError> {
+        self.terminal_call(method, json)
     }
 
     fn kill(&self, exec_id: u64, signal: i32) -> Result<(), PluginError> {

@@ -153,6 +153,7 @@ fn run_checks(control: &crate::control::Control, seen: &Seen, dir: &Path) -> Res
             stdin: false,
             cgroup: false,
             cgroup_dir: false,
+            pty: None,
         };
         match control.call(&request, &[out_w.as_fd(), err_w.as_fd()]) {
             Ok(Reply::Started { .. }) => {}

@@ -22,6 +22,8 @@ pub(crate) struct Exec {
     id: u64,
     pid: i32,
     stdin: Mutex<Option<std::fs::File>>,
+    /// The master side of its terminal, when it runs on one (SPEC B8).
+    terminal: Option<std::fs::File>,
     /// Why we signalled it, if we did; decides `killed` over `exit`.
     kill_reason: Mutex<Option<KillReason>>,
     relay: Arc<Relay>,
@@ -46,6 +48,22 @@ impl Exec {
                 cwd.display()
             )));
         }
+        if request.pty.is_some() && request.host_fds.is_some() {
+            return Err(PluginError::invalid(
+                "an exec on a terminal takes its input and gives its output through the terminal, not the host's descriptors (`hostFds`)",
+            ));
+        }
+        let terminal = match request.pty {
+            Some(size) => {
+                sandbox_spawn::pty::check_size(size.cols, size.rows)
+                    .map_err(PluginError::invalid)?;
+                Some(
+                    sandbox_spawn::pty::open(size.cols, size.rows)
+                        .map_err(|e| PluginError::other(format!("opening a terminal: {e}")))?,
+                )
+            }
+            None => None,
+        };
         // The host's own descriptors, duplicated before anything starts;
         // the command gets pipes, never these.
         let (host_stdin, host_stdout) = pipe::duplicate_host_fds(request.host_fds)?;
@@ -67,6 +85,7 @@ impl Exec {
                 .collect(),
             cwd: cwd.to_path_buf(),
             stdin: request.stdin || host_stdin.is_some(),
+            terminal: terminal.as_ref().map(|(_, slave)| slave.as_raw_fd()),
             join: join
                 .as_ref()
                 .map(|j| (j.procs.as_raw_fd(), j.dir.as_raw_fd())),
@@ -75,6 +94,9 @@ impl Exec {
         // (close-on-exec: it does not keep them).
         let spawned = crate::lifetime::on_spawner(move || crate::spawn::spawn(&spawn_request));
         drop(join);
+        // The command holds the slave side now; ours would keep the
+        // terminal from hanging up when the command and its children exit.
+        let master = terminal.map(|(master, _slave)| std::fs::File::from(master));
         let child = match spawned {
             Ok(child) => child,
             Err(e) => {
@@ -85,10 +107,21 @@ impl Exec {
             }
         };
         let pid = child.pid;
-        let (stdout, stderr) = (child.stdout, child.stderr);
+        let (stdout, stderr) = match (child.output, &master) {
+            (Some(pipes), _) => pipes,
+            (None, Some(master)) => terminal_output(master)?,
+            (None, None) => return Err(PluginError::other("the command has no output")),
+        };
         pipe::grow(stdout.as_fd());
         pipe::grow(stderr.as_fd());
         let mut stdin = child.stdin;
+        if request.stdin
+            && let Some(master) = &master
+        {
+            stdin = Some(master.try_clone().map_err(|e| {
+                PluginError::other(format!("duplicating the terminal's master side: {e}"))
+            })?);
+        }
         if let Some(pipe) = &stdin {
             pipe::grow(pipe.as_fd());
         }
@@ -113,6 +146,7 @@ impl Exec {
             id,
             pid,
             stdin: Mutex::new(stdin),
+            terminal: master,
             kill_reason: Mutex::new(None),
             relay,
             reaped: Mutex::new(false),
@@ -208,10 +242,27 @@ impl Exec {
         })
     }
 
+    /// Closes the command's stdin. A terminal has no end of file to give:
+    /// closing types `^D` instead (end of file for a reader in canonical
+    /// mode at the start of a line, as at a keyboard).
     pub(crate) fn close_stdin(&self) {
-        if let Ok(mut stdin) = self.stdin.lock() {
-            stdin.take();
+        if let Ok(mut stdin) = self.stdin.lock()
+            && let Some(mut input) = stdin.take()
+            && self.terminal.is_some()
+        {
+            let _ = input.write_all(&[0x04]);
         }
+    }
+
+    /// Gives the command's terminal a new size.
+    pub(crate) fn resize(&self, cols: u16, rows: u16) -> Result<(), PluginError> {
+        let terminal = self.terminal.as_ref().ok_or_else(|| {
+            PluginError::invalid(format!("exec {} does not run on a terminal", self.id))
+        })?;
+        sandbox_spawn::pty::check_size(cols, rows).map_err(PluginError::invalid)?;
+        sandbox_spawn::pty::resize(terminal.as_fd(), cols, rows).map_err(|e| {
+            PluginError::other(format!("resizing the terminal of exec {}: {e}", self.id))
+        })
     }
 
     /// Reaps the zombie leader once the exec has ended; after this the group
@@ -241,7 +292,9 @@ impl Exec {
 
     fn wait_and_report(&self) {
         let status = wait_no_reap(self.pid);
-        self.close_stdin();
+        if let Ok(mut stdin) = self.stdin.lock() {
+            stdin.take();
+        }
         let reason = self.kill_reason.lock().ok().and_then(|r| *r);
         self.relay.finish(match (status, reason) {
             (Status::Signaled(sig), Some(reason)) => EventBody::Killed {
@@ -255,6 +308,17 @@ impl Exec {
             (Status::Exited(code), _) => EventBody::Exit { code, signal: None },
         });
     }
+}
+
+/// The reads of a command on a terminal: its master side as stdout, and an
+/// empty pipe as stderr (the terminal carries both).
+fn terminal_output(master: &std::fs::File) -> Result<(std::fs::File, std::fs::File), PluginError> {
+    let out = master
+        .try_clone()
+        .map_err(|e| PluginError::other(format!("duplicating the terminal's master side: {e}")))?;
+    let (err, _closed) =
+        std::io::pipe().map_err(|e| PluginError::other(format!("creating a pipe: {e}")))?;
+    Ok((out, std::fs::File::from(OwnedFd::from(err))))
 }
 
 enum Status {

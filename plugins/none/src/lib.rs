@@ -27,8 +27,8 @@ use std::time::Duration;
 use sandbox_exec_group::Group;
 use sandbox_plugin_api::sdk::{BackendImpl, EventSender, SandboxImpl};
 use sandbox_plugin_api::{
-    ErrorCode, ExecRequest, KillReason, PluginError, ProbeContext, ProbeReport, SandboxBackend,
-    SandboxInfo, SandboxSpec, SandboxState, capability,
+    ErrorCode, ExecRequest, KillReason, PluginError, ProbeContext, ProbeReport, ResizeRequest,
+    SandboxBackend, SandboxInfo, SandboxSpec, SandboxState, calls, capability,
 };
 
 use crate::exec::Exec;
@@ -60,6 +60,7 @@ impl BackendImpl for NoneBackend {
             kind: SandboxBackend::None,
             capabilities: vec![
                 capability::STDIN.into(),
+                capability::PTY.into(),
                 capability::EXEC_TIMEOUT.into(),
                 capability::HOST_FDS.into(),
             ],
@@ -206,9 +207,6 @@ impl SandboxImpl for NoneSandbox {
     }
 
     fn exec(&self, request: ExecRequest) -> Result<u64, PluginError> {
-        if request.pty.is_some() {
-            return Err(PluginError::unsupported("a pseudo-terminal"));
-        }
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         let cwd = request.cwd.clone().unwrap_or_else(|| self.workdir.clone());
         // Register before the threads start so a quick exit finds its entry.
@@ -253,6 +251,19 @@ impl SandboxImpl for NoneSandbox {
         }
         exec.signal(signal, KillReason::Manual);
         Ok(())
+    }
+
+    fn call(&self, method: &str, json: &str) -> Result<String, PluginError> {
+        if method != calls::RESIZE {
+            return Err(PluginError::unsupported(&format!(
+                "sandbox call `{method}`"
+            )));
+        }
+        let resize: ResizeRequest = serde_json::from_str(json)
+            .map_err(|e| PluginError::invalid(format!("the resize request: {e}")))?;
+        self.find(resize.exec_id)?
+            .resize(resize.cols, resize.rows)?;
+        Ok(String::new())
     }
 
     fn destroy(&self) -> Result<(), PluginError> {

@@ -28,16 +28,20 @@ pub(crate) struct Request {
     pub cwd: PathBuf,
     /// A pipe for stdin (else `/dev/null`).
     pub stdin: bool,
+    /// A terminal's slave side: the command's stdin, stdout, stderr and
+    /// controlling terminal, instead of pipes (SPEC B8).
+    pub terminal: Option<RawFd>,
     /// The exec's cgroup: its `cgroup.procs` and its directory.
     pub join: Option<(RawFd, RawFd)>,
 }
 
-/// The started command: its pid and the parent's ends of its pipes.
+/// The started command: its pid and the parent's ends of its pipes (none
+/// on a terminal: its master side is the caller's).
 pub(crate) struct Spawned {
     pub pid: libc::pid_t,
     pub stdin: Option<File>,
-    pub stdout: File,
-    pub stderr: File,
+    /// Stdout and stderr.
+    pub output: Option<(File, File)>,
 }
 
 /// The default search path of `execvp` when the environment has no `PATH`.
@@ -101,15 +105,26 @@ pub(crate) fn spawn(request: &Request) -> io::Result<Spawned> {
         .collect();
     let cwd = c(request.cwd.as_os_str().as_bytes())?;
 
-    let (stdin_child, stdin_parent) = if request.stdin {
+    let (stdin_child, stdin_parent) = if request.terminal.is_some() {
+        (None, None)
+    } else if request.stdin {
         let (r, w) = pipe()?;
-        (r, Some(w))
+        (Some(r), Some(w))
     } else {
         let null = File::open("/dev/null")?;
-        (above_stdio(OwnedFd::from(null))?, None)
+        (Some(above_stdio(OwnedFd::from(null))?), None)
     };
-    let (stdout_parent, stdout_child) = pipe()?;
-    let (stderr_parent, stderr_child) = pipe()?;
+    let pipes = match request.terminal {
+        Some(_) => None,
+        None => Some((pipe()?, pipe()?)),
+    };
+    let fds = match (request.terminal, &stdin_child, &pipes) {
+        (Some(slave), _, _) => [slave; 3],
+        (None, Some(stdin), Some(((_, out), (_, err)))) => {
+            [stdin.as_raw_fd(), out.as_raw_fd(), err.as_raw_fd()]
+        }
+        _ => return Err(io::Error::from_raw_os_error(libc::EINVAL)),
+    };
 
     let failure = AtomicI32::new(0);
     let prepared = Prepared {
@@ -119,11 +134,8 @@ pub(crate) fn spawn(request: &Request) -> io::Result<Spawned> {
         script_argvs: &script_argvs,
         sh: &sh,
         cwd: &cwd,
-        fds: [
-            stdin_child.as_raw_fd(),
-            stdout_child.as_raw_fd(),
-            stderr_child.as_raw_fd(),
-        ],
+        fds,
+        controlling_terminal: request.terminal.is_some(),
         join: request.join.map(|(procs, _)| procs),
         server: std::process::id() as libc::pid_t,
         failure: &failure,
@@ -147,13 +159,16 @@ pub(crate) fn spawn(request: &Request) -> io::Result<Spawned> {
         ),
         _ => e,
     })?;
-    drop((stdin_child, stdout_child, stderr_child));
+    drop(stdin_child);
+    let output = pipes.map(|((out, out_child), (err, err_child))| {
+        drop((out_child, err_child));
+        (File::from(out), File::from(err))
+    });
     let pid = sandbox_spawn::exec_result(pid, &failure)?;
     Ok(Spawned {
         pid,
         stdin: stdin_parent.map(File::from),
-        stdout: File::from(stdout_parent),
-        stderr: File::from(stderr_parent),
+        output,
     })
 }
 
@@ -209,6 +224,9 @@ struct Prepared<'a> {
     cwd: &'a CString,
     /// Its stdin, stdout and stderr.
     fds: [RawFd; 3],
+    /// Make the terminal on its stdin its controlling terminal, in a
+    /// session of its own.
+    controlling_terminal: bool,
     /// `cgroup.procs` of the exec's group, when it was not made in it.
     join: Option<RawFd>,
     server: libc::pid_t,
@@ -250,7 +268,13 @@ unsafe fn child(p: &Prepared<'_>, joined: bool) -> ! {
         if libc::getppid() != p.server {
             fail(libc::ESRCH);
         }
-        if libc::setpgid(0, 0) != 0 {
+        // A session of its own for a terminal (also a group of its own:
+        // the exec's kill reaches it the same way), else a group.
+        if p.controlling_terminal {
+            if libc::setsid() < 0 {
+                fail(errno());
+            }
+        } else if libc::setpgid(0, 0) != 0 {
             fail(errno());
         }
         sandbox_spawn::default_signals();
@@ -258,6 +282,11 @@ unsafe fn child(p: &Prepared<'_>, joined: bool) -> ! {
             if libc::dup2(fd, target as RawFd) < 0 {
                 fail(errno());
             }
+        }
+        if p.controlling_terminal
+            && let Err(e) = sandbox_spawn::pty::make_controlling(0)
+        {
+            fail(e);
         }
         if libc::chdir(p.cwd.as_ptr()) != 0 {
             fail(errno());

@@ -53,6 +53,14 @@ pub fn check_binds(
             message: refusal.message,
         }
     })?;
+    // What was checked is what the backend mounts (SPEC G5): the resolved
+    // spelling of each source goes with the spec, and whatever the client
+    // put there is replaced.
+    let checked = sources(spec)
+        .iter()
+        .filter_map(|s| Some((s.path.to_path_buf(), facts.resolve(s.path)?.clone())))
+        .collect();
+    spec.checked_host_paths = checked;
     let mut notices = Vec::new();
     for (path, notice) in protect {
         if !spec.protected_paths.contains(&path) {

@@ -714,3 +714,27 @@ fn the_data_and_state_directories_are_the_servers() {
         assert!(err.to_string().contains("state directory"), "{path}: {err}");
     }
 }
+
+/// G5, T40: the backend gets the resolved spelling each bind was checked
+/// at, and a client's own `checkedHostPaths` is replaced, never trusted.
+#[test]
+fn the_backend_gets_the_spelling_each_bind_was_checked_at() {
+    let on = settings(SandboxSwitch::On);
+    let mut asked = binding("/home/me/work/link-out", RW);
+    asked
+        .checked_host_paths
+        .insert("/home/me/work/link-out".into(), "/home/me/work".into());
+    asked
+        .checked_host_paths
+        .insert("/elsewhere".into(), "/etc".into());
+    let planned = plan(asked, None, &on).unwrap();
+    assert_eq!(
+        planned.spec.checked_host_paths,
+        [(
+            PathBuf::from("/home/me/work/link-out"),
+            PathBuf::from("/home/me/other")
+        )]
+        .into_iter()
+        .collect()
+    );
+}

@@ -5,6 +5,7 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 
 use crate::caches::CacheOverlays;
+use crate::counters::Counters;
 use crate::masks::Masks;
 use sandbox_paths::write_rules::GuardConfig;
 
@@ -34,6 +35,8 @@ pub struct Args {
     pub caches: CacheOverlays,
     /// `--mask-file PATH`, `--mask-dir PATH` (`crate::masks`).
     pub masks: Masks,
+    /// `--counter NAME=VALUE` (`crate::counters`).
+    pub counters: Counters,
 }
 
 /// Parses the arguments after the program name.
@@ -46,6 +49,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
     let mut exec_grants = Vec::new();
     let mut caches = CacheOverlays::default();
     let mut masks = Masks::default();
+    let mut counters = Counters::default();
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -84,6 +88,8 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
             "--exec-grant" => exec_grants.push(value.clone()),
             "--mask-file" => masks.files.push(value.clone()),
             "--mask-dir" => masks.dirs.push(value.clone()),
+            "--protected" => masks.protected.push(value.clone()),
+            "--counter" => counters.parse_one(value)?,
             "--caches" => {
                 caches = serde_json::from_str::<CacheOverlays>(value)
                     .map_err(|e| format!("--caches: {e}"))?
@@ -92,7 +98,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         }
     }
     let control = control
-        .ok_or("usage: sandbox-init --control-fd N [--guard JSON] [--forward PORT=SOCKET]... [--egress-channel N] [--exec-from PATH]... [--exec-grant DIR]... [--caches JSON] [--mask-file PATH]... [--mask-dir PATH]...")?;
+        .ok_or("usage: sandbox-init --control-fd N [--guard JSON] [--forward PORT=SOCKET]... [--egress-channel N] [--exec-from PATH]... [--exec-grant DIR]... [--caches JSON] [--mask-file PATH]... [--mask-dir PATH]... [--protected PATH]... [--counter NAME=VALUE]...")?;
     if channel == Some(control) {
         return Err(format!(
             "--egress-channel {control} is the control descriptor; pass another"
@@ -107,6 +113,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         exec_grants,
         caches,
         masks,
+        counters,
     })
 }
 
@@ -154,6 +161,10 @@ mod tests {
             "/home/u/.ssh",
             "--mask-file",
             "/etc/gshadow",
+            "--protected",
+            "/work/.git/hooks",
+            "--counter",
+            "max_inotify_instances=4",
         ]))
         .unwrap();
         assert_eq!(parsed.control, 7);
@@ -178,6 +189,11 @@ mod tests {
         assert_eq!(parsed.exec_grants, vec!["/work/bin".to_owned()]);
         assert_eq!(parsed.masks.files, ["/etc/shadow", "/etc/gshadow"]);
         assert_eq!(parsed.masks.dirs, ["/home/u/.ssh"]);
+        assert_eq!(parsed.masks.protected, ["/work/.git/hooks"]);
+        assert_eq!(
+            parsed.counters.limits,
+            [("max_inotify_instances".to_owned(), 4)]
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::outbox::Outbox;
 use crate::proto::{self, Reply, Request};
 use crate::reap::{ChildSignals, Running, reap};
 use crate::seccomp;
-use crate::spawn::{Failure, Filters, Streams, spawn};
+use crate::spawn::{Failure, Filters, Spawned, Streams, spawn};
 
 /// The first argument of the forwarder process.
 pub const FORWARDER: &str = "--forwarder";
@@ -86,7 +86,7 @@ pub fn serve(
         if polled[0].revents != 0 {
             match proto::recv::<Request>(control)? {
                 Some((envelope, fds)) => {
-                    let reply = handle(
+                    let (reply, terminal) = handle(
                         envelope.body,
                         fds,
                         &mut running,
@@ -95,7 +95,10 @@ pub fn serve(
                         rules.as_ref(),
                         &outbox,
                     );
-                    outbox.send(envelope.seq, &reply)?;
+                    let attached: Vec<BorrowedFd<'_>> = terminal.iter().map(AsFd::as_fd).collect();
+                    outbox.send_with(envelope.seq, &reply, &attached)?;
+                    // Our copy of the master side closes here: the backend's
+                    // is the only one.
                 }
                 None => {
                     // The backend is gone (destroy, or the server died).
@@ -214,7 +217,7 @@ impl Prepared {
             .collect();
         // Forked here, not by the forker: outside the commands' namespace, no
         // command can name the forwarder either.
-        let (pid, _) = spawn(
+        let Spawned { pid, .. } = spawn(
             &self.argv,
             &[],
             "/",
@@ -262,8 +265,8 @@ fn handle(
     forker: &Arc<Forker>,
     rules: Option<&Arc<PendingRules>>,
     outbox: &Outbox,
-) -> Reply {
-    match request {
+) -> (Reply, Option<OwnedFd>) {
+    let reply = match request {
         Request::Exec {
             id,
             argv,
@@ -272,6 +275,7 @@ fn handle(
             stdin,
             cgroup,
             cgroup_dir,
+            pty,
         } => match spawn(
             &argv,
             &env,
@@ -280,13 +284,18 @@ fn handle(
                 stdin,
                 cgroup,
                 cgroup_dir,
+                terminal: pty.map(|size| (size.cols, size.rows)),
             },
             fds,
             &[],
             filters,
             Some(forker.as_ref()),
         ) {
-            Ok((pid, listener)) => {
+            Ok(Spawned {
+                pid,
+                listener,
+                terminal,
+            }) => {
                 running.by_pid.insert(pid, id);
                 running.by_id.insert(id, pid);
                 if let (Some(rules), Some(listener)) = (rules, listener) {
@@ -299,7 +308,7 @@ fn handle(
                         outbox.clone(),
                     );
                 }
-                Reply::Started { pid }
+                return (Reply::Started { pid }, terminal);
             }
             Err(Failure { errno, message }) => Reply::Failed { errno, message },
         },
@@ -320,7 +329,8 @@ fn handle(
         },
         Request::Freeze => signal_everything(libc::SIGSTOP),
         Request::Thaw => signal_everything(libc::SIGCONT),
-    }
+    };
+    (reply, None)
 }
 
 /// Serves an exec's listener on a thread until its last process is gone.

@@ -21,7 +21,7 @@
 
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::{Mutex, mpsc};
 use std::time::Duration;
 
@@ -383,25 +383,7 @@ fn enter_namespaces(namespaces: &Namespaces) -> io::Result<()> {
     Ok(())
 }
 
-/// A close-on-exec `SOCK_SEQPACKET` pair (the one-shot opener's answer, a
-/// command's start report).
-pub(crate) fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut pair = [0 as RawFd; 2];
-    // SAFETY: socketpair writes two descriptors into `pair`.
-    if unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            pair.as_mut_ptr(),
-        )
-    } != 0
-    {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both were just created and are ours.
-    Ok(unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) })
-}
+pub(crate) use sandbox_fdpass::seqpacket_pair;
 
 /// The one-shot opener's answer: a descriptor, or the errno it got.
 fn recv_answer(socket: &OwnedFd, limit: Duration) -> io::Result<OwnedFd> {

@@ -17,7 +17,8 @@
 //!    so they are `noexec` too (their binaries' directories are read-only
 //!    binds on top, which the pass leaves alone).
 //! 2. sets `user.max_user_namespaces` to 0 there: no process below can make
-//!    a user namespace again (what bubblewrap's `--disable-userns` did);
+//!    a user namespace again (what bubblewrap's `--disable-userns` did),
+//!    and the sandbox's share of the per-uid counters (`crate::counters`);
 //!    then re-binds `/proc/sys` and the other procfs files uid 0 may write
 //!    without a capability read-only ([`PROC_READ_ONLY`]): the sandbox runs
 //!    as the server's uid, and for a server run as root the sysctl check
@@ -39,6 +40,7 @@ use std::io;
 
 use crate::caches::CacheOverlays;
 use crate::caps::{CAP_SYS_PTRACE, keep_only};
+use crate::counters::Counters;
 use crate::forker::Forker;
 use crate::masks::Masks;
 use crate::mount::{bind_onto_itself, read_only_bind, remount};
@@ -68,6 +70,8 @@ pub enum LayoutError {
         #[source]
         source: io::Error,
     },
+    #[error("bounding the per-uid kernel counters")]
+    Counters(#[source] io::Error),
     #[error("forbidding new user namespaces")]
     UserNamespaces(#[source] io::Error),
     #[error("making {point} read-only")]
@@ -232,8 +236,12 @@ pub fn enter<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
     exec_grants: &[String],
     masks: &Masks,
     caches: &CacheOverlays,
+    counters: &Counters,
     confine: impl FnOnce(&[String], &OwnedFd) -> Result<(), E>,
 ) -> Result<Forker, LayoutError> {
+    counters
+        .before_user_namespace()
+        .map_err(LayoutError::Counters)?;
     enter_own_user_namespace().map_err(LayoutError::UserNamespace)?;
     let text = std::fs::read_to_string("/proc/self/mountinfo").map_err(LayoutError::Mountinfo)?;
     let before = parse_mountinfo(&text);
@@ -269,6 +277,7 @@ pub fn enter<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
         .collect();
     std::fs::write("/proc/sys/user/max_user_namespaces", "0")
         .map_err(LayoutError::UserNamespaces)?;
+    counters.write().map_err(LayoutError::Counters)?;
     // For the commands' namespace reaper, before `/proc/sys` is read-only;
     // only global root may open it (`crate::forker`), and before Linux 6.3
     // it does not exist: then the commands' filter keeps memfds sealed.

@@ -12,6 +12,7 @@ pub mod call;
 pub mod caps;
 pub mod commands_proc;
 pub mod control;
+pub mod counters;
 pub mod forker;
 pub mod forward;
 pub mod guard;

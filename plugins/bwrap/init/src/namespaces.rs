@@ -30,7 +30,7 @@
 //! filter do it.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// How the commands' namespace keeps memfds from being exec'd.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +74,7 @@ impl Namespaces {
     /// start no thread, and PID 1 needs threads), no process is made for
     /// it, and the reaper is PID 1's child.
     pub fn make(memfd_sysctl: Option<RawFd>) -> io::Result<Namespaces> {
-        let (told, tell) = seqpacket_pair()?;
+        let (told, tell) = sandbox_fdpass::seqpacket_pair()?;
         let made = std::thread::scope(|scope| {
             scope
                 .spawn(|| {
@@ -161,26 +161,6 @@ impl Namespaces {
             MemfdExec::FilterOnly
         }
     }
-}
-
-/// A close-on-exec `SOCK_SEQPACKET` pair: each of the reaper's two answers
-/// is one message.
-fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut pair = [0; 2];
-    // SAFETY: socketpair writes two descriptors into `pair`.
-    if unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            pair.as_mut_ptr(),
-        )
-    } != 0
-    {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both were just created and are ours.
-    Ok(unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) })
 }
 
 /// In the reaper: creates a procfs of its pid namespace (`fsopen`,

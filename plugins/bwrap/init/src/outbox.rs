@@ -18,6 +18,11 @@ pub struct Outbox {
 impl Outbox {
     /// Sends one frame, whole, before any other thread may send its own.
     pub fn send(&self, seq: u64, reply: &Reply) -> io::Result<()> {
+        self.send_with(seq, reply, &[])
+    }
+
+    /// [`Outbox::send`] with descriptors attached.
+    pub fn send_with(&self, seq: u64, reply: &Reply, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
         let _frame = self
             .lock
             .lock()
@@ -25,6 +30,6 @@ impl Outbox {
         // SAFETY: the control descriptor outlives every sender (PID 1 exits
         // with it; supervisor threads die with the process).
         let fd = unsafe { BorrowedFd::borrow_raw(self.fd) };
-        proto::send(fd, seq, reply, &[])
+        proto::send(fd, seq, reply, fds)
     }
 }

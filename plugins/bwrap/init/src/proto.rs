@@ -30,9 +30,9 @@ pub const MAX_FDS: usize = sandbox_fdpass::MAX_FDS;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "camelCase")]
 pub enum Request {
-    /// Start a command. Descriptors: stdout, stderr, stdin when `stdin`,
-    /// then the exec's `cgroup.procs` when `cgroup`, then its cgroup
-    /// directory when `cgroup_dir` too.
+    /// Start a command. Descriptors: stdout, stderr, stdin when `stdin`
+    /// (none of the three with `pty`), then the exec's `cgroup.procs` when
+    /// `cgroup`, then its cgroup directory when `cgroup_dir` too.
     Exec {
         /// The backend's exec id.
         id: u64,
@@ -52,6 +52,11 @@ pub enum Request {
         /// where the kernel allows it, which spares it the join's wait.
         #[serde(default, rename = "cgroupDir")]
         cgroup_dir: bool,
+        /// Run on a new terminal of this size, made here from the
+        /// sandbox's own devpts: the command's stdin, stdout, stderr and
+        /// controlling terminal. `started` brings back its master side.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pty: Option<sandbox_plugin_api::PtySize>,
     },
     /// Signal an exec's whole process group.
     Signal { id: u64, signal: i32 },
@@ -69,7 +74,8 @@ pub enum Reply {
     Ready { version: u32 },
     /// The request was done.
     Done,
-    /// The exec's command is running with this pid (in the sandbox's pid namespace).
+    /// The exec's command is running with this pid (in the sandbox's pid
+    /// namespace). With `pty`, its terminal's master side comes with it.
     Started { pid: i32 },
     /// The exec could not start: `errno` from chdir or execve.
     Failed { errno: i32, message: String },
@@ -215,6 +221,7 @@ mod tests {
             stdin: false,
             cgroup: false,
             cgroup_dir: false,
+            pty: None,
         };
         send(a.as_fd(), 3, &request, &[w.as_fd()]).unwrap();
         drop(w);

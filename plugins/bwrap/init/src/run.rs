@@ -76,6 +76,7 @@ pub fn main() -> ExitCode {
         exec_grants,
         caches,
         masks,
+        counters,
         ..
     } = parsed;
     // First, while single-threaded: our own namespaces, writable mounts
@@ -99,6 +100,7 @@ pub fn main() -> ExitCode {
         &exec_grants,
         &masks,
         &caches,
+        &counters,
         |writable, commands_proc| enter_domain(&exec_from, writable, commands_proc, guarded),
     ) {
         Ok(forker) => forker,

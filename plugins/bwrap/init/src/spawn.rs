@@ -17,6 +17,7 @@ const STAGE_EXEC: u32 = 2;
 const STAGE_GUARD: u32 = 3;
 const STAGE_OOM: u32 = 4;
 const STAGE_CGROUP: u32 = 5;
+const STAGE_TERMINAL: u32 = 6;
 
 /// Every command's `oom_score_adj`: the OOM killer takes a command before
 /// PID 1, the supervisor or the forwarder (which keep 0; lowering their
@@ -98,6 +99,18 @@ pub struct Streams {
     /// made in the group where the kernel allows it, and joins through
     /// `cgroup.procs` where not.
     pub cgroup_dir: bool,
+    /// A new terminal of `(cols, rows)` instead of stdout, stderr and
+    /// stdin descriptors (none of them is sent then).
+    pub terminal: Option<(u16, u16)>,
+}
+
+/// A started command.
+pub struct Spawned {
+    pub pid: i32,
+    /// Its guard's listener, when it has a guard filter.
+    pub listener: Option<OwnedFd>,
+    /// The master side of its terminal, when it runs on one.
+    pub terminal: Option<OwnedFd>,
 }
 
 /// Forks and execs one command in a session (and process group) of its own,
@@ -117,11 +130,14 @@ pub fn spawn(
     inherit: &[RawFd],
     filters: &Filters,
     forker: Option<&Forker>,
-) -> Result<(i32, Option<OwnedFd>), Failure> {
-    let expected = 2
-        + usize::from(streams.stdin)
-        + usize::from(streams.cgroup)
-        + usize::from(streams.cgroup && streams.cgroup_dir);
+) -> Result<Spawned, Failure> {
+    let streamed = if streams.terminal.is_some() {
+        0
+    } else {
+        2 + usize::from(streams.stdin)
+    };
+    let expected =
+        streamed + usize::from(streams.cgroup) + usize::from(streams.cgroup && streams.cgroup_dir);
     if argv.is_empty() || fds.len() != expected {
         return Err(Failure {
             errno: libc::EINVAL,
@@ -141,6 +157,16 @@ pub fn spawn(
         .iter()
         .map(|p| c_string(p))
         .collect::<Result<_, _>>()?;
+    // The terminal comes from this sandbox's own devpts (bubblewrap's
+    // `--dev`), never the host's.
+    let terminal = match streams.terminal {
+        Some((cols, rows)) => Some(sandbox_spawn::pty::open(cols, rows).map_err(|e| Failure {
+            errno: e.raw_os_error().unwrap_or(libc::EIO),
+            message: format!("opening a terminal: {e}"),
+        })?),
+        None => None,
+    };
+    let slave = terminal.as_ref().map(|(_, slave)| slave.as_raw_fd());
     let prepared = Prepared {
         argv: pointers(&c_argv),
         env: pointers(&c_env),
@@ -148,19 +174,20 @@ pub fn spawn(
         cwd: c_string(cwd)?,
         dev_null: c_string("/dev/null")?,
         oom_score_adj: c_string("/proc/self/oom_score_adj")?,
-        stdin: if streams.stdin {
-            Some(fds[2].as_raw_fd())
-        } else {
-            None
+        stdin: match slave {
+            Some(slave) => Some(slave),
+            None if streams.stdin => Some(fds[2].as_raw_fd()),
+            None => None,
         },
         cgroup: if streams.cgroup {
-            Some(fds[2 + usize::from(streams.stdin)].as_raw_fd())
+            Some(fds[streamed].as_raw_fd())
         } else {
             None
         },
         cgroup_dir: (streams.cgroup && streams.cgroup_dir).then(|| fds[expected - 1].as_raw_fd()),
-        stdout: fds[0].as_raw_fd(),
-        stderr: fds[1].as_raw_fd(),
+        stdout: slave.unwrap_or_else(|| fds[0].as_raw_fd()),
+        stderr: slave.unwrap_or_else(|| fds[1].as_raw_fd()),
+        controlling_terminal: slave,
         hardening: filters.hardening.as_deref(),
         guard_filter: filters.guard.as_deref(),
         umask: filters.umask,
@@ -198,6 +225,9 @@ pub fn spawn(
     })?;
     drop(report_w);
     drop(fds);
+    // The command holds the slave side now; ours would keep the terminal
+    // from hanging up when the command and its children are gone.
+    let terminal = terminal.map(|(master, _slave)| master);
     let (listener, failure) = read_report(report_r.as_fd());
     if let Some((stage, errno)) = failure {
         let what = match stage {
@@ -205,6 +235,7 @@ pub fn spawn(
             STAGE_GUARD => "installing the command's seccomp filters".to_owned(),
             STAGE_OOM => "raising the command's oom_score_adj".to_owned(),
             STAGE_CGROUP => "joining the exec's cgroup (which ends every process of the exec at its timeout or kill)".to_owned(),
+            STAGE_TERMINAL => "making the terminal the command's controlling terminal".to_owned(),
             _ => argv[0].clone(),
         };
         let mut message = format!("{what}: {}", io::Error::from_raw_os_error(errno));
@@ -221,7 +252,11 @@ pub fn spawn(
             message: "the command did not hand over its guard listener".into(),
         });
     }
-    Ok((pid, listener))
+    Ok(Spawned {
+        pid,
+        listener,
+        terminal,
+    })
 }
 
 /// Why an exec the kernel refused with EACCES was refused, and what would
@@ -296,6 +331,8 @@ struct Prepared<'a> {
     cgroup_dir: Option<RawFd>,
     stdout: RawFd,
     stderr: RawFd,
+    /// A terminal's slave side, to become the controlling terminal.
+    controlling_terminal: Option<RawFd>,
     hardening: Option<&'a [seccomp::SockFilter]>,
     guard_filter: Option<&'a [seccomp::SockFilter]>,
     umask: libc::mode_t,
@@ -339,6 +376,12 @@ unsafe fn child(p: &Prepared<'_>, report: RawFd, joined: bool) -> ! {
         libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
         libc::umask(p.umask);
         libc::setsid();
+        // In its new session, before the filters.
+        if let Some(slave) = p.controlling_terminal
+            && sandbox_spawn::pty::make_controlling(slave).is_err()
+        {
+            fail(report, STAGE_TERMINAL);
+        }
         // Before the filters: the guard would judge this open otherwise.
         // EACCES only where the sandbox's root is not mapped (an
         // unprivileged server): PID 1 is not dumpable, so its child's
