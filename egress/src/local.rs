@@ -50,6 +50,41 @@ pub fn text(status: StatusCode, message: &str) -> Response<LocalBody> {
     resp
 }
 
+/// A target a server-side service has the session's proxies refuse on
+/// every way in (the push gateway: ssh to the forge while it brokers the
+/// forge's tokens), by name and port, before the allowlist is asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub host: String,
+    pub port: u16,
+    /// Why, and what to do instead.
+    pub rule: String,
+}
+
+impl Refused {
+    pub(crate) fn matches(&self, host: &str, port: u16) -> bool {
+        let host = host.strip_suffix('.').unwrap_or(host);
+        port == self.port && host.eq_ignore_ascii_case(&self.host)
+    }
+
+    pub(crate) fn refusal(&self, host: &str, port: u16) -> Refusal {
+        Refusal {
+            target: format!("{host}:{port}"),
+            rule: self.rule.clone(),
+            tag: "refused-by-server",
+        }
+    }
+}
+
+/// What a session's proxies serve or refuse on the server's behalf.
+#[derive(Clone, Default)]
+pub struct Local {
+    /// The channel's answerer.
+    pub service: Option<LocalService>,
+    /// Targets refused on every way in.
+    pub refused: Vec<Refused>,
+}
+
 /// The refusal of the channel's name on a way in that cannot reach it:
 /// it is never dialled, whatever a resolver override says.
 pub fn refusal(host: &str, port: u16, ingress: Ingress) -> Refusal {

@@ -120,7 +120,8 @@ impl SessionProxies {
         on_violation: ViolationSink,
         max_connections: usize,
     ) -> io::Result<Self> {
-        Self::start_with_local(policy, listen, on_violation, max_connections, None).await
+        let local = crate::local::Local::default();
+        Self::start_with_local(policy, listen, on_violation, max_connections, local).await
     }
 
     /// [`SessionProxies::start`], the HTTP proxy answering the server
@@ -130,7 +131,7 @@ impl SessionProxies {
         listen: Listen,
         on_violation: ViolationSink,
         max_connections: usize,
-        local: Option<crate::local::LocalService>,
+        local: crate::local::Local,
     ) -> io::Result<Self> {
         // Room for every admitted connection's two tasks, and for refusals.
         let max_tasks = MAX_SESSION_TASKS.max(max_connections.saturating_mul(2) + 64);
@@ -144,7 +145,7 @@ impl SessionProxies {
         listen: Listen,
         on_violation: ViolationSink,
         (max_tasks, max_connections): (usize, usize),
-        local: Option<crate::local::LocalService>,
+        local: crate::local::Local,
     ) -> io::Result<Self> {
         let credential = match &listen {
             Listen::Unix { .. } => None,
@@ -158,7 +159,8 @@ impl SessionProxies {
             max_tasks,
             max_connections,
             open: Arc::new(AtomicUsize::new(0)),
-            local,
+            local: local.service,
+            refused: local.refused,
         });
         match listen {
             Listen::Unix { dir } => {

@@ -16,6 +16,7 @@ pub mod entry_points;
 mod entry_points_scan;
 #[cfg(test)]
 mod entry_points_tests;
+mod forge_ledger;
 pub mod heap;
 mod hook_channel;
 mod logging;

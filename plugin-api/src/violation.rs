@@ -24,6 +24,9 @@ pub const OPERATION: &str = "operation";
 pub const PROCESS_EXEC: &str = "process-exec";
 /// An outbound connection was refused by the session's egress proxy.
 pub const NETWORK_OUTBOUND: &str = "network-outbound";
+/// A ref of a push was refused by the push gateway (`target`: the
+/// repository and the ref).
+pub const GIT_PUSH: &str = "git-push";
 
 /// What a refusal means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +74,11 @@ pub fn explain(action: &str) -> Option<Explanation> {
             "`--allow-domain PATTERN` (cc_server run), `[egress] allow` (config), `egressAllowlist` (the spec)",
             false,
         ),
+        GIT_PUSH => (
+            "the push gateway refused this ref by the guardrails' `push_remote` rule (or the repository is not linked to the run)",
+            "a `push_remote` rule in the guardrails file (`[policy] guardrails`), `branches` for the branch; repositories: `[gateway] repositories`",
+            false,
+        ),
         _ => return None,
     };
     Some(Explanation {
@@ -97,6 +105,7 @@ mod tests {
             OPERATION,
             PROCESS_EXEC,
             NETWORK_OUTBOUND,
+            GIT_PUSH,
         ] {
             let e = explain(action).unwrap();
             assert!(e.rule.len() > 20 && e.remedy.len() > 4, "{action}");

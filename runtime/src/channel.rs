@@ -30,6 +30,13 @@ use crate::Session;
 /// The variable naming the client program in every command's environment.
 pub const CALL_VARIABLE: &str = "CC_SERVER_CALL";
 
+/// Marks a variable to remove in [`Channel::command_env`] (no variable
+/// name holds `=`).
+pub const STRIP: &str = "=strip=";
+
+/// The channel's reserved host name.
+pub const HOST: &str = sandbox_plugin_api::server_call::HOST;
+
 /// Who is calling: the session whose proxy carried the call.
 #[derive(Clone)]
 pub struct Caller {
@@ -107,7 +114,15 @@ pub enum RegisterError {
 pub struct Channel {
     handlers: RwLock<BTreeMap<String, Handler>>,
     mounts: RwLock<BTreeMap<String, HttpHandler>>,
+    env: RwLock<Vec<(String, String)>>,
+    ends: RwLock<Vec<EndHook>>,
+    refused: RwLock<Vec<sandbox_egress::local::Refused>>,
+    details: RwLock<serde_json::Map<String, serde_json::Value>>,
 }
+
+/// Told a session's id when it has been torn down (what a handler minted
+/// for it is revoked there).
+pub type EndHook = Arc<dyn Fn(String) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
 impl Default for Channel {
     fn default() -> Self {
@@ -121,6 +136,10 @@ impl Channel {
         let channel = Self {
             handlers: RwLock::new(BTreeMap::new()),
             mounts: RwLock::new(BTreeMap::new()),
+            env: RwLock::new(Vec::new()),
+            ends: RwLock::new(Vec::new()),
+            refused: RwLock::new(Vec::new()),
+            details: RwLock::new(serde_json::Map::new()),
         };
         let whoami: Handler = Arc::new(|call: Call| {
             Box::pin(async move {
@@ -183,6 +202,81 @@ impl Channel {
         }
         mounts.insert(prefix.to_owned(), handler);
         Ok(())
+    }
+
+    /// Adds variables every command of sessions launched from now on gets:
+    /// how a mounted service tells clients inside where it is (the push
+    /// gateway's `pushInsteadOf`, as `GIT_CONFIG_*`).
+    pub fn add_command_env(&self, vars: impl IntoIterator<Item = (String, String)>) {
+        let mut env = self.env.write().unwrap_or_else(|p| p.into_inner());
+        env.extend(vars);
+    }
+
+    /// Has the proxies of sessions launched from now on refuse these
+    /// targets on every way in (a mounted service's: the push gateway
+    /// refuses ssh to the forge while it brokers the forge's tokens).
+    pub fn refuse_egress(&self, refused: impl IntoIterator<Item = sandbox_egress::local::Refused>) {
+        self.refused
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(refused);
+    }
+
+    /// The targets of [`Channel::refuse_egress`].
+    pub fn refused_egress(&self) -> Vec<sandbox_egress::local::Refused> {
+        self.refused
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Shows `value` under `key` in every live session's handle: what a
+    /// mounted service does for it (the push gateway's brokering).
+    pub fn set_handle_detail(&self, key: &str, value: serde_json::Value) {
+        self.details
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_owned(), value);
+    }
+
+    /// The details of [`Channel::set_handle_detail`].
+    pub fn handle_details(&self) -> serde_json::Map<String, serde_json::Value> {
+        self.details
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Runs `hook` after every session's teardown, with its id.
+    pub fn on_session_end(&self, hook: EndHook) {
+        self.ends
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(hook);
+    }
+
+    /// Runs the end hooks for `session` (at its destroy).
+    pub(crate) async fn session_ended(&self, session: &str) {
+        let hooks = self.ends.read().unwrap_or_else(|p| p.into_inner()).clone();
+        for hook in hooks {
+            hook(session.to_owned()).await;
+        }
+    }
+
+    /// Removes this variable from every command's environment, whatever
+    /// the client sent (the push gateway: `SSH_AUTH_SOCK`, no agent for a
+    /// push around it).
+    pub fn strip_command_env(&self, name: &str) {
+        self.env
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((format!("{STRIP}{name}"), String::new()));
+    }
+
+    /// The variables of [`Channel::add_command_env`]; a name removed by
+    /// [`Channel::strip_command_env`] comes as `(STRIP + name, "")`.
+    pub fn command_env(&self) -> Vec<(String, String)> {
+        self.env.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     fn mounted(&self, path: &str) -> Option<HttpHandler> {

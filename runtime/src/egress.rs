@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sandbox_egress::local::LocalService;
+use sandbox_egress::local::Local;
 use sandbox_egress::policy::PatternError;
 use sandbox_egress::server::{Credential, Endpoints, Listen, SessionProxies, ViolationSink};
 use sandbox_egress::{Policy, PolicyConfig};
@@ -152,7 +152,7 @@ impl SessionEgress {
         known_hosts: &[String],
         max_connections: usize,
         on_violation: ViolationSink,
-        local: Option<LocalService>,
+        local: Local,
     ) -> Result<(Self, Reach), EgressError> {
         let parent = sandbox_paths::state_dirs::own_runtime_dir().map_err(EgressError::Dir)?;
         let dir = tempfile::Builder::new()
@@ -199,7 +199,7 @@ impl SessionEgress {
         policy: Policy,
         max_connections: usize,
         on_violation: ViolationSink,
-        local: Option<LocalService>,
+        local: Local,
     ) -> Result<(Self, Reach), EgressError> {
         let password = crate::random::hex(16).map_err(EgressError::Credential)?;
         let credential = Credential {

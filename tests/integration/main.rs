@@ -17,6 +17,7 @@ mod conformance;
 mod counters;
 mod egress;
 mod escape;
+mod gateway;
 mod guard;
 mod limits;
 #[macro_use]

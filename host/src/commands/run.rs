@@ -45,6 +45,7 @@ pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode>
         .ask
         .then(|| Arc::new(Terminal::new(settings.policy.approval_timeout)) as Arc<dyn Approver>);
     let sessions = start(&settings.start_options_with(layer.as_ref()), approver).await?;
+    settings.install_gateway(&sessions).await?;
     crate::hook_channel::register(&sessions)?;
     crate::mcp_channel::mount(&sessions)?;
 

@@ -311,10 +311,17 @@ impl Sessions {
         let router = Arc::new(Router::new(Arc::clone(&self.settings.output_budget)));
         // SPEC E1: this session's own proxies, before the sandbox exists.
         let mut proxy_env = Vec::new();
-        let (local, live) = self.channel.service(&id, &selection.backend, &spec);
+        let (service, live) = self.channel.service(&id, &selection.backend, &spec);
+        let local = sandbox_egress::local::Local {
+            service: Some(service),
+            refused: self.channel.refused_egress(),
+        };
         if let Some(program) = channel::client_program(&selection.backend) {
             let program = program.to_string_lossy().into_owned();
             proxy_env.push((channel::CALL_VARIABLE.to_owned(), program));
+        }
+        if egress_plan.is_some() {
+            proxy_env.extend(self.channel.command_env());
         }
         if let Some(egress_plan) = egress_plan {
             let (policy, unix) = match egress_plan {
@@ -328,9 +335,9 @@ impl Sessions {
             let cap = self.settings.egress.max_connections;
             let (proxies, reach) = if unix {
                 let known_hosts = &self.settings.egress.ssh_known_hosts;
-                SessionEgress::start(policy, known_hosts, cap, sink, Some(local)).await?
+                SessionEgress::start(policy, known_hosts, cap, sink, local).await?
             } else {
-                SessionEgress::start_tcp(policy, cap, sink, Some(local)).await?
+                SessionEgress::start_tcp(policy, cap, sink, local).await?
             };
             match reach {
                 Reach::Endpoints(endpoints) => spec.egress = Some(endpoints),
@@ -371,6 +378,7 @@ impl Sessions {
             lease: Mutex::new(held.map(|h| h.lease)),
             launched,
             agent_credential,
+            channel: Arc::clone(&self.channel),
             front_end_state: Mutex::new(HashMap::new()),
         });
         // The channel's calls from now on know their session.
@@ -507,6 +515,8 @@ pub struct Session {
     /// Opens this sandbox's exec, stdin and file tools and nothing else:
     /// minted at launch, gone with the session (SPEC H4, H12).
     agent_credential: String,
+    /// The server channel, whose end hooks run at destroy.
+    channel: Arc<Channel>,
     /// What front-ends keep per sandbox (the file tools' jail), dropped
     /// with the session: one value per type.
     front_end_state: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
@@ -561,6 +571,13 @@ impl Session {
         Ok(value)
     }
 
+    /// Reports a refusal a layer in the server made for this sandbox (the
+    /// push gateway's) on its running commands' streams, as the proxies'
+    /// refusals are.
+    pub fn report_violation(&self, violation: SandboxViolation) {
+        self.router.broadcast(violation);
+    }
+
     /// Whether the sandbox is still live (not destroyed, not failed).
     pub fn is_live(&self) -> bool {
         self.check_live().is_ok()
@@ -600,6 +617,7 @@ impl Session {
                 for (key, value) in &self.layout_details {
                     info.details.insert(key.clone(), value.clone());
                 }
+                info.details.extend(self.channel.handle_details());
                 (info.state, info.error, info.details)
             }
         };
@@ -712,7 +730,12 @@ impl Session {
                 SessionError::Refused(Box::new(refusal))
             })?;
         let removed = env::prepare(&mut request.env);
-        request.env.extend(self.proxy_env.iter().cloned());
+        for (name, value) in &self.proxy_env {
+            match name.strip_prefix(channel::STRIP) {
+                Some(strip) => drop(request.env.remove(strip)),
+                None => drop(request.env.insert(name.clone(), value.clone())),
+            }
+        }
         if !removed.is_empty() {
             tracing::info!(session = %self.id, "removed from the command's environment: {}", removed.join(", "));
         }
@@ -848,6 +871,8 @@ impl Session {
         if let Some(lease) = lease {
             let _ = blocking(move || drop(lease)).await;
         }
+        // What the channel's handlers minted for it (forge tokens) is revoked.
+        self.channel.session_ended(&self.id).await;
         // The binary gives what the streams and threads used back to the
         // system here, not only to malloc's free lists.
         if let Some(after) = self.after_destroy {
