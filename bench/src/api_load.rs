@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 /// The server under load, stopped when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    addr: String,
-    token: String,
+    pub(crate) addr: String,
+    pub(crate) token: String,
 }
 
 impl Drop for Server {
@@ -33,7 +33,7 @@ impl Drop for Server {
 }
 
 impl Server {
-    fn start(dir: &Path) -> Self {
+    pub(crate) fn start(dir: &Path) -> Self {
         let bin = std::env::current_exe().unwrap().with_file_name("cc_server");
         let config = dir.join("config.toml");
         std::fs::write(&config, "[policy]\n").unwrap();
@@ -67,7 +67,7 @@ impl Server {
     }
 
     /// One request; the status and the body, de-chunked.
-    fn call(&self, method: &str, path: &str, body: &Value) -> (u16, Vec<u8>) {
+    pub(crate) fn call(&self, method: &str, path: &str, body: &Value) -> (u16, Vec<u8>) {
         let body = body.to_string();
         let mut socket = TcpStream::connect(&self.addr).unwrap();
         write!(

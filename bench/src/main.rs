@@ -11,6 +11,8 @@
 //!
 //! Run: `cargo build --release --workspace && target/release/sandbox-bench [EXECS]`
 //!
+//! `sandbox-bench terminal [KEYS] [MIB]` measures a terminal over the
+//! API's WebSocket against a plain pty (see `terminal.rs`);
 //! `sandbox-bench policy [ROUNDS]` measures command classification instead
 //! (see `policy.rs`); `sandbox-bench egress [MIB]` downloads through the
 //! egress proxies (see `egress.rs`); `sandbox-bench api-load [SANDBOXES]
@@ -86,6 +88,7 @@ mod egress;
 mod gateway;
 mod microvm;
 mod policy;
+mod terminal;
 mod warm_ab;
 
 struct Stats {
@@ -204,6 +207,16 @@ fn main() {
     if std::env::args().nth(1).as_deref() == Some("microvm") {
         let execs = std::env::args().nth(2).and_then(|a| a.parse().ok());
         microvm::run(execs.unwrap_or(50));
+        return;
+    }
+    if std::env::args().nth(1).as_deref() == Some("terminal") {
+        let arg = |n: usize, default: usize| {
+            std::env::args()
+                .nth(n)
+                .and_then(|a| a.parse().ok())
+                .unwrap_or(default)
+        };
+        terminal::run(arg(2, 300), arg(3, 100));
         return;
     }
     if std::env::args().nth(1).as_deref() == Some("policy") {

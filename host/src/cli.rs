@@ -50,6 +50,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Runs one command in a fresh sandbox, then destroys it.
     Run(RunArgs),
+    /// An interactive shell in a fresh sandbox, on this terminal (the same
+    /// flags as `run`; a terminal made inside the sandbox), then destroys it.
+    Shell(ShellArgs),
     /// Serves the agent tools over MCP on stdin and stdout (one sandbox,
     /// made from the same flags as `run`, destroyed when stdin closes).
     Mcp(McpArgs),
@@ -341,6 +344,15 @@ pub struct RunArgs {
     /// inherited one (`agent claude`); never from the command line.
     #[arg(skip)]
     pub extra_env: Vec<(String, String)>,
+}
+
+#[derive(Debug, Args)]
+pub struct ShellArgs {
+    #[command(flatten)]
+    pub sandbox: SandboxFlags,
+    /// The shell and its arguments (default: `bash -i`, else `sh -i`).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -173,6 +173,8 @@ pub struct ApiSection {
     pub authenticated_reserve: Option<usize>,
     /// How long open connections get to finish at SIGTERM/SIGINT.
     pub shutdown_timeout_secs: Option<f64>,
+    /// How long a terminal lives on after its last client left.
+    pub terminal_grace_secs: Option<f64>,
 }
 
 /// `[api]`, checked.
@@ -185,6 +187,9 @@ pub struct ApiSettings {
     pub allowed_hosts: Vec<String>,
     /// How the server treats connections (timeouts, caps, shutdown).
     pub connections: ConnectionSettings,
+    /// How long a terminal lives on after its last client left (`None`:
+    /// the terminals' default).
+    pub terminal_grace: Option<Duration>,
 }
 
 /// `[api]`'s connection keys, checked (see README, Configuration).
@@ -278,6 +283,7 @@ impl CommandFlags {
                 ..Self::default()
             },
             Command::Run(crate::cli::RunArgs { sandbox, .. })
+            | Command::Shell(crate::cli::ShellArgs { sandbox, .. })
             | Command::Mcp(crate::cli::McpArgs { sandbox })
             | Command::Sandboxd(crate::cli::SandboxdArgs { sandbox, .. }) => Self {
                 allow_domains: sandbox.allow_domains.clone(),
@@ -854,6 +860,15 @@ fn resolve_api(section: Option<&ApiSection>) -> Result<ApiSettings, String> {
         allowed_origins: origins,
         allowed_hosts: hosts,
         connections: resolve_connections(section)?,
+        terminal_grace: match section.terminal_grace_secs {
+            None => None,
+            Some(v) if v.is_finite() && v > 0.0 && v < 1e9 => Some(Duration::from_secs_f64(v)),
+            Some(_) => {
+                return Err(
+                    "[api] terminal_grace_secs must be a positive number of seconds".into(),
+                );
+            }
+        },
     })
 }
 

@@ -47,7 +47,20 @@ pub const DISPATCHING: &[&str] = &[
 /// its start, the sanitized environment), named in
 /// tests/integration/policy.rs. An entry here is never also in
 /// [`DISPATCHING`] or [`NOT_DISPATCHING`].
-pub const INTERACTIVE: &[(&str, &str)] = &[];
+pub const INTERACTIVE: &[(&str, &str)] = &[
+    (
+        "api POST /v1/terminals",
+        "a shell on a terminal in a session of its own (a host shell on `none`, the default)",
+    ),
+    (
+        "ws GET /v1/terminals/{id}/ws",
+        "what a client types into a terminal's shell",
+    ),
+    (
+        "cli shell",
+        "a shell in a sandbox on the user's own terminal",
+    ),
+];
 
 /// Entry points that run no command, with why.
 pub const NOT_DISPATCHING: &[(&str, &str)] = &[
@@ -156,6 +169,16 @@ pub const NOT_DISPATCHING: &[(&str, &str)] = &[
     ),
     ("api GET /v1/approvals", "an owner's connection"),
     ("api POST /v1/approvals/{id}", "an owner's answer"),
+    ("api GET /v1/terminals", "lists terminals"),
+    ("api GET /v1/openapi.json", "the API's description"),
+    (
+        "api DELETE /v1/terminals/{id}",
+        "ends a terminal and its session",
+    ),
+    (
+        "api POST /v1/terminals/{id}/tickets",
+        "a single-use ticket to attach to a terminal",
+    ),
     ("cli workspace add", "registers checkouts; runs nothing"),
     ("cli workspace list", "lists workspaces"),
     ("cli workspace remove", "forgets a workspace"),

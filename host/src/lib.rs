@@ -91,6 +91,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Probe { json, fresh } => commands::probe::run(&settings, json, fresh).await,
             Command::Serve(_) => commands::serve::run(&settings).await,
             Command::Run(args) => commands::run::run(&settings, args).await,
+            Command::Shell(args) => commands::shell::run(&settings, args).await,
             Command::Mcp(args) => commands::mcp::run(&settings, args).await,
             Command::Policy(cli::PolicyCommand::Check(args)) => {
                 Ok(commands::policy::check(&settings, &args))

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 /// What a sandbox is asked to be (SPEC F1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SandboxSpec {
     /// The session this sandbox belongs to; the host's id for it.
     pub session_id: String,
@@ -71,6 +72,7 @@ pub struct SandboxSpec {
 /// `None` leaves a limit to the backend's configured default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SandboxLimits {
     /// Memory, page cache and tmpfs contents included; exceeding it ends
     /// the command that allocated with `killed` reason `oom`.
@@ -105,6 +107,7 @@ impl SandboxLimits {
 /// them the sandbox's only way out (SPEC E2).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct EgressEndpoints {
     /// A unix socket speaking the HTTP proxy protocol (CONNECT and
     /// absolute-form requests).
@@ -161,6 +164,7 @@ impl SandboxSpec {
 /// One host path made visible inside the sandbox (SPEC F7).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SandboxBindMount {
     /// The path on the host.
     pub host_path: PathBuf,
@@ -180,6 +184,7 @@ impl SandboxBindMount {
 /// The agent's mode; decides whether binds are writable (SPEC F2).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum SandboxMode {
     /// The default: binds writable.
     #[default]
@@ -234,6 +239,7 @@ impl std::str::FromStr for SandboxMode {
 /// The kind of isolation a session has, as reported to clients (SPEC B6, B8).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum SandboxBackend {
     /// The platform's own sandbox: bubblewrap on Linux, Seatbelt on macOS.
     Native,
@@ -274,6 +280,7 @@ impl fmt::Display for SandboxBackend {
 /// The life of a sandbox (SPEC F9).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum SandboxState {
     /// Accepted, not started yet.
     #[default]
@@ -313,6 +320,7 @@ impl fmt::Display for SandboxState {
 /// What the host reports about a sandbox to its client (SPEC F8).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SandboxHandle {
     /// The session (and sandbox) id.
     pub session_id: String,
@@ -335,6 +343,7 @@ pub struct SandboxHandle {
 /// What a backend says about itself on this host (SPEC B2).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ProbeReport {
     /// Whether the backend can run sandboxes here, now.
     pub available: bool,
@@ -480,6 +489,7 @@ pub struct HostFds {
 /// A terminal size.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PtySize {
     /// Columns.
     pub cols: u16,

@@ -237,7 +237,20 @@ fn drive(
 /// drivers above cannot send one command through it and look at the
 /// outcome, so each has a test of its own (the policy on the shell's start
 /// and on what it runs, the sanitized environment), named here.
-const INTERACTIVE_TESTS: &[(&str, &str)] = &[];
+const INTERACTIVE_TESTS: &[(&str, &str)] = &[
+    (
+        "api POST /v1/terminals",
+        "a_terminal_is_a_real_shell_shared_by_its_clients",
+    ),
+    (
+        "ws GET /v1/terminals/{id}/ws",
+        "a_terminal_is_a_real_shell_shared_by_its_clients",
+    ),
+    (
+        "cli shell",
+        "shell_runs_a_sandboxed_shell_on_the_users_terminal",
+    ),
+];
 
 /// B10: the interactive entry points are their own case, never driven as
 /// dispatching ones: none is also listed as dispatching, and each has its

@@ -531,6 +531,62 @@ impl CcServer {
         (output, shown)
     }
 
+    /// Starts it in a session of its own whose stdin, stdout, stderr and
+    /// controlling terminal are a fresh pseudo-terminal of `cols` × `rows`,
+    /// as a person's shell starts it; the test holds the master side.
+    pub fn spawn_on_terminal(mut self, cols: u16, rows: u16) -> OnTerminal {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        use std::os::unix::process::CommandExt;
+        let (mut master, mut slave) = (0, 0);
+        let size = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: openpty fills two descriptors; null name and termios are allowed.
+        let rc = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                &size,
+            )
+        };
+        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+        // SAFETY: fcntl on a descriptor we just opened.
+        unsafe { libc::fcntl(master, libc::F_SETFD, libc::FD_CLOEXEC) };
+        // SAFETY: both descriptors are open and owned by nothing else.
+        let (master, slave) = unsafe {
+            (
+                std::fs::File::from_raw_fd(master),
+                std::fs::File::from_raw_fd(slave),
+            )
+        };
+        let slave_fd = slave.as_raw_fd();
+        // SAFETY: setsid and ioctl are async-signal-safe.
+        unsafe {
+            self.command.pre_exec(move || {
+                if libc::setsid() < 0 || libc::ioctl(slave_fd, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        self.command
+            .stdin(slave.try_clone().unwrap())
+            .stdout(slave.try_clone().unwrap())
+            .stderr(slave.try_clone().unwrap());
+        let child = self.command.spawn().unwrap();
+        OnTerminal {
+            child,
+            master,
+            slave,
+            _home: self._home,
+        }
+    }
+
     /// Runs to completion in a session of its own with no controlling
     /// terminal (as under a daemon or an agent's pipes), `input` on stdin.
     pub fn output_without_terminal(mut self, input: &[u8]) -> Output {
@@ -1344,4 +1400,14 @@ pub fn descendants(root: i32) -> Vec<i32> {
     }
     found.remove(0);
     found
+}
+
+/// A `cc_server` running on a terminal the test holds
+/// ([`CcServer::spawn_on_terminal`]).
+pub struct OnTerminal {
+    pub child: Child,
+    pub master: std::fs::File,
+    /// The test's copy of the slave side: its modes can be read after.
+    pub slave: std::fs::File,
+    _home: Arc<tempfile::TempDir>,
 }

@@ -31,12 +31,17 @@ pub enum Credential {
     OwnerOrAgent,
     /// An agent credential only: it names the sandbox the call acts on.
     Agent,
+    /// A single-use ticket the owner got from an authenticated `POST`,
+    /// checked by the route itself (a WebSocket upgrade, on which a browser
+    /// cannot set `Authorization`).
+    Ticket,
 }
 
 /// Every route and the credential it takes, written as the entry-point
 /// scan names routes (`METHOD PATH`).
 pub const ROUTES: &[(&str, Credential)] = &[
     ("GET /healthz", Credential::None),
+    ("GET /v1/openapi.json", Credential::None),
     ("GET /v1/backends", Credential::Owner),
     ("GET /v1/sandboxes", Credential::Owner),
     ("POST /v1/sandboxes", Credential::Owner),
@@ -80,6 +85,13 @@ pub const ROUTES: &[(&str, Credential)] = &[
         "DELETE /v1/conversations/{id}/agents/{agent}",
         Credential::Owner,
     ),
+    // Terminals are the owner's (SPEC D1); the WebSocket takes the ticket
+    // an owner's request minted.
+    ("GET /v1/terminals", Credential::Owner),
+    ("POST /v1/terminals", Credential::Owner),
+    ("DELETE /v1/terminals/{id}", Credential::Owner),
+    ("POST /v1/terminals/{id}/tickets", Credential::Owner),
+    ("GET /v1/terminals/{id}/ws", Credential::Ticket),
     ("POST /mcp", Credential::Agent),
     ("GET /mcp", Credential::Agent),
     ("DELETE /mcp", Credential::Agent),
@@ -127,6 +139,9 @@ pub async fn check(State(state): State<AppState>, mut request: Request, next: Ne
         .unwrap_or_default();
     let method = request.method().as_str().to_owned();
     let route = of(&method, &template);
+    if route == Credential::Ticket {
+        return next.run(request).await;
+    }
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -172,7 +187,7 @@ pub async fn check(State(state): State<AppState>, mut request: Request, next: Ne
         .into_response();
     };
     match route {
-        Credential::None => {}
+        Credential::None | Credential::Ticket => {}
         Credential::Owner => {
             return forbidden(
                 format!(

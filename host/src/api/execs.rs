@@ -51,9 +51,9 @@ pub fn routes() -> Router<AppState> {
 /// `POST …/execs/{exec}/stdin` instead. `pty` runs the command on a
 /// terminal of that size (`{"cols": 80, "rows": 24}`), resized with
 /// `POST …/resize`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
-struct ExecCall {
+pub(super) struct ExecCall {
     argv: Vec<String>,
     #[serde(deserialize_with = "env::unique_names")]
     env: BTreeMap<String, String>,
@@ -65,9 +65,9 @@ struct ExecCall {
 }
 
 /// How an exec's stdin is fed besides `input`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
-enum StdinMode {
+pub(super) enum StdinMode {
     /// Open until an upload to `POST …/execs/{exec}/stdin` closes it.
     Stream,
 }
@@ -161,9 +161,9 @@ async fn exec(
         .into_response())
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
-struct KillCall {
+pub(super) struct KillCall {
     signal: Option<i32>,
 }
 
@@ -185,9 +185,9 @@ async fn kill(
 }
 
 /// The body of `POST …/execs/{exec_id}/resize`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
-struct ResizeCall {
+pub(super) struct ResizeCall {
     cols: u16,
     rows: u16,
 }

@@ -287,7 +287,12 @@ async fn serve_connection(
             }))
         }
     });
-    let mut connection = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+    // With upgrades: a terminal's WebSocket takes the connection over, and
+    // lives on without this task's deadlines (a live terminal is never
+    // closed for idling, as a live stream is not).
+    let mut connection = hyper::server::conn::http1::Builder::new()
+        .serve_connection(io, service)
+        .with_upgrades();
     let mut stopping = *stop.borrow();
     if stopping {
         Pin::new(&mut connection).graceful_shutdown();
@@ -339,8 +344,9 @@ async fn serve_connection(
             }
         }
     };
-    if answer {
-        let stream = connection.into_parts().io.into_inner().stream;
+    // Only a connection that was never upgraded is still hyper's to give back.
+    if answer && let Some(parts) = connection.into_parts() {
+        let stream = parts.io.into_inner().stream;
         let _ = stream.try_write(&wire_answers::header_timeout());
         close_after_answer(stream).await;
     }

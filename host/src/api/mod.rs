@@ -7,6 +7,7 @@
 //! modules' routes the same):
 //!
 //! - `GET /healthz` — status and version ([`health`])
+//! - `GET /v1/openapi.json` — the API as OpenAPI 3.1, generated ([`openapi`])
 //! - `GET /v1/backends` — every backend, its probe and source, the skipped
 //!   files, the default ([`backends`])
 //! - `GET /v1/sandboxes` — every handle; `POST /v1/sandboxes[?backend=NAME]`
@@ -33,6 +34,9 @@
 //!   `DELETE /v1/conversations/{id}/agents/{agent}`
 //! - `POST /mcp`, `GET /mcp`, `DELETE /mcp` — the agent tools over MCP's
 //!   streamable HTTP ([`mcp`])
+//! - `GET /v1/terminals`, `POST /v1/terminals`; `DELETE /v1/terminals/{id}`;
+//!   `POST /v1/terminals/{id}/tickets`; `GET /v1/terminals/{id}/ws` — the
+//!   terminal's WebSocket, opened with a ticket ([`terminals`])
 //!
 //! Each route takes the owner's token or a sandbox's agent credential, as
 //! [`credentials`] lists.
@@ -54,10 +58,12 @@ mod health;
 mod http_errors;
 pub mod listener;
 mod mcp;
+mod openapi;
 mod policy;
 pub mod request_rules;
 mod sandboxes;
 mod stdin;
+mod terminals;
 pub mod token;
 mod wire_answers;
 mod workspaces;
@@ -89,18 +95,39 @@ pub struct AppState {
     workspaces: Option<Arc<sandbox_workspaces::Workspaces>>,
     /// The agent tools at `/mcp`.
     mcp: Arc<sandbox_mcp::http::HttpService>,
+    /// The terminals the server hosts (SPEC D1–D3).
+    terminals: Arc<sandbox_terminals::Terminals>,
 }
 
 impl AppState {
     pub fn new(sessions: Arc<Sessions>, token: String, rules: request_rules::RequestRules) -> Self {
         Self {
-            sessions,
             token: token.into(),
             rules: Arc::new(rules),
             stdin: Arc::default(),
             workspaces: None,
             mcp: Arc::new(sandbox_mcp::http::http_service(sandbox_mcp::plain_roots())),
+            terminals: sandbox_terminals::Terminals::new(
+                sandbox_terminals::Settings::default(),
+                Arc::clone(&sessions),
+            ),
+            sessions,
         }
+    }
+
+    /// The same, its terminals living `grace` after their last client
+    /// left (`[api] terminal_grace_secs`).
+    pub fn with_terminal_grace(mut self, grace: Option<std::time::Duration>) -> Self {
+        if let Some(grace) = grace {
+            self.terminals = sandbox_terminals::Terminals::new(
+                sandbox_terminals::Settings {
+                    grace,
+                    ..sandbox_terminals::Settings::default()
+                },
+                Arc::clone(&self.sessions),
+            );
+        }
+        self
     }
 
     /// The same, serving the workspaces layer's routes.
@@ -121,6 +148,7 @@ pub fn router(state: AppState) -> axum::Router {
         .merge(policy::routes())
         .merge(workspaces::routes())
         .merge(mcp::routes())
+        .merge(terminals::routes())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             credentials::check,
@@ -128,6 +156,7 @@ pub fn router(state: AppState) -> axum::Router {
     let rules = Arc::clone(&state.rules);
     let app = axum::Router::new()
         .merge(health::routes())
+        .merge(openapi::routes())
         .merge(v1)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .layer(middleware::from_fn_with_state(

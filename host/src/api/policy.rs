@@ -38,9 +38,9 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/approvals/{id}", post(answer))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct CheckCall {
+pub(super) struct CheckCall {
     command: String,
     #[serde(default)]
     mode: Option<SandboxMode>,
@@ -125,9 +125,9 @@ async fn approvals(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct AnswerCall {
+pub(super) struct AnswerCall {
     decision: String,
 }
 

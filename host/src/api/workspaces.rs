@@ -92,17 +92,17 @@ async fn blocking<T: Send + 'static>(
         .map_err(ApiError::from)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RepositoryBody {
+pub(super) struct RepositoryBody {
     #[serde(default)]
     name: Option<String>,
     path: PathBuf,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct WorkspaceBody {
+pub(super) struct WorkspaceBody {
     name: String,
     #[serde(default)]
     repositories: Vec<RepositoryBody>,
@@ -157,9 +157,9 @@ async fn remove_workspace(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ConversationBody {
+pub(super) struct ConversationBody {
     workspace: String,
     #[serde(default)]
     agents: Vec<String>,
@@ -253,9 +253,9 @@ async fn remove_conversation(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct AgentBody {
+pub(super) struct AgentBody {
     name: String,
 }
 

@@ -10,4 +10,5 @@ pub mod probe;
 pub mod run;
 pub mod sandboxd;
 pub mod serve;
+pub mod shell;
 pub mod workspace;

@@ -52,8 +52,11 @@ pub async fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
         allowed_hosts: settings.api.allowed_hosts.clone(),
         allowed_origins: settings.api.allowed_origins.clone(),
     };
-    let app =
-        api::router(api::AppState::new(Arc::clone(&sessions), token, rules).with_workspaces(layer));
+    let app = api::router(
+        api::AppState::new(Arc::clone(&sessions), token, rules)
+            .with_workspaces(layer)
+            .with_terminal_grace(settings.api.terminal_grace),
+    );
     let limits = settings.api.connections;
     let server = listener::Listener::start(listener, app, limits);
     shutdown_signal().await;

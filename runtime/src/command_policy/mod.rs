@@ -186,6 +186,23 @@ impl CommandPolicy {
         place: Option<HostDir>,
         barrier: Barrier,
     ) -> Result<Option<Verdict>, Refusal> {
+        self.admit_as(session_id, mode, argv, place, barrier, false)
+            .await
+    }
+
+    /// [`CommandPolicy::admit`]; with `owner_asked`, the owner asked for this
+    /// very command line in an authenticated request of their own (a
+    /// terminal's shell): that request is the answer to a prompt, so a
+    /// prompt lets it run. A deny stays a deny.
+    pub async fn admit_as(
+        &self,
+        session_id: &str,
+        mode: SandboxMode,
+        argv: &[String],
+        place: Option<HostDir>,
+        barrier: Barrier,
+        owner_asked: bool,
+    ) -> Result<Option<Verdict>, Refusal> {
         if !self.enforce {
             return Ok(None);
         }
@@ -209,6 +226,10 @@ impl CommandPolicy {
                 verdict,
                 answer: None,
             }),
+            Decision::Prompt if owner_asked => {
+                tracing::info!(session = %session_id, "the owner started `{line}` themselves: their request answers the prompt");
+                Ok(Some(verdict))
+            }
             Decision::Prompt => {
                 let question = Question {
                     session_id: session_id.to_owned(),

@@ -678,9 +678,26 @@ impl Session {
     /// a command calls it, and it applies the command policy (H3, H4, H6)
     /// and the environment sanitization (H5) before the backend sees
     /// anything. The backend's own `exec` is reachable from nowhere else.
-    pub async fn exec(
+    pub async fn exec(self: &Arc<Self>, request: ExecRequest) -> Result<ExecStream, SessionError> {
+        self.exec_as(request, false).await
+    }
+
+    /// [`Session::exec`] of a shell the owner asked for in an authenticated
+    /// request of their own (a terminal, `cc_server shell`): the same
+    /// policy and sanitization, with that request as the answer to a
+    /// prompt on the shell's start (a deny stays a deny). What is typed
+    /// into it is the person's own.
+    pub async fn exec_interactive(
+        self: &Arc<Self>,
+        request: ExecRequest,
+    ) -> Result<ExecStream, SessionError> {
+        self.exec_as(request, true).await
+    }
+
+    async fn exec_as(
         self: &Arc<Self>,
         mut request: ExecRequest,
+        owner_asked: bool,
     ) -> Result<ExecStream, SessionError> {
         self.check_live()?;
         self.check_capabilities(&request)?;
@@ -699,7 +716,14 @@ impl Session {
         };
         let verdict = self
             .commands
-            .admit(&self.id, self.mode, &request.argv, place, barrier)
+            .admit_as(
+                &self.id,
+                self.mode,
+                &request.argv,
+                place,
+                barrier,
+                owner_asked,
+            )
             .await
             .map_err(|refusal| {
                 tracing::info!(session = %self.id, "{refusal}");
