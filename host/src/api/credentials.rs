@@ -95,9 +95,14 @@ pub const ROUTES: &[(&str, Credential)] = &[
     ("POST /mcp", Credential::Agent),
     ("GET /mcp", Credential::Agent),
     ("DELETE /mcp", Credential::Agent),
-    // `cc_server sandboxd`'s REST listener, a server of its own: nothing on
-    // loopback (the official client sends no credential), the sandbox's
-    // agent credential beyond it; its health probe never (sandboxd/src/auth.rs).
+];
+
+/// `cc_server sandboxd`'s REST listener, a server of its own with its own
+/// rule (`sandboxd/src/auth.rs`): nothing on loopback (the official client
+/// sends no credential), the sandbox's agent credential beyond it, its
+/// health probe never. Not routes of this API, nor of its document.
+#[cfg(test)]
+pub const SANDBOXD_ROUTES: &[(&str, Credential)] = &[
     ("GET /v1/health", Credential::None),
     ("GET /v1/metadata", Credential::Agent),
     ("GET /v1/files/{*path}", Credential::Agent),

@@ -152,7 +152,9 @@ fn shape(method: &str, path: &str, g: &mut SchemaGenerator) -> Shape {
             body: None,
             answer: (101, None),
         },
-        ("DELETE", "/v1/terminals/{id}") => Shape { body: None, answer: (204, None) },
+        ("DELETE", "/v1/terminals/{id}" | "/v1/workspaces/{name}" | "/v1/conversations/{id}" | "/v1/conversations/{id}/agents/{agent}") => {
+            Shape { body: None, answer: (204, None) }
+        }
         (_, "/mcp") => Shape {
             body: (method == "POST").then(|| (json!({"type": "object", "description": "a JSON-RPC message of MCP's streamable HTTP transport"}), JSON)),
             answer: (200, any_json),

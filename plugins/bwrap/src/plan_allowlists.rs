@@ -75,6 +75,9 @@ pub(super) fn home_throwaway(home: &Path, host: &dyn HostFacts) -> Vec<Cache> {
                 .ok()
                 .map(Path::to_path_buf)
         }));
+        // A tool's own secret may be a home secret too: one whiteout each.
+        let mut seen = std::collections::BTreeSet::new();
+        hidden.retain(|name| seen.insert(name.clone()));
         caches.push(Cache {
             tool,
             read_only: keep
