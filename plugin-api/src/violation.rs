@@ -24,6 +24,9 @@ pub const OPERATION: &str = "operation";
 pub const PROCESS_EXEC: &str = "process-exec";
 /// An outbound connection was refused by the session's egress proxy.
 pub const NETWORK_OUTBOUND: &str = "network-outbound";
+/// A connect to a unix socket not made inside the sandbox (a host
+/// service's, below a bind) was refused (the guard).
+pub const NETWORK_UNIX_SOCKET: &str = "network-unix-socket";
 
 /// What a refusal means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +74,11 @@ pub fn explain(action: &str) -> Option<Explanation> {
             "`--allow-domain PATTERN` (cc_server run), `[egress] allow` (config), `egressAllowlist` (the spec)",
             false,
         ),
+        NETWORK_UNIX_SOCKET => (
+            "a unix socket below a bind that was not made inside the sandbox is a host service's (Docker, D-Bus, X11, an agent): connecting to it is refused",
+            "allow that socket by its host path: `--allow-socket PATH` (cc_server run), `unixSockets` (the spec)",
+            false,
+        ),
         _ => return None,
     };
     Some(Explanation {
@@ -97,6 +105,7 @@ mod tests {
             OPERATION,
             PROCESS_EXEC,
             NETWORK_OUTBOUND,
+            NETWORK_UNIX_SOCKET,
         ] {
             let e = explain(action).unwrap();
             assert!(e.rule.len() > 20 && e.remedy.len() > 4, "{action}");

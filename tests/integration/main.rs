@@ -30,6 +30,7 @@ mod realwork;
 mod run;
 mod sandboxd;
 mod soak;
+mod sockets;
 mod structure;
 mod toolchains;
 mod workspaces;

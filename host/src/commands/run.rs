@@ -129,6 +129,9 @@ fn run_spec(args: &RunArgs, cwd: &Path) -> anyhow::Result<SandboxSpec> {
     for path in &flags.protect {
         spec.protected_paths.push(cwd.join(path));
     }
+    for path in &flags.allow_sockets {
+        spec.unix_sockets.push(cwd.join(path));
+    }
     Ok(spec)
 }
 
@@ -168,6 +171,9 @@ pub fn build_spec(args: &SandboxFlags, cwd: &Path) -> anyhow::Result<SandboxSpec
     }
     for path in &args.protect {
         spec.protected_paths.push(cwd.join(path));
+    }
+    for path in &args.allow_sockets {
+        spec.unix_sockets.push(cwd.join(path));
     }
     if let Some(dir) = &args.workdir {
         spec.guest_workdir = Some(cwd.join(dir));

@@ -33,6 +33,7 @@ use super::bases::{self, Base};
 use super::{timing, tracee, view};
 use sandbox_paths::write_rules::{Refusal, Rules};
 
+mod connect;
 mod modes;
 mod two_names;
 mod walk;
@@ -859,6 +860,7 @@ fn run(
             let rc = unsafe { libc::unlinkat(t.parent.as_raw_fd(), cname.as_ptr(), flags) };
             Ok(unit_result(i64::from(rc)))
         }
+        libc::SYS_connect => connect::connect(rules, as_command, call, &valid),
         _ => Ok(Outcome::error(libc::ENOSYS)),
     }
 }

@@ -14,6 +14,7 @@ pub mod bases;
 pub mod emulate;
 pub mod notify;
 pub mod pending;
+pub mod sock_diag;
 pub mod timing;
 pub mod tracee;
 pub mod view;

@@ -1,0 +1,182 @@
+//! A host service's unix socket below a bind is not the sandbox's to use
+//! (SPEC G5; docs/threat-model.md T17): black-box, as the account running
+//! the tests and as `cc-test`, the real `cc_server run --backend bwrap`.
+//! A server on the host listens on a socket in the bound directory and
+//! writes a marker (in a directory no sandbox sees) for every connection
+//! it accepts. From inside, connecting to it — by its name, by a symlink
+//! made inside — is refused with a violation naming it, and the marker
+//! stays absent; the sandbox's own sockets (a unix server it runs itself,
+//! TCP on its loopback) keep working. With `--allow-socket` it connects.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+use crate::allowlists::{Account, accounts, owned_dir, program_for};
+use crate::util::*;
+
+/// The first line of every script: unless PID 1 is `sandbox-init`, stop.
+const ONLY_IN_A_SANDBOX: &str = "grep -q sandbox-init /proc/1/cmdline 2>/dev/null \
+    || { echo 'not in a bwrap sandbox; refusing to run the script' >&2; exit 99; }\n";
+
+/// The host's service: accepts, marks, greets, closes; until killed.
+const HOST_SERVER: &str = r#"
+import os, socket, sys
+path, marks = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)
+os.chmod(path, 0o777)
+s.listen(8)
+print("ready", flush=True)
+n = 0
+while True:
+    c, _ = s.accept()
+    n += 1
+    open(os.path.join(marks, "connected-%d" % n), "w").close()
+    c.sendall(b"host-service\n")
+    c.close()
+"#;
+
+/// Inside: connect to each argument, print what happened.
+const CLIENT: &str = r#"
+import socket, sys
+for path in sys.argv[1:]:
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(path)
+        print("CONNECTED", path, s.recv(64).decode().strip())
+    except OSError as e:
+        print("REFUSED", path, e.errno)
+"#;
+
+/// Inside: a unix server of its own in the workdir and a TCP one on its
+/// loopback, each connected to once.
+const OWN_SOCKETS: &str = r#"
+import os, socket, threading
+def serve(s):
+    c, _ = s.accept(); c.sendall(b"own\n"); c.close()
+u = socket.socket(socket.AF_UNIX); u.bind("own.sock"); u.listen(1)
+threading.Thread(target=serve, args=(u,)).start()
+c = socket.socket(socket.AF_UNIX); c.connect("own.sock")
+print("OWN-UNIX", c.recv(16).decode().strip())
+t = socket.socket(); t.bind(("127.0.0.1", 0)); t.listen(1)
+threading.Thread(target=serve, args=(t,)).start()
+c = socket.socket(); c.connect(t.getsockname())
+print("OWN-TCP", c.recv(16).decode().strip())
+os.unlink("own.sock")
+"#;
+
+/// The host's server on `path`, ready.
+fn host_server(path: &Path, marks: &Path) -> Child {
+    let mut child = Command::new("python3")
+        .args(["-c", HOST_SERVER])
+        .arg(path)
+        .arg(marks)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready", "the host's server did not start");
+    child
+}
+
+/// `cc_server run --backend bwrap [extra] -- sh -c SCRIPT` as `account`
+/// from `cwd` (bound read-write), the sandbox layer alone.
+fn sandboxed(
+    plugins: &Plugins,
+    account: &Account,
+    cwd: &Path,
+    extra: &[&str],
+    script: &str,
+) -> Output {
+    let program = program_for(account);
+    let mut server = CcServer::with_program(plugins, &program).config(SANDBOX_LAYER_ONLY);
+    if !account.invoking {
+        server = server.run_as(account.uid, account.gid);
+    }
+    let out = server
+        .current_dir(cwd)
+        .args(["run", "--backend", "bwrap"])
+        .args(extra)
+        .args(["--", "sh", "-c"])
+        .arg(format!("{ONLY_IN_A_SANDBOX}{script}"))
+        .output();
+    assert_ne!(code(&out), 125, "cc_server itself failed\n{}", both(&out));
+    out
+}
+
+fn connected(marks: &Path) -> usize {
+    std::fs::read_dir(marks).unwrap().count()
+}
+
+#[test]
+fn a_host_socket_below_a_bind_is_refused_unless_allowed() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    for account in accounts() {
+        let work = owned_dir(&account);
+        let w = work.path();
+        let marks = owned_dir(&account);
+        let socket = w.join("host.sock");
+        let mut server = host_server(&socket, marks.path());
+        let script = format!(
+            "ln -s host.sock link.sock\n\
+             python3 -c '{CLIENT}' host.sock {} link.sock\n\
+             python3 -c '{OWN_SOCKETS}'\n",
+            socket.display()
+        );
+        let out = sandboxed(&plugins, &account, w, &[], &script);
+        let stdout = text(&out.stdout);
+        for name in ["host.sock", &socket.display().to_string(), "link.sock"] {
+            assert!(
+                stdout.contains(&format!("REFUSED {name} {}\n", libc::EACCES)),
+                "{account:?}: a connect to {name} was not refused with EACCES\n{}",
+                both(&out)
+            );
+        }
+        let violation = format!(
+            "cc_server: violation: network-unix-socket {}\n",
+            socket.display()
+        );
+        assert!(
+            text(&out.stderr).contains(&violation),
+            "{account:?}: no violation naming the socket\n{}",
+            both(&out)
+        );
+        assert!(
+            text(&out.stderr).contains("--allow-socket"),
+            "{account:?}: the refusal does not name the flag that allows it\n{}",
+            both(&out)
+        );
+        assert_eq!(
+            connected(marks.path()),
+            0,
+            "{account:?}: the host's service accepted a connection\n{}",
+            both(&out)
+        );
+        assert!(
+            stdout.contains("OWN-UNIX own\n") && stdout.contains("OWN-TCP own\n"),
+            "{account:?}: the sandbox's own sockets stopped working\n{}",
+            both(&out)
+        );
+
+        let allowed = sandboxed(
+            &plugins,
+            &account,
+            w,
+            &["--allow-socket", "host.sock"],
+            &format!("python3 -c '{CLIENT}' host.sock\n"),
+        );
+        assert!(
+            text(&allowed.stdout).contains("CONNECTED host.sock host-service\n"),
+            "{account:?}: --allow-socket did not let the connect through\n{}",
+            both(&allowed)
+        );
+        assert_eq!(connected(marks.path()), 1, "{account:?}: one connection");
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+}
