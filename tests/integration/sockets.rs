@@ -50,9 +50,11 @@ for path in sys.argv[1:]:
 "#;
 
 /// Inside: a unix server of its own in the workdir and a TCP one on its
-/// loopback, each connected to once.
+/// loopback, each connected to once; then a connect that waits on a full
+/// backlog while its process writes a file (a guarded call) before it
+/// accepts — the wait must not hold the other calls.
 const OWN_SOCKETS: &str = r#"
-import os, socket, threading
+import os, socket, threading, time
 def serve(s):
     c, _ = s.accept(); c.sendall(b"own\n"); c.close()
 u = socket.socket(socket.AF_UNIX); u.bind("own.sock"); u.listen(1)
@@ -64,6 +66,15 @@ threading.Thread(target=serve, args=(t,)).start()
 c = socket.socket(); c.connect(t.getsockname())
 print("OWN-TCP", c.recv(16).decode().strip())
 os.unlink("own.sock")
+b = socket.socket(socket.AF_UNIX); b.bind("full.sock"); b.listen(0)
+first = socket.socket(socket.AF_UNIX); first.connect("full.sock")
+second = socket.socket(socket.AF_UNIX)
+waiting = threading.Thread(target=second.connect, args=("full.sock",)); waiting.start()
+time.sleep(0.3)
+open("written-meanwhile", "w").write("x")
+b.accept(); b.accept(); waiting.join()
+print("FULL-BACKLOG ok")
+os.unlink("full.sock"); os.unlink("written-meanwhile")
 "#;
 
 /// The host's server on `path`, ready.
@@ -99,7 +110,7 @@ fn sandboxed(
     }
     let out = server
         .current_dir(cwd)
-        .args(["run", "--backend", "bwrap"])
+        .args(["run", "--backend", "bwrap", "--timeout", "60"])
         .args(extra)
         .args(["--", "sh", "-c"])
         .arg(format!("{ONLY_IN_A_SANDBOX}{script}"))
@@ -158,7 +169,9 @@ fn a_host_socket_below_a_bind_is_refused_unless_allowed() {
             both(&out)
         );
         assert!(
-            stdout.contains("OWN-UNIX own\n") && stdout.contains("OWN-TCP own\n"),
+            stdout.contains("OWN-UNIX own\n")
+                && stdout.contains("OWN-TCP own\n")
+                && stdout.contains("FULL-BACKLOG ok\n"),
             "{account:?}: the sandbox's own sockets stopped working\n{}",
             both(&out)
         );

@@ -135,6 +135,18 @@ pub enum Answer {
     Value(i64),
     /// Fail with this errno.
     Error(i32),
+    /// Made on a thread of its own, which answers: the call may block for
+    /// long (a blocking `connect`), and the other calls must not wait.
+    Later(Deferred),
+}
+
+/// A call to make on another thread: its value, or an errno.
+pub struct Deferred(pub Box<dyn FnOnce() -> Result<i64, i32> + Send>);
+
+impl std::fmt::Debug for Deferred {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Deferred")
+    }
 }
 
 /// A refused call, for the violation event.

@@ -70,6 +70,7 @@ pub fn serve(
         let answered = match &outcome.answer {
             Answer::Fd { .. } => "answer: fd",
             Answer::Continue => "answer: continue",
+            Answer::Later(_) => "answer: later",
             Answer::Value(_) | Answer::Error(_) => "answer: value",
         };
         let _ = match outcome.answer {
@@ -102,12 +103,34 @@ pub fn serve(
                 }
             }
             Answer::Continue => listener.continue_call(id),
+            Answer::Later(work) => answer_later(listener, id, work),
             Answer::Value(value) => listener.respond(id, value, 0),
             Answer::Error(errno) => listener.respond(id, 0, errno),
         };
         timing::end(answered, began);
     }
     timing::report();
+}
+
+/// Makes a deferred call on a thread of its own, which answers it. When no
+/// thread can be had, the call fails (EAGAIN) rather than blocking the rest.
+fn answer_later(listener: &Listener, id: u64, work: emulate::Deferred) -> std::io::Result<()> {
+    let responder = match listener.responder() {
+        Ok(responder) => responder,
+        Err(e) => return listener.respond(id, 0, e.raw_os_error().unwrap_or(libc::EMFILE)),
+    };
+    let spawned = std::thread::Builder::new()
+        .name("guard-later".into())
+        .spawn(move || {
+            let _ = match (work.0)() {
+                Ok(value) => responder.respond(id, value, 0),
+                Err(errno) => responder.respond(id, 0, errno),
+            };
+        });
+    match spawned {
+        Ok(_) => Ok(()),
+        Err(_) => listener.respond(id, 0, libc::EAGAIN),
+    }
 }
 
 /// The `raw` text of a violation: who, and which call.

@@ -61,10 +61,45 @@ fn unix_addr(path: &[u8]) -> Step<(libc::sockaddr_un, u32)> {
     Ok((addr, (SUN_PATH_AT + path.len() + 1) as u32))
 }
 
-fn connect_to(sock: &OwnedFd, addr: *const libc::sockaddr, len: u32) -> Outcome {
-    // SAFETY: connect on a descriptor we hold, with an address of `len` bytes.
-    let rc = unsafe { libc::connect(sock.as_raw_fd(), addr, len) };
-    super::unit_result(i64::from(rc))
+/// Connects `sock` to `addr` (`len` bytes; empty: none): at once when the
+/// socket does not block, else on a thread of its own (a full backlog
+/// would hold every other guarded call of the exec, the server's accept
+/// among them, until it frees). `_pinned` is the socket file `addr` names
+/// through our `/proc/self/fd`, held until the connect is made.
+fn connect_to(sock: OwnedFd, addr: Vec<u8>, _pinned: Option<OwnedFd>) -> Outcome {
+    let blocking = blocks(&sock);
+    let make = move || {
+        let ptr = if addr.is_empty() {
+            std::ptr::null()
+        } else {
+            addr.as_ptr().cast()
+        };
+        // SAFETY: connect on a descriptor we hold, with an address of its length.
+        let rc = unsafe { libc::connect(sock.as_raw_fd(), ptr, addr.len() as u32) };
+        drop(_pinned);
+        if rc < 0 {
+            Err(super::errno_of(&std::io::Error::last_os_error()))
+        } else {
+            Ok(0)
+        }
+    };
+    if blocking {
+        return Outcome {
+            answer: super::Answer::Later(super::Deferred(Box::new(make))),
+            denial: None,
+        };
+    }
+    match make() {
+        Ok(value) => Outcome::value(value),
+        Err(errno) => Outcome::error(errno),
+    }
+}
+
+/// Whether a connect on `sock` may wait (no `O_NONBLOCK`).
+fn blocks(sock: &OwnedFd) -> bool {
+    // SAFETY: F_GETFL on a descriptor we hold.
+    let flags = unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_GETFL) };
+    flags >= 0 && flags & libc::O_NONBLOCK == 0
 }
 
 /// The socket file the caller's path names, judged: `Ok` with the file to
@@ -134,21 +169,20 @@ pub(super) fn connect(
     valid()?;
     let sock = io(tracee::steal_fd(tid, arg_int(a, 0)))?;
     let Some(path) = unix_path(&addr) else {
-        let ptr = if addr.is_empty() {
-            std::ptr::null()
-        } else {
-            addr.as_ptr().cast()
-        };
-        return Ok(connect_to(&sock, ptr, len as u32));
+        return Ok(connect_to(sock, addr, None));
     };
     let file = judged(rules, as_command, tid, &path)?;
     let pinned = format!("/proc/self/fd/{}", file.as_raw_fd());
     let (to, to_len) = unix_addr(pinned.as_bytes())?;
-    Ok(connect_to(
-        &sock,
-        (&to as *const libc::sockaddr_un).cast(),
-        to_len,
-    ))
+    // SAFETY: the first `to_len` bytes of a sockaddr_un we filled.
+    let to = unsafe {
+        std::slice::from_raw_parts(
+            (&to as *const libc::sockaddr_un).cast::<u8>(),
+            to_len as usize,
+        )
+    }
+    .to_vec();
+    Ok(connect_to(sock, to, Some(file)))
 }
 
 #[cfg(test)]
