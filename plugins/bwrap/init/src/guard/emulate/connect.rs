@@ -64,9 +64,9 @@ fn unix_addr(path: &[u8]) -> Step<(libc::sockaddr_un, u32)> {
 /// Connects `sock` to `addr` (`len` bytes; empty: none): at once when the
 /// socket does not block, else on a thread of its own (a full backlog
 /// would hold every other guarded call of the exec, the server's accept
-/// among them, until it frees). `_pinned` is the socket file `addr` names
+/// among them, until it frees). `pinned` is the socket file `addr` names
 /// through our `/proc/self/fd`, held until the connect is made.
-fn connect_to(sock: OwnedFd, addr: Vec<u8>, _pinned: Option<OwnedFd>) -> Outcome {
+fn connect_to(sock: OwnedFd, addr: Vec<u8>, pinned: Option<OwnedFd>) -> Outcome {
     let blocking = blocks(&sock);
     let make = move || {
         let ptr = if addr.is_empty() {
@@ -76,7 +76,7 @@ fn connect_to(sock: OwnedFd, addr: Vec<u8>, _pinned: Option<OwnedFd>) -> Outcome
         };
         // SAFETY: connect on a descriptor we hold, with an address of its length.
         let rc = unsafe { libc::connect(sock.as_raw_fd(), ptr, addr.len() as u32) };
-        drop(_pinned);
+        drop(pinned);
         if rc < 0 {
             Err(super::errno_of(&std::io::Error::last_os_error()))
         } else {
