@@ -268,29 +268,6 @@ impl View {
     }
 }
 
-/// Where each `unixSockets` entry appears inside (the deepest bind that
-/// shows it), as the guard compares a socket's canonical path.
-fn allowed_sockets(
-    spec: &SandboxSpec,
-    views: &[View],
-    host: &dyn HostFacts,
-) -> Result<Vec<PathBuf>, PlanError> {
-    spec.unix_sockets
-        .iter()
-        .map(|socket| {
-            if !socket.is_absolute() {
-                return Err(PlanError::NotAbsolute("unixSockets entry", socket.clone()));
-            }
-            let resolved = sources::canonical(socket, host);
-            views
-                .iter()
-                .filter_map(|v| v.guest_of(&resolved))
-                .max_by_key(|g| depth(g))
-                .ok_or_else(|| PlanError::SocketHidden(socket.clone()))
-        })
-        .collect()
-}
-
 fn depth(path: &Path) -> usize {
     path.components()
         .filter(|c| matches!(c, Component::Normal(_)))
@@ -625,7 +602,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     });
     let guard = match guard {
         Some(mut config) => {
-            config.unix_sockets = allowed_sockets(spec, &views, host)?;
+            config.unix_sockets = sources::allowed_sockets(spec, &views, host)?;
             Some(config)
         }
         None => None,
