@@ -464,6 +464,8 @@ mod tests {
                 "data:ro",
                 "--protect",
                 "secret",
+                "--allow-socket",
+                "data/agent.sock",
                 "--workdir",
                 "data",
                 "--",
@@ -477,6 +479,7 @@ mod tests {
         assert_eq!(spec.bind_mounts[1].host_path, dir.path().join("data"));
         assert!(spec.bind_mounts[1].read_only);
         assert_eq!(spec.protected_paths, vec![dir.path().join("secret")]);
+        assert_eq!(spec.unix_sockets, vec![dir.path().join("data/agent.sock")]);
         assert_eq!(spec.guest_workdir, Some(dir.path().join("data")));
     }
 
