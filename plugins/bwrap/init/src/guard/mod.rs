@@ -12,6 +12,7 @@
 
 pub mod bases;
 pub mod emulate;
+pub mod later;
 pub mod notify;
 pub mod pending;
 pub mod sock_diag;
@@ -41,6 +42,7 @@ pub fn serve(
     tracee::own_working_directory();
     let mut memo = emulate::Memo::new(umask);
     let mut storms = Storms::default();
+    let workers = later::Workers::default();
     loop {
         let began = timing::begin();
         let Ok(true) = listener.wait() else {
@@ -103,7 +105,7 @@ pub fn serve(
                 }
             }
             Answer::Continue => listener.continue_call(id),
-            Answer::Later(work) => answer_later(listener, id, work),
+            Answer::Later(work) => answer_later(listener, &workers, id, work),
             Answer::Value(value) => listener.respond(id, value, 0),
             Answer::Error(errno) => listener.respond(id, 0, errno),
         };
@@ -112,24 +114,22 @@ pub fn serve(
     timing::report();
 }
 
-/// Makes a deferred call on a thread of its own, which answers it. When no
-/// thread can be had, the call fails (EAGAIN) rather than blocking the rest.
-fn answer_later(listener: &Listener, id: u64, work: emulate::Deferred) -> std::io::Result<()> {
+/// Makes a deferred call on a worker, which answers it. When no worker can
+/// be had, the call fails (EAGAIN) rather than blocking the rest.
+fn answer_later(
+    listener: &Listener,
+    workers: &later::Workers,
+    id: u64,
+    work: emulate::Deferred,
+) -> std::io::Result<()> {
     let responder = match listener.responder() {
         Ok(responder) => responder,
         Err(e) => return listener.respond(id, 0, e.raw_os_error().unwrap_or(libc::EMFILE)),
     };
-    let spawned = std::thread::Builder::new()
-        .name("guard-later".into())
-        .spawn(move || {
-            let _ = match (work.0)() {
-                Ok(value) => responder.respond(id, value, 0),
-                Err(errno) => responder.respond(id, 0, errno),
-            };
-        });
-    match spawned {
-        Ok(_) => Ok(()),
-        Err(_) => listener.respond(id, 0, libc::EAGAIN),
+    if workers.run(id, work, responder) {
+        Ok(())
+    } else {
+        listener.respond(id, 0, libc::EAGAIN)
     }
 }
 
