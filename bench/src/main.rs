@@ -17,7 +17,8 @@
 //! [EXECS] [KIB]` runs concurrent execs over the API (see `api_load.rs`);
 //! `sandbox-bench warm-ab OTHER_INIT|OTHER_BUILD_DIR [EXECS]` alternates
 //! warm execs of this build's sandbox-init (and bwrap plugin) and another's
-//! (see `warm_ab.rs`).
+//! (see `warm_ab.rs`); `sandbox-bench gateway [COMMITS]` pushes through the
+//! push gateway against straight to the stand-in forge (see `gateway.rs`).
 
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -82,6 +83,7 @@ fn load_from(lib: &std::path::Path) -> BackendObject {
 
 mod api_load;
 mod egress;
+mod gateway;
 mod microvm;
 mod policy;
 mod warm_ab;
@@ -187,6 +189,11 @@ fn main() {
             .expect("usage: sandbox-bench warm-ab OTHER_INIT|OTHER_BUILD_DIR [EXECS]");
         let execs = std::env::args().nth(3).and_then(|a| a.parse().ok());
         warm_ab::run(&other, execs.unwrap_or(300));
+        return;
+    }
+    if std::env::args().nth(1).as_deref() == Some("gateway") {
+        let commits = std::env::args().nth(2).and_then(|n| n.parse().ok());
+        gateway::run(commits.unwrap_or(1000));
         return;
     }
     if std::env::args().nth(1).as_deref() == Some("egress") {

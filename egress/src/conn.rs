@@ -140,6 +140,10 @@ pub(crate) struct Ctx {
     pub(crate) max_connections: usize,
     /// Admitted client connections open now ([`Slot`]s alive).
     pub(crate) open: Arc<AtomicUsize>,
+    /// The session's answerer of the server channel, if it has one.
+    pub(crate) local: Option<crate::local::LocalService>,
+    /// Targets the server has these proxies refuse.
+    pub(crate) refused: Vec<crate::local::Refused>,
 }
 
 /// One admitted client connection, counted while any clone lives: the
@@ -210,7 +214,15 @@ impl Ctx {
         port: u16,
         ingress: Ingress,
     ) -> Result<Vec<SocketAddr>, Refusal> {
-        match self.policy.decide(host, port, ingress).await {
+        let refused = self.refused.iter().find(|r| r.matches(host, port));
+        let decided = if crate::local::is_channel_host(host) {
+            Err(crate::local::refusal(host, port, ingress))
+        } else if let Some(refused) = refused {
+            Err(refused.refusal(host, port))
+        } else {
+            self.policy.decide(host, port, ingress).await
+        };
+        match decided {
             Ok(addrs) => Ok(addrs),
             Err(refusal) => {
                 tracing::debug!(%ingress, "egress refused: {refusal}");

@@ -192,6 +192,9 @@ async fn forward(ctx: &Arc<Ctx>, admission: &Admission, req: Request<Incoming>) 
         Ok(hp) => hp,
         Err(why) => return bad_request(why),
     };
+    if crate::local::is_channel_host(host) {
+        return answer_locally(ctx, req).await;
+    }
     let addrs = match ctx
         .decide_for(admission, host, port, Ingress::HttpForward)
         .await
@@ -246,6 +249,27 @@ async fn forward(ctx: &Arc<Ctx>, admission: &Admission, req: Request<Incoming>) 
         }
         Err(e) => bad_gateway(&authority, &e),
     }
+}
+
+/// A request for the server channel: handed to the session's service with
+/// this proxy's own headers removed; never forwarded.
+async fn answer_locally(ctx: &Arc<Ctx>, mut req: Request<Incoming>) -> Response<Body> {
+    let Some(service) = ctx.local.clone() else {
+        return text(
+            StatusCode::NOT_FOUND,
+            "this session has no server channel (cc-server.internal)",
+        );
+    };
+    let proxy: Vec<HeaderName> = req
+        .headers()
+        .keys()
+        .filter(|name| name.as_str().starts_with("proxy-"))
+        .cloned()
+        .collect();
+    for name in proxy {
+        req.headers_mut().remove(name);
+    }
+    service(req).await
 }
 
 /// Host and port of a request-target authority; `default_port` for

@@ -8,6 +8,8 @@
 //!   addresses to dial, or a [`Refusal`] naming the rule.
 //! - [`http`], [`socks`]: the two proxies (HTTP CONNECT and absolute-form;
 //!   SOCKS5 and SOCKS4a), each handing every target to [`Policy::decide`].
+//! - [`local`]: the server channel's reserved name, answered in-process by
+//!   the session's own service instead of being forwarded.
 //! - [`server`]: one session's pair of listeners (unix sockets, or loopback
 //!   TCP ports with a per-session credential), its live tunnels, teardown;
 //!   and the bwrap forwarder's channel, whose connections are handed their
@@ -19,6 +21,7 @@ mod conn;
 mod handoff;
 pub mod http;
 pub mod lists;
+pub mod local;
 pub mod policy;
 pub mod server;
 pub mod socks;

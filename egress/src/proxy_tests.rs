@@ -1437,9 +1437,10 @@ async fn session_task_limit_holds_accepting() {
     let listen = Listen::Unix {
         dir: dir.path().to_path_buf(),
     };
-    let proxies = SessionProxies::start_limited(policy_off(), listen, violations, 5, 5)
-        .await
-        .unwrap();
+    let proxies =
+        SessionProxies::start_limited(policy_off(), listen, violations, (5, 5), Default::default())
+            .await
+            .unwrap();
     let Endpoints::Unix { http, .. } = proxies.endpoints().clone() else {
         panic!()
     };

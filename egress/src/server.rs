@@ -120,9 +120,23 @@ impl SessionProxies {
         on_violation: ViolationSink,
         max_connections: usize,
     ) -> io::Result<Self> {
+        let local = crate::local::Local::default();
+        Self::start_with_local(policy, listen, on_violation, max_connections, local).await
+    }
+
+    /// [`SessionProxies::start`], the HTTP proxy answering the server
+    /// channel's requests with `local` (see [`crate::local`]).
+    pub async fn start_with_local(
+        policy: Arc<Policy>,
+        listen: Listen,
+        on_violation: ViolationSink,
+        max_connections: usize,
+        local: crate::local::Local,
+    ) -> io::Result<Self> {
         // Room for every admitted connection's two tasks, and for refusals.
         let max_tasks = MAX_SESSION_TASKS.max(max_connections.saturating_mul(2) + 64);
-        Self::start_limited(policy, listen, on_violation, max_tasks, max_connections).await
+        let limits = (max_tasks, max_connections);
+        Self::start_limited(policy, listen, on_violation, limits, local).await
     }
 
     /// [`SessionProxies::start`] with another task limit (tests).
@@ -130,8 +144,8 @@ impl SessionProxies {
         policy: Arc<Policy>,
         listen: Listen,
         on_violation: ViolationSink,
-        max_tasks: usize,
-        max_connections: usize,
+        (max_tasks, max_connections): (usize, usize),
+        local: crate::local::Local,
     ) -> io::Result<Self> {
         let credential = match &listen {
             Listen::Unix { .. } => None,
@@ -145,6 +159,8 @@ impl SessionProxies {
             max_tasks,
             max_connections,
             open: Arc::new(AtomicUsize::new(0)),
+            local: local.service,
+            refused: local.refused,
         });
         match listen {
             Listen::Unix { dir } => {

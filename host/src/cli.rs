@@ -67,6 +67,45 @@ pub enum Command {
     /// gRPC process.v1.ProcessService and the /v1/files REST routes, over
     /// one sandbox whose only bind and working directory is the root.
     Sandboxd(SandboxdArgs),
+    /// Runs a coding agent's own CLI inside a sandbox, its tool gate wired
+    /// to the command policy (SPEC B10, H13).
+    #[command(subcommand)]
+    Agent(AgentCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Claude Code in a sandbox, with `--dangerously-skip-permissions`:
+    /// every Bash call goes through a `PreToolUse` hook to this run's
+    /// policy over the sandbox's own channel, and is refused when the hook
+    /// cannot get an answer. Takes `run`'s flags; the model's API
+    /// (`ANTHROPIC_BASE_URL`) joins the egress allowlist.
+    Claude(AgentClaudeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AgentClaudeArgs {
+    #[command(flatten)]
+    pub sandbox: SandboxFlags,
+    /// Kill Claude Code after this many seconds.
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<f64>,
+    /// Ask the person at this terminal about a Bash call the policy asks
+    /// about (as `run --ask`); without it such a call is refused.
+    #[arg(long)]
+    pub ask: bool,
+    /// Run as this conversation's `--agent` (as `run --conversation`).
+    #[arg(long, value_name = "ID", requires = "agent", conflicts_with_all = ["spec", "binds", "workdir", "exec_grants"])]
+    pub conversation: Option<String>,
+    /// The agent of `--conversation` (added when it does not exist).
+    #[arg(long, value_name = "NAME", requires = "conversation")]
+    pub agent: Option<String>,
+    /// The Claude Code executable (default: `claude` on PATH).
+    #[arg(long, env = "CC_SERVER_CLAUDE", value_name = "PATH")]
+    pub claude: Option<PathBuf>,
+    /// Claude Code's own arguments (`-p 'fix the tests'`).
+    #[arg(last = true, value_name = "ARGS")]
+    pub claude_args: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -162,6 +201,39 @@ pub enum PolicyCommand {
     /// class, the decision and the rule. Exit status: 0 allow, 3 prompt
     /// (ask the owner), 4 deny.
     Check(CheckArgs),
+    /// A Claude Code `PreToolUse` command hook: reads the hook input on
+    /// stdin, decides from this config (or asks `--server`), prints the
+    /// hook output. Fails closed: any failure exits 2, Claude Code's
+    /// blocking status, with the reason on stderr.
+    Hook(HookArgs),
+}
+
+/// The hook formats `policy hook` speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HookFormat {
+    /// Claude Code's `PreToolUse` hook (stdin JSON, stdout JSON).
+    ClaudeCode,
+}
+
+#[derive(Debug, Args)]
+pub struct HookArgs {
+    /// The hook protocol.
+    #[arg(long, value_name = "FORMAT")]
+    pub format: HookFormat,
+    /// chat, review, plan or orchestrate.
+    #[arg(long, value_name = "MODE", default_value = "chat")]
+    pub mode: SandboxMode,
+    /// Ask this cc_server (`http://127.0.0.1:PORT`) instead of deciding
+    /// here; a server that cannot answer is a refusal.
+    #[arg(long, value_name = "URL")]
+    pub server: Option<String>,
+    /// The server's bearer token file (default: the config's
+    /// `token_file`, else the default path `serve` writes).
+    #[arg(long, value_name = "FILE", requires = "server")]
+    pub token_file: Option<PathBuf>,
+    /// Seconds to wait for the server's answer.
+    #[arg(long, value_name = "SECS", default_value_t = 20.0, requires = "server")]
+    pub timeout: f64,
 }
 
 #[derive(Debug, Args)]
@@ -270,6 +342,10 @@ pub struct RunArgs {
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+    /// Environment the front-end sets for the command on top of the
+    /// inherited one (`agent claude`); never from the command line.
+    #[arg(skip)]
+    pub extra_env: Vec<(String, String)>,
 }
 
 #[derive(Debug, Args)]

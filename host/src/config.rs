@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sandbox_registry::select::SandboxSwitch;
@@ -51,6 +52,59 @@ pub struct FileConfig {
     pub output: Option<OutputSection>,
     /// Where workspaces keep their state and conversations (SPEC H1).
     pub workspaces: Option<WorkspacesSection>,
+    /// The push gateway (SPEC H8).
+    pub gateway: Option<GatewaySection>,
+}
+
+/// `[gateway.app]`: the GitHub App whose installation tokens are brokered.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppSection {
+    pub app_id: String,
+    /// The installation (per owner) the tokens are minted from.
+    pub installation_id: String,
+    /// The private key (PEM, 0600); relative to the config file. Read once
+    /// at start, never bound, never in an environment or a log.
+    pub private_key_file: PathBuf,
+    /// The REST API's base URL (default `https://api.github.com`; GitHub
+    /// Enterprise and the tests override it).
+    pub api_url: Option<String>,
+}
+
+/// `[gateway]` resolved: the gateway, the push URLs sent there, the read token.
+#[derive(Debug, Clone)]
+pub struct GatewaySettings {
+    pub config: sandbox_gateway::GatewayConfig,
+    pub push_urls: Vec<String>,
+    pub read: Option<sandbox_gateway::credential::ReadToken>,
+}
+
+/// `[gateway]`: where sandboxes' pushes are forwarded once judged.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewaySection {
+    /// The forge's git base URL (`http://host:port[/prefix]`).
+    pub upstream: String,
+    /// Repository paths (`owner/repo.git`) pushes may go to.
+    #[serde(default)]
+    pub repositories: Vec<String>,
+    /// A file (0600) holding the token forwarded pushes carry, never shown
+    /// to a sandbox; relative to the config file.
+    pub token_file: Option<PathBuf>,
+    /// A file (0600) holding the read token git gets through the credential
+    /// helper over the channel, for `read_url`.
+    pub read_token_file: Option<PathBuf>,
+    /// The forge URL the read token is for (default `https://github.com`).
+    pub read_url: Option<String>,
+    /// A GitHub App: write tokens minted per push, read tokens per session.
+    pub app: Option<AppSection>,
+    /// A CA (PEM) trusted besides the system's roots for the forge and its
+    /// API over https (GitHub Enterprise behind a private CA; the tests);
+    /// relative to the config file.
+    pub ca_file: Option<PathBuf>,
+    /// Push URL prefixes sent to the gateway (`pushInsteadOf`); default
+    /// GitHub's `https://github.com/`, `git@github.com:`, `ssh://git@github.com/`.
+    pub push_urls: Option<Vec<String>>,
 }
 
 /// `[workspaces]`.
@@ -230,6 +284,7 @@ impl CommandFlags {
             },
             Command::Probe { .. }
             | Command::Policy(_)
+            | Command::Agent(_)
             | Command::Workspace(_)
             | Command::Conversation(_) => Self::default(),
         }
@@ -264,6 +319,8 @@ pub struct Settings {
     pub state_dir: Option<PathBuf>,
     /// `[workspaces] data_dir`, or its default; `None` without `HOME`.
     pub data_dir: Option<PathBuf>,
+    /// `[gateway]`, its token read, and the push URL prefixes sent there.
+    pub gateway: Option<GatewaySettings>,
 }
 
 /// `$XDG_STATE_HOME/cc_server/token`, else `~/.local/state/cc_server/token`.
@@ -353,7 +410,10 @@ impl Settings {
             },
             None => DispatchPolicy::default(),
         };
-        let policy = resolve_policy(file.policy.as_ref(), common.config.as_deref())?;
+        let mut policy = resolve_policy(file.policy.as_ref(), common.config.as_deref())?;
+        if file.gateway.is_some() {
+            policy.guardrails = policy.guardrails.with_push_gateway();
+        }
         let mut egress =
             resolve_egress(file.egress.as_ref()).map_err(|message| ConfigError::Parse {
                 path: config_path.clone(),
@@ -394,6 +454,54 @@ impl Settings {
                 home.as_deref(),
             )
         });
+        let gateway = match &file.gateway {
+            Some(section) => {
+                let config =
+                    resolve_gateway(section, common.config.as_deref()).map_err(|message| {
+                        ConfigError::Parse {
+                            path: config_path.clone(),
+                            message,
+                        }
+                    })?;
+                let urls = section.push_urls.clone().unwrap_or_else(|| {
+                    sandbox_gateway::session::GITHUB_PUSH_URLS
+                        .iter()
+                        .map(|u| (*u).to_owned())
+                        .collect()
+                });
+                let bad = |message: String| ConfigError::Parse {
+                    path: config_path.clone(),
+                    message,
+                };
+                let url = section
+                    .read_url
+                    .clone()
+                    .unwrap_or_else(|| "https://github.com".to_owned());
+                let read = match (&config.app, &section.read_token_file) {
+                    (Some(app), _) => Some(sandbox_gateway::credential::ReadToken {
+                        url,
+                        source: sandbox_gateway::credential::ReadSource::App(
+                            Arc::clone(app),
+                            section.repositories.clone(),
+                        ),
+                    }),
+                    (None, Some(file)) => Some(sandbox_gateway::credential::ReadToken {
+                        url,
+                        source: sandbox_gateway::credential::ReadSource::Fixed(
+                            read_private_token(file, common.config.as_deref())
+                                .map_err(|m| bad(format!("[gateway] read_token_file: {m}")))?,
+                        ),
+                    }),
+                    (None, None) => None,
+                };
+                Some(GatewaySettings {
+                    config,
+                    push_urls: urls,
+                    read,
+                })
+            }
+            None => None,
+        };
         let listen = match flags.listen.or(file.listen) {
             Some(addr) => addr,
             None => SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)),
@@ -421,7 +529,43 @@ impl Settings {
             output,
             state_dir,
             data_dir,
+            gateway,
         })
+    }
+
+    /// Mounts the push gateway on the sessions' server channel when
+    /// `[gateway]` is configured (SPEC H8); with an app, its tokens are
+    /// written into the workspaces database until revoked, and what a
+    /// killed server left there is revoked now (SPEC H5).
+    pub async fn install_gateway(
+        &self,
+        sessions: &sandbox_runtime::Sessions,
+    ) -> anyhow::Result<()> {
+        if let (Some(gateway), Some(state_dir)) = (&self.gateway, &self.state_dir)
+            && let Some(app) = &gateway.config.app
+        {
+            crate::forge_ledger::keep(app, state_dir).await?;
+        }
+        if let Some(GatewaySettings {
+            config,
+            push_urls,
+            read,
+        }) = &self.gateway
+        {
+            // Force pushes are told apart in mirrors in the state directory.
+            let upstream = config.upstream.clone();
+            let mut config = config.clone();
+            config.mirrors = self
+                .state_dir
+                .as_ref()
+                .map(|dir| sandbox_gateway::mirror::Mirrors {
+                    dir: dir.join("gateway-mirrors"),
+                });
+            sandbox_gateway::session::install(sessions.channel(), config, push_urls, read.clone())
+                .map_err(|e| anyhow::anyhow!("the push gateway: {e}"))?;
+            tracing::info!(%upstream, "push gateway on http://{}/git/", sandbox_egress::local::HOST);
+        }
+        Ok(())
     }
 
     /// What the runtime starts with (`sandbox_runtime::start`).
@@ -523,6 +667,85 @@ fn add_egress_flags(egress: &mut EgressSettings, flags: &CommandFlags) -> Result
 }
 
 /// `[egress]`, checked now: a bad pattern stops the start.
+/// A token file (relative to the config file): the owner's alone (no
+/// group or other bits), not empty; the token is opaque, of any length.
+fn read_private_token(file: &Path, config: Option<&Path>) -> Result<String, String> {
+    use std::os::unix::fs::MetadataExt;
+    let path = match config.and_then(Path::parent) {
+        Some(dir) if file.is_relative() => dir.join(file),
+        _ => file.to_path_buf(),
+    };
+    let meta = std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "{} is readable by others (mode {:o}); chmod 600 it",
+            path.display(),
+            meta.mode() & 0o777
+        ));
+    }
+    let token = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let token = token.trim();
+    if token.is_empty() {
+        return Err(format!("{} is empty", path.display()));
+    }
+    Ok(token.to_owned())
+}
+
+/// `[gateway]`: the token file must be the owner's alone (0600), never
+/// group- or world-readable; its token becomes the forwarded
+/// `Authorization` (`x-access-token`, as the forge takes installation
+/// tokens over git).
+fn resolve_gateway(
+    section: &GatewaySection,
+    config: Option<&Path>,
+) -> Result<sandbox_gateway::GatewayConfig, String> {
+    let authorization = match &section.token_file {
+        Some(file) => {
+            let token = read_private_token(file, config)
+                .map_err(|message| format!("[gateway] token_file: {message}"))?;
+            use base64::Engine as _;
+            let basic =
+                base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{token}"));
+            Some(format!("Basic {basic}"))
+        }
+        None => None,
+    };
+    let ca_file = section
+        .ca_file
+        .as_ref()
+        .map(|file| match config.and_then(Path::parent) {
+            Some(dir) if file.is_relative() => dir.join(file),
+            _ => file.clone(),
+        });
+    let app = match &section.app {
+        Some(app) => {
+            let key = read_private_token(&app.private_key_file, config)
+                .map_err(|message| format!("[gateway.app] private_key_file: {message}"))?;
+            let api = app.api_url.as_deref().unwrap_or("https://api.github.com");
+            let made = sandbox_gateway::app::App::new(
+                &app.app_id,
+                &app.installation_id,
+                api,
+                &key,
+                ca_file.as_deref(),
+            )
+            .map_err(|e| format!("[gateway.app] {e}"))?;
+            Some(Arc::new(made))
+        }
+        None => None,
+    };
+    let config = sandbox_gateway::GatewayConfig {
+        upstream: section.upstream.clone(),
+        repositories: section.repositories.clone(),
+        authorization,
+        ca_file,
+        mirrors: None,
+        app,
+    };
+    sandbox_gateway::Gateway::new(config.clone()).map_err(|e| format!("[gateway] {e}"))?;
+    Ok(config)
+}
+
 fn resolve_egress(section: Option<&EgressSection>) -> Result<EgressSettings, String> {
     let Some(section) = section else {
         return Ok(EgressSettings::default());

@@ -24,6 +24,9 @@
 /// Entry points that run a command in a sandbox.
 pub const DISPATCHING: &[&str] = &[
     "cli run",
+    // Claude Code itself starts as `run` does; its Bash calls pass the
+    // same admission through its hook over the server channel.
+    "cli agent claude",
     "api POST /v1/sandboxes/{id}/execs",
     // The route's first name, an alias to the same handler: driven on its
     // own all the same, so an alias can never drift to another path.
@@ -88,6 +91,10 @@ pub const NOT_DISPATCHING: &[(&str, &str)] = &[
         "serves the API: its routes are listed one by one",
     ),
     ("cli policy check", "classifies a line; runs nothing"),
+    (
+        "cli policy hook",
+        "judges a Claude Code hook input; runs nothing",
+    ),
     (
         "cli mcp",
         "the MCP transport over stdio: its tools are listed one by one (`mcp tool …`)",

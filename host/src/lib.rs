@@ -6,6 +6,7 @@
 //! public surface is what those two need — everything else stays inside.
 
 mod api;
+mod claude_hook;
 pub mod cli;
 mod commands;
 mod config;
@@ -15,8 +16,11 @@ pub mod entry_points;
 mod entry_points_scan;
 #[cfg(test)]
 mod entry_points_tests;
+mod forge_ledger;
 pub mod heap;
+mod hook_channel;
 mod logging;
+mod mcp_channel;
 mod open_files;
 mod wire;
 
@@ -33,6 +37,34 @@ pub const EXIT_FAILURE: u8 = 125;
 /// ([`descriptors::close_inherited_on_exec`]).
 pub fn run(cli: Cli) -> ExitCode {
     logging::init(matches!(cli.command, Command::Serve(_)));
+    // A hook fails closed: even a config it cannot load ends in the
+    // blocking status, so it settles everything itself.
+    if let Command::Policy(cli::PolicyCommand::Hook(args)) = &cli.command {
+        return commands::hook::run(&cli.common, args);
+    }
+    // `agent claude` is a `run` of Claude Code, planned from here on.
+    let cli = match cli.command {
+        Command::Agent(cli::AgentCommand::Claude(args)) => {
+            let base_url = std::env::var("ANTHROPIC_BASE_URL").ok();
+            let path = std::env::var("PATH").ok();
+            let planned = commands::agent::plan_claude(args, base_url.as_deref(), path.as_deref())
+                .and_then(|run| {
+                    commands::agent::require_version(std::path::Path::new(&run.command[0]))?;
+                    Ok(run)
+                });
+            match planned {
+                Ok(run) => Cli {
+                    common: cli.common,
+                    command: Command::Run(run),
+                },
+                Err(e) => return fail(&e),
+            }
+        }
+        command => Cli {
+            common: cli.common,
+            command,
+        },
+    };
     let settings = match Settings::resolve(&cli.common, &CommandFlags::of(&cli.command)) {
         Ok(settings) => settings,
         Err(e) => return fail(&anyhow::Error::new(e)),
@@ -62,6 +94,11 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Mcp(args) => commands::mcp::run(&settings, args).await,
             Command::Policy(cli::PolicyCommand::Check(args)) => {
                 Ok(commands::policy::check(&settings, &args))
+            }
+            // Settled before the config is read (above).
+            Command::Agent(_) => Ok(ExitCode::from(EXIT_FAILURE)),
+            Command::Policy(cli::PolicyCommand::Hook(_)) => {
+                Ok(ExitCode::from(claude_hook::EXIT_BLOCK))
             }
             Command::Workspace(command) => commands::workspace::run(&settings, command),
             Command::Conversation(command) => commands::conversation::run(&settings, command).await,

@@ -128,6 +128,7 @@ pub mod host;
 mod layout_kept;
 pub mod proxy;
 pub mod sdk;
+pub mod server_call;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 mod types;

@@ -27,6 +27,9 @@ pub const NETWORK_OUTBOUND: &str = "network-outbound";
 /// A connect to a unix socket not made inside the sandbox (a host
 /// service's, below a bind) was refused (the guard).
 pub const NETWORK_UNIX_SOCKET: &str = "network-unix-socket";
+/// A ref of a push was refused by the push gateway (`target`: the
+/// repository and the ref).
+pub const GIT_PUSH: &str = "git-push";
 
 /// What a refusal means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +82,11 @@ pub fn explain(action: &str) -> Option<Explanation> {
             "allow that socket by its host path: `--allow-socket PATH` (cc_server run), `unixSockets` (the spec)",
             false,
         ),
+        GIT_PUSH => (
+            "the push gateway refused this ref by the guardrails' `push_remote` rule (or the repository is not linked to the run)",
+            "a `push_remote` rule in the guardrails file (`[policy] guardrails`), `branches` for the branch; repositories: `[gateway] repositories`",
+            false,
+        ),
         _ => return None,
     };
     Some(Explanation {
@@ -106,6 +114,7 @@ mod tests {
             PROCESS_EXEC,
             NETWORK_OUTBOUND,
             NETWORK_UNIX_SOCKET,
+            GIT_PUSH,
         ] {
             let e = explain(action).unwrap();
             assert!(e.rule.len() > 20 && e.remedy.len() > 4, "{action}");

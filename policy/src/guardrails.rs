@@ -69,6 +69,9 @@ impl fmt::Display for Rule {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Guardrails {
     rules: Vec<Rule>,
+    /// A push gateway judges every push per ref (SPEC H8): the command line
+    /// is not asked about `push_remote` a second time.
+    push_gateway: bool,
 }
 
 #[derive(Deserialize)]
@@ -146,7 +149,22 @@ impl Guardrails {
                 number,
             });
         }
-        Ok(Self { rules })
+        Ok(Self {
+            rules,
+            push_gateway: false,
+        })
+    }
+
+    /// The same rules, with pushes judged by the push gateway instead of
+    /// on the command line (the gateway asks [`Guardrails::resolve`] per ref).
+    pub fn with_push_gateway(mut self) -> Self {
+        self.push_gateway = true;
+        self
+    }
+
+    /// Whether a push gateway judges pushes.
+    pub fn push_gateway(&self) -> bool {
+        self.push_gateway
     }
 
     /// How many rules there are.

@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use sandbox_egress::local::Local;
 use sandbox_egress::policy::PatternError;
 use sandbox_egress::server::{Credential, Endpoints, Listen, SessionProxies, ViolationSink};
 use sandbox_egress::{Policy, PolicyConfig};
@@ -151,6 +152,7 @@ impl SessionEgress {
         known_hosts: &[String],
         max_connections: usize,
         on_violation: ViolationSink,
+        local: Local,
     ) -> Result<(Self, Reach), EgressError> {
         let parent = sandbox_paths::state_dirs::own_runtime_dir().map_err(EgressError::Dir)?;
         let dir = tempfile::Builder::new()
@@ -164,10 +166,15 @@ impl SessionEgress {
         let listen = Listen::Unix {
             dir: dir.path().to_path_buf(),
         };
-        let mut proxies =
-            SessionProxies::start(Arc::new(policy), listen, on_violation, max_connections)
-                .await
-                .map_err(EgressError::Start)?;
+        let mut proxies = SessionProxies::start_with_local(
+            Arc::new(policy),
+            listen,
+            on_violation,
+            max_connections,
+            local,
+        )
+        .await
+        .map_err(EgressError::Start)?;
         let Endpoints::Unix { http, socks } = proxies.endpoints().clone() else {
             return Err(EgressError::Listen("unix sockets"));
         };
@@ -192,6 +199,7 @@ impl SessionEgress {
         policy: Policy,
         max_connections: usize,
         on_violation: ViolationSink,
+        local: Local,
     ) -> Result<(Self, Reach), EgressError> {
         let password = crate::random::hex(16).map_err(EgressError::Credential)?;
         let credential = Credential {
@@ -199,10 +207,15 @@ impl SessionEgress {
             password,
         };
         let listen = Listen::Tcp { credential };
-        let proxies =
-            SessionProxies::start(Arc::new(policy), listen, on_violation, max_connections)
-                .await
-                .map_err(EgressError::Start)?;
+        let proxies = SessionProxies::start_with_local(
+            Arc::new(policy),
+            listen,
+            on_violation,
+            max_connections,
+            local,
+        )
+        .await
+        .map_err(EgressError::Start)?;
         let Endpoints::Tcp {
             http,
             socks,

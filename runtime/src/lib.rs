@@ -37,12 +37,18 @@
 //!    every spec gets the registered checkouts as `protectedPaths` (SPEC
 //!    H1, H10, H11).
 //!
+//! 7. **The server channel.** Handlers registered on [`Sessions::channel`]
+//!    answer commands inside any session that call them
+//!    (`sandbox-init call NAME`), with the calling session as identity
+//!    ([`channel`]).
+//!
 //! Errors name the thing and the fix ([`SessionError`]); a front-end maps
 //! them to its own codes and prints them with their sources. [`input`]
 //! parses user JSON strictly (an unknown field is an error naming it), for
 //! every front-end that takes JSON. Path rules (what may be bound, read or
 //! created) are not here: they are `sandbox-paths`', which this crate asks.
 
+pub mod channel;
 pub mod command_policy;
 pub mod dispatch_policy;
 pub mod egress;

@@ -2231,7 +2231,7 @@ fn a_table_of_malformed_requests_each_gets_a_json_4xx() {
         (
             "POST",
             run,
-            r#"{"argv":["true"],"pty":{"cols":80,"rows":24}}"#,
+            r#"{"argv":["true"],"pty":{"cols":0,"rows":24}}"#,
             422,
         ),
         (
@@ -2259,7 +2259,7 @@ fn a_table_of_malformed_requests_each_gets_a_json_4xx() {
             "POST",
             "/v1/sandboxes/t/execs/1/resize",
             r#"{"cols":80}"#,
-            422,
+            404,
         ),
         ("POST", "/v1/sandboxes/t/execs/4242/stdin", "", 409),
         ("POST", "/v1/sandboxes/t/execs/1/stdin?close=no", "", 400),

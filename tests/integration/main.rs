@@ -10,10 +10,14 @@ mod util;
 mod allowlists;
 mod api;
 mod bwrap;
+mod channel;
+mod claude;
+mod claude_api;
 mod conformance;
 mod counters;
 mod egress;
 mod escape;
+mod gateway;
 mod guard;
 mod limits;
 #[macro_use]

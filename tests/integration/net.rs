@@ -195,19 +195,263 @@ impl Request {
 pub struct GitHttpServer {
     requests: Arc<AtomicUsize>,
     listener: Listener,
+    pushes: Arc<std::sync::Mutex<Vec<Option<String>>>>,
+}
+
+/// The credentials the stand-in forge takes (`Authorization`, exactly):
+/// `write` for receive-pack (and reads), `read` for upload-pack only.
+#[derive(Clone, Default)]
+pub struct Scopes {
+    pub write: Option<String>,
+    pub read: Option<String>,
+    /// The GitHub App token endpoints, and the tokens they minted.
+    pub app: Option<Arc<std::sync::Mutex<AppForge>>>,
+    /// Served over TLS with this config (see [`test_ca`]).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+/// A test CA and a server certificate it signed for `forge.test` and
+/// `127.0.0.1`, made with openssl in `dir`: the CA's PEM file, and the
+/// stand-in's TLS config.
+pub fn test_ca(dir: &Path) -> (PathBuf, Arc<rustls::ServerConfig>) {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            text(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=cc-server test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=forge.test",
+    ]);
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=DNS:forge.test,IP:127.0.0.1
+basicConstraints=CA:FALSE
+         extendedKeyUsage=serverAuth
+",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "1",
+        "-extfile",
+        "server.ext",
+    ]);
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("server.pem"))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let key = PrivateKeyDer::from_pem_file(dir.join("server.key")).unwrap();
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    (dir.join("ca.pem"), Arc::new(config))
+}
+
+/// The stand-in's GitHub App side: every token minted and revoked, the
+/// JWT issuers seen. A minted token with `contents: write` may push; with
+/// `contents: read` only fetch; a revoked one nothing.
+#[derive(Default)]
+pub struct AppForge {
+    pub minted: Vec<MintedToken>,
+    pub issuers: Vec<String>,
+}
+
+pub struct MintedToken {
+    pub token: String,
+    pub permissions: serde_json::Value,
+    pub repositories: serde_json::Value,
+    pub revoked: bool,
+}
+
+impl AppForge {
+    /// The `contents` permission of a live minted token given as Basic.
+    fn contents(&self, authorization: Option<&str>) -> Option<String> {
+        self.permission(authorization, "contents")
+    }
+
+    /// A permission of a live minted token given as Basic.
+    fn permission(&self, authorization: Option<&str>, name: &str) -> Option<String> {
+        use base64::Engine as _;
+        let basic = authorization?.strip_prefix("Basic ")?;
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(basic)
+            .ok()?;
+        let decoded = String::from_utf8(decoded).ok()?;
+        let token = decoded.strip_prefix("x-access-token:")?;
+        let minted = self
+            .minted
+            .iter()
+            .find(|m| m.token == token && !m.revoked)?;
+        minted.permissions[name].as_str().map(str::to_owned)
+    }
+}
+
+/// `POST /app/installations/{id}/access_tokens` (a JWT as Bearer) and
+/// `DELETE /installation/token` (the token itself); `None` for other paths.
+fn app_endpoint(
+    forge: &std::sync::Mutex<AppForge>,
+    method: &str,
+    path: &str,
+    authorization: Option<&str>,
+    body: &[u8],
+) -> Option<(u16, String)> {
+    use base64::Engine as _;
+    let mut forge = forge.lock().unwrap();
+    if method == "POST"
+        && path.starts_with("/app/installations/")
+        && path.ends_with("/access_tokens")
+    {
+        let jwt = authorization.and_then(|a| a.strip_prefix("Bearer "))?;
+        let parts: Vec<&str> = jwt.split('.').collect();
+        let claims = parts
+            .get(1)
+            .and_then(|c| {
+                base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(c)
+                    .ok()
+            })
+            .and_then(|c| serde_json::from_slice::<serde_json::Value>(&c).ok());
+        let (Some(claims), 3) = (claims, parts.len()) else {
+            return Some((
+                401,
+                "{\"message\":\"A JSON web token could not be decoded\"}".into(),
+            ));
+        };
+        forge
+            .issuers
+            .push(claims["iss"].as_str().unwrap_or_default().to_owned());
+        let asked: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+        // Opaque and long, as GitHub's stateless tokens are.
+        let token = format!("ghs_{}_{}", forge.minted.len(), "t".repeat(600));
+        forge.minted.push(MintedToken {
+            token: token.clone(),
+            permissions: asked["permissions"].clone(),
+            repositories: asked["repositories"].clone(),
+            revoked: false,
+        });
+        let answer = serde_json::json!({"token": token, "expires_at": "2099-01-01T00:00:00Z"});
+        return Some((201, answer.to_string()));
+    }
+    if method == "DELETE" && path == "/installation/token" {
+        let token = authorization.and_then(|a| a.strip_prefix("token "))?;
+        return match forge.minted.iter_mut().find(|m| m.token == token) {
+            Some(minted) => {
+                minted.revoked = true;
+                Some((204, String::new()))
+            }
+            None => Some((401, "{\"message\":\"Bad credentials\"}".into())),
+        };
+    }
+    None
 }
 
 impl GitHttpServer {
     pub fn start(project_root: &Path) -> Self {
+        Self::start_requiring(project_root, None)
+    }
+
+    /// A stand-in forge whose receive-pack (discovery and push) answers 401
+    /// unless the request carries `authorization` exactly: the write scope.
+    /// Every receive-pack request's `Authorization` is recorded.
+    pub fn start_requiring(project_root: &Path, authorization: Option<String>) -> Self {
+        let scopes = Scopes {
+            write: authorization,
+            ..Scopes::default()
+        };
+        Self::start_with_scopes(project_root, scopes)
+    }
+
+    /// [`GitHttpServer::start_requiring`], and with `scopes.read` every
+    /// upload-pack request (fetch, clone) needs the read or write credential.
+    pub fn start_with_scopes(project_root: &Path, scopes: Scopes) -> Self {
         let requests = Arc::new(AtomicUsize::new(0));
+        let pushes = Arc::new(std::sync::Mutex::new(Vec::new()));
         let root = project_root.to_path_buf();
         let counter = requests.clone();
+        let seen = pushes.clone();
         let listener = Listener::start(Arc::new(move |stream| {
-            if let Err(e) = serve_git(&root, stream, &counter) {
+            let mut stream = stream;
+            let result = match &scopes.tls {
+                None => {
+                    let result = serve_git(&root, &mut stream, &counter, (&scopes, &seen));
+                    let _ = stream.shutdown(Shutdown::Write);
+                    result
+                }
+                Some(config) => match rustls::ServerConnection::new(Arc::clone(config)) {
+                    Ok(connection) => {
+                        let mut tls = rustls::StreamOwned::new(connection, stream);
+                        let result = serve_git(&root, &mut tls, &counter, (&scopes, &seen));
+                        tls.conn.send_close_notify();
+                        let _ = tls.flush();
+                        let _ = tls.sock.shutdown(Shutdown::Write);
+                        result
+                    }
+                    Err(e) => Err(std::io::Error::other(e)),
+                },
+            };
+            if let Err(e) = result {
                 eprintln!("git http fixture: {e}");
             }
         }));
-        Self { requests, listener }
+        Self {
+            requests,
+            listener,
+            pushes,
+        }
+    }
+
+    /// The `Authorization` of every receive-pack request, in order.
+    pub fn push_authorizations(&self) -> Vec<Option<String>> {
+        self.pushes.lock().unwrap().clone()
     }
 
     pub fn port(&self) -> u16 {
@@ -225,21 +469,82 @@ impl GitHttpServer {
     }
 }
 
-fn serve_git(root: &Path, stream: TcpStream, requests: &AtomicUsize) -> std::io::Result<()> {
-    let mut out = stream.try_clone()?;
+type PushCheck<'a> = (&'a Scopes, &'a std::sync::Mutex<Vec<Option<String>>>);
+
+fn serve_git<S: Read + Write>(
+    root: &Path,
+    stream: &mut S,
+    requests: &AtomicUsize,
+    (scopes, seen): PushCheck<'_>,
+) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream);
     let Some(req) = Request::read(&mut reader) else {
         return Ok(());
     };
     requests.fetch_add(1, Ordering::SeqCst);
+    let receive_pack =
+        req.path.ends_with("/git-receive-pack") || req.query.contains("service=git-receive-pack");
+    let given = req.header("authorization").map(str::to_owned);
+    if let Some(app) = &scopes.app
+        && (req.path.starts_with("/app/") || req.path.starts_with("/installation/"))
+    {
+        let body = req.read_body(&mut reader)?;
+        let (status, answer) = app_endpoint(app, &req.method, &req.path, given.as_deref(), &body)
+            .unwrap_or((404, String::new()));
+        let head = format!(
+            "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            answer.len()
+        );
+        reader.get_mut().write_all(head.as_bytes())?;
+        reader.get_mut().write_all(answer.as_bytes())?;
+        return Ok(());
+    }
+    let is = |scope: &Option<String>| scope.is_some() && *scope == given;
+    let minted = scopes
+        .app
+        .as_ref()
+        .and_then(|app| app.lock().unwrap().contents(given.as_deref()));
+    let guarded = scopes.write.is_some() || scopes.app.is_some();
+    let refused = if receive_pack {
+        seen.lock().unwrap().push(given.clone());
+        guarded && !is(&scopes.write) && minted.as_deref() != Some("write")
+    } else {
+        (scopes.read.is_some() || scopes.app.is_some())
+            && !is(&scopes.read)
+            && !is(&scopes.write)
+            && minted.is_none()
+    };
+    {
+        if refused {
+            reader.get_mut().write_all(
+                b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"forge\"\r\n\
+                  Content-Length: 0\r\nConnection: close\r\n\r\n",
+            )?;
+            return Ok(());
+        }
+    }
     if req
         .header("expect")
         .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
     {
-        out.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
+        reader
+            .get_mut()
+            .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
     }
     let body = req.read_body(&mut reader)?;
+    // As GitHub does, a minted token without the `workflows` permission may
+    // not change `.github/workflows/`: the repository's pre-receive hook
+    // (see `refuse_workflows_without_permission`) reads this.
+    let workflows = match &scopes.app {
+        Some(app) => {
+            let app = app.lock().unwrap();
+            app.permission(given.as_deref(), "contents").is_none()
+                || app.permission(given.as_deref(), "workflows").as_deref() == Some("write")
+        }
+        None => true,
+    };
     let mut cgi = Command::new("git");
+    cgi.env("STANDIN_WORKFLOWS", if workflows { "1" } else { "0" });
     cgi.arg("http-backend")
         .env("GIT_PROJECT_ROOT", root)
         .env("GIT_HTTP_EXPORT_ALL", "1")
@@ -265,7 +570,7 @@ fn serve_git(root: &Path, stream: TcpStream, requests: &AtomicUsize) -> std::io:
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()?;
-    let result = relay_cgi(&mut child, body, &mut out);
+    let result = relay_cgi(&mut child, body, reader.get_mut());
     let _ = child.kill();
     let _ = child.wait();
     result
@@ -273,7 +578,7 @@ fn serve_git(root: &Path, stream: TcpStream, requests: &AtomicUsize) -> std::io:
 
 /// Feeds the body to the CGI (from a thread: it may answer before reading
 /// it all) and turns its output into an HTTP response.
-fn relay_cgi(child: &mut Child, body: Vec<u8>, out: &mut TcpStream) -> std::io::Result<()> {
+fn relay_cgi(child: &mut Child, body: Vec<u8>, out: &mut impl Write) -> std::io::Result<()> {
     let mut stdin = child.stdin.take().unwrap();
     let feeder = std::thread::spawn(move || {
         let _ = stdin.write_all(&body);
@@ -298,9 +603,32 @@ fn relay_cgi(child: &mut Child, body: Vec<u8>, out: &mut TcpStream) -> std::io::
     out.write_all(format!("HTTP/1.1 {status}\r\n{head}Connection: close\r\n\r\n").as_bytes())?;
     std::io::copy(&mut cgi, out)?;
     out.flush()?;
-    let _ = out.shutdown(Shutdown::Write);
     let _ = feeder.join();
     Ok(())
+}
+
+/// Installs the stand-in forge's rule in `bare`: a push changing
+/// `.github/workflows/` is refused unless its token has the `workflows`
+/// permission, in the forge's words.
+pub fn refuse_workflows_without_permission(bare: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let hook = bare.join("hooks/pre-receive");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    let script = r#"#!/bin/sh
+[ "$STANDIN_WORKFLOWS" = 1 ] && exit 0
+while read old new ref; do
+  case $old in
+    0000000000000000000000000000000000000000) files=$(git ls-tree -r --name-only $new) ;;
+    *) files=$(git diff --name-only $old $new) ;;
+  esac
+  if echo "$files" | grep -q '^.github/workflows/'; then
+    echo "refusing to allow a GitHub App to create or update workflow without workflows permission" >&2
+    exit 1
+  fi
+done
+"#;
+    std::fs::write(&hook, script).unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 // ------------------------------------------------------------ bulk HTTP

@@ -177,6 +177,57 @@ fn drive(
                 refusal: String::new(),
             }
         }
+        // Claude Code in the sandbox, the line as its one scripted Bash
+        // call: its hook asks the session's policy over the channel.
+        "cli agent claude" => {
+            let Some(claude) = crate::claude::claude_bin() else {
+                panic!("no Claude Code: the caller checks first");
+            };
+            let line = argv
+                .iter()
+                .map(|word| format!("'{}'", word.replace('\'', r"'\''")))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let api = crate::claude_api::FakeAnthropic::start(&[&line]);
+            let mut command = CcServer::new(plugins).current_dir(work);
+            for (key, value) in env {
+                command = command.env(key, value);
+            }
+            let out = command
+                .env("ANTHROPIC_BASE_URL", api.base_url())
+                .env("ANTHROPIC_API_KEY", "sk-ant-fake-for-tests")
+                .args(["agent", "claude", "--backend", "bwrap", "--claude"])
+                .arg(&claude)
+                .args(["--", "-p", "run the scripted command"])
+                .output();
+            assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+            let results = api.results();
+            let Some(result) = results.first() else {
+                panic!("no tool result: {}", text(&out.stderr));
+            };
+            if result.content.contains("cc_server refused by policy") {
+                return Outcome {
+                    ran: None,
+                    stdout: String::new(),
+                    refusal: result.content.clone(),
+                };
+            }
+            // Claude Code's Bash tool reports a failure as `Exit code N`.
+            let code = result
+                .content
+                .strip_prefix("Exit code ")
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|n| n.parse().ok());
+            Outcome {
+                ran: Some(if result.is_error {
+                    code.unwrap_or(-1)
+                } else {
+                    0
+                }),
+                stdout: result.content.clone(),
+                refusal: String::new(),
+            }
+        }
         other => panic!("no black-box driver for the entry point `{other}`: add one here"),
     }
 }
@@ -242,6 +293,9 @@ fn every_dispatching_entry_point_is_wrapped() {
             continue;
         }
         if entry.starts_with("rpc process.v1.") && crate::sandboxd::client_python().is_none() {
+            continue;
+        }
+        if *entry == "cli agent claude" && crate::claude::claude_bin().is_none() {
             continue;
         }
         let work = tempfile::tempdir().unwrap();

@@ -684,6 +684,14 @@ const SERVER_SIDE_CRATES: &[(&str, &str)] = &[
 const SERVER_FILES: &[(&str, &str)] = &[
     ("host/src/api/token.rs", "the API token file"),
     (
+        "host/src/commands/agent.rs",
+        "the Claude Code executable the user named or has on PATH",
+    ),
+    (
+        "host/src/commands/hook.rs",
+        "the API token file the hook presents to the server",
+    ),
+    (
         "host/src/commands/ask.rs",
         "/dev/tty: the terminal of the person who ran `run --ask`",
     ),

@@ -694,3 +694,58 @@ fn export_lands_the_branch_and_runs_nothing_planted_in_the_clone() {
     assert_eq!(code(&removed), 0, "{}", text(&removed.stderr));
     assert!(!data.join("conversations").join(&id).exists());
 }
+
+/// H10, B10: `agent claude --conversation ID --agent NAME` runs Claude Code
+/// in that agent's workdir with the server's binds; its Bash call passes
+/// the hook and writes there, not in the registered checkout.
+#[test]
+fn agent_claude_runs_in_a_conversations_agent_workdir() {
+    require_bwrap!();
+    let Some(claude) = crate::claude::claude_bin() else {
+        return;
+    };
+    let _turn = serial();
+    let Some(vol) = volume("xfs") else { return };
+    let repo = vol.mount.join("repo");
+    checkout(&repo);
+    let (state, data) = (vol.mount.join("state"), vol.mount.join("data"));
+    let plugins = Plugins::with_bwrap();
+    let added = cli(&plugins, &state, &data)
+        .args(["workspace", "add", "w", "--repo"])
+        .arg(&repo)
+        .output();
+    assert_eq!(code(&added), 0, "{}", text(&added.stderr));
+    let (id, _) = new_conversation(cli(&plugins, &state, &data), "w", &["a"]);
+    let api = crate::claude_api::FakeAnthropic::start(&["pwd; echo from-claude > mine"]);
+    let out = cli(&plugins, &state, &data)
+        .env("ANTHROPIC_BASE_URL", api.base_url())
+        .env("ANTHROPIC_API_KEY", "sk-ant-fake-for-tests")
+        .args([
+            "agent",
+            "claude",
+            "--backend",
+            "bwrap",
+            "--conversation",
+            &id,
+        ])
+        .args(["--agent", "a", "--claude"])
+        .arg(&claude)
+        .args(["--", "-p", "run the scripted commands"])
+        .output();
+    let results = api.results();
+    assert_eq!(code(&out), 0, "{}\n{results:?}", text(&out.stderr));
+    let a_work = data.join("conversations").join(&id).join("agents/a/work");
+    let ran = results
+        .iter()
+        .find(|r| r.tool_use_id == "toolu_fake_1")
+        .unwrap_or_else(|| panic!("{results:?}"));
+    assert!(
+        !ran.is_error && ran.content.contains(&a_work.display().to_string()),
+        "{ran:?}"
+    );
+    assert_eq!(
+        std::fs::read(a_work.join("mine")).unwrap(),
+        b"from-claude\n"
+    );
+    assert!(!repo.join("mine").exists(), "the checkout changed");
+}

@@ -24,7 +24,7 @@ pub mod error;
 pub mod export;
 pub mod fsinfo;
 pub mod git;
-mod owner;
+pub mod owner;
 pub mod provision;
 pub mod store;
 

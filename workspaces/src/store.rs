@@ -77,6 +77,14 @@ pub const MIGRATIONS: &[&str] = &[
         owner TEXT NOT NULL,
         created_at INTEGER NOT NULL
     );",
+    // 2: the forge tokens a server minted and has not revoked yet, with the
+    // owning process, so a start revokes what a killed server left.
+    "CREATE TABLE forge_tokens (
+        token TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    );",
 ];
 
 /// Why the store failed. Each names the database file.
@@ -614,6 +622,56 @@ impl Store {
                 params![conversation, agent, session, owner, now()],
             )?;
             Ok(Ok(tx.last_insert_rowid()))
+        })
+    }
+
+    /// Records a minted forge token, held by `owner` until revoked.
+    pub fn record_token(
+        &self,
+        token: &str,
+        owner: &str,
+        expires_at: &str,
+    ) -> Result<(), StoreError> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT OR REPLACE INTO forge_tokens (token, owner, expires_at, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![token, owner, expires_at, now()],
+            )
+            .map(drop)
+        })
+    }
+
+    /// Forgets a revoked forge token.
+    pub fn forget_token(&self, token: &str) -> Result<(), StoreError> {
+        self.write(|tx| {
+            tx.execute("DELETE FROM forge_tokens WHERE token = ?1", [token])
+                .map(drop)
+        })
+    }
+
+    /// Under the write lock: the forge tokens of gone owners, taken over by
+    /// `owner` (to revoke, then [`Store::forget_token`]).
+    pub fn claim_left_tokens(
+        &self,
+        owner: &str,
+        is_gone: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<String>, StoreError> {
+        self.write(|tx| {
+            let mut stmt = tx.prepare("SELECT token, owner FROM forge_tokens")?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut left = Vec::new();
+            for (token, row_owner) in rows {
+                if row_owner != owner && is_gone(&row_owner) {
+                    tx.execute(
+                        "UPDATE forge_tokens SET owner = ?2 WHERE token = ?1",
+                        params![token, owner],
+                    )?;
+                    left.push(token);
+                }
+            }
+            Ok(left)
         })
     }
 

@@ -21,13 +21,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures_util::StreamExt as _;
 use sandbox_plugin_api::SandboxMode;
-use sandbox_policy::Decision;
 use serde::Deserialize;
 use serde_json::json;
 
 use super::extract::{ApiPath, JsonBody, QueryPairs, only_known};
 use super::{ApiError, AppState};
-use crate::wire;
+use crate::{claude_hook, wire};
 use sandbox_runtime::input::parse_strict;
 
 /// The area's routes, with their full paths (the entry-point scan reads them
@@ -80,38 +79,19 @@ async fn check(
             Ok(Json(answer))
         }
         Some("claude-code") => {
-            // The hook input has many fields and grows; only these matter.
-            let input: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
-                ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    format!("the hook input is not JSON: {e}"),
-                )
-            })?;
-            if input["tool_name"] != "Bash" {
+            let mode = query_mode.unwrap_or(SandboxMode::Chat);
+            match claude_hook::parse(&body) {
+                Ok(claude_hook::Call::Bash { command, .. }) => Ok(Json(claude_hook::answer(
+                    &policy.check(&command, mode),
+                    mode,
+                ))),
                 // Not ours to judge: no decision, the normal flow goes on.
-                return Ok(Json(json!({})));
+                Ok(claude_hook::Call::Other) => Ok(Json(json!({}))),
+                Err(e) => Err(match e.field() {
+                    Some(field) => bad_query(e.to_string(), field),
+                    None => ApiError::new(StatusCode::BAD_REQUEST, e.to_string()),
+                }),
             }
-            let Some(command) = input["tool_input"]["command"].as_str() else {
-                return Err(bad_query(
-                    "the hook input has no tool_input.command string".into(),
-                    "tool_input.command",
-                ));
-            };
-            let verdict = policy.check(command, query_mode.unwrap_or(SandboxMode::Chat));
-            // A prompt becomes Claude Code's own "ask": its user is the
-            // owner present to answer.
-            let decision = match verdict.decision {
-                Decision::Allow => "allow",
-                Decision::Prompt => "ask",
-                Decision::Deny => "deny",
-            };
-            Ok(Json(json!({
-                "hookSpecificOutput": {
-                    "hookEventName": "PreToolUse",
-                    "permissionDecision": decision,
-                    "permissionDecisionReason": format!("cc_server policy: {}", verdict.rule),
-                }
-            })))
         }
         Some(other) => Err(bad_query(
             format!("format `{other}` is unknown; the only one is `claude-code`"),

@@ -28,6 +28,8 @@ pub async fn run(settings: &Settings, args: McpArgs) -> anyhow::Result<ExitCode>
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let spec = build_spec(&args.sandbox, &cwd)?;
     let sessions = start(&settings.start_options(), None).await?;
+    settings.install_gateway(&sessions).await?;
+    crate::hook_channel::register(&sessions)?;
     let session = sessions
         .create(spec, args.sandbox.backend.as_deref())
         .await?;

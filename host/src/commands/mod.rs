@@ -1,7 +1,9 @@
 //! One module per subcommand.
 
+pub mod agent;
 pub mod ask;
 pub mod conversation;
+pub mod hook;
 pub mod mcp;
 pub mod policy;
 pub mod probe;

@@ -45,6 +45,9 @@ pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode>
         .ask
         .then(|| Arc::new(Terminal::new(settings.policy.approval_timeout)) as Arc<dyn Approver>);
     let sessions = start(&settings.start_options_with(layer.as_ref()), approver).await?;
+    settings.install_gateway(&sessions).await?;
+    crate::hook_channel::register(&sessions)?;
+    crate::mcp_channel::mount(&sessions)?;
 
     let session = sessions
         .create(spec, args.sandbox.backend.as_deref())
@@ -228,7 +231,8 @@ fn parse_bind(text: &str, cwd: &Path) -> anyhow::Result<SandboxBindMount> {
 
 fn exec_request(session: &Session, args: &RunArgs) -> anyhow::Result<ExecRequest> {
     // Sanitized in Session::exec, like every entry point's.
-    let environment = env::inherited();
+    let mut environment = env::inherited();
+    environment.extend(args.extra_env.iter().cloned());
     let timeout_ms = match args.timeout {
         Some(secs) if secs.is_finite() && secs > 0.0 => Some((secs * 1000.0).ceil() as u64),
         Some(secs) => anyhow::bail!("--timeout {secs}: give a positive number of seconds"),

@@ -27,6 +27,9 @@ pub async fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
     // process left half made removed (SPEC H1).
     let layer = settings.workspaces(true)?;
     let sessions = Arc::new(start(&settings.start_options_with(layer.as_ref()), None).await?);
+    settings.install_gateway(&sessions).await?;
+    crate::hook_channel::register(&sessions)?;
+    crate::mcp_channel::mount(&sessions)?;
     // Exactly one of the three lines of SPEC B3.
     tracing::info!("{}", startup(settings.switch, sessions.registry()));
 

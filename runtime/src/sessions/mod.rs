@@ -24,6 +24,7 @@ use sandbox_registry::select::{SelectError, Selection};
 use self::budget::Charge;
 pub use self::plan::{EgressPlan, LaunchPlan, LaunchSettings, plan_launch};
 use self::router::{Delivery, Router};
+use crate::channel::{self, Channel};
 use crate::command_policy::{CommandPolicy, Refusal, workdir};
 use crate::egress::{EgressError, Reach, SessionEgress};
 use crate::env;
@@ -169,6 +170,7 @@ enum Slot {
 pub struct Sessions {
     registry: Arc<Registry>,
     settings: LaunchSettings,
+    channel: Arc<Channel>,
     slots: Mutex<HashMap<String, Slot>>,
 }
 
@@ -177,6 +179,7 @@ impl Sessions {
         Self {
             registry,
             settings,
+            channel: Arc::new(Channel::new()),
             slots: Mutex::new(HashMap::new()),
         }
     }
@@ -188,6 +191,12 @@ impl Sessions {
     /// The command policy every exec of these sessions passes.
     pub fn commands(&self) -> &Arc<CommandPolicy> {
         &self.settings.commands
+    }
+
+    /// The server channel's handlers: what commands inside every session
+    /// can call (see [`crate::channel`]).
+    pub fn channel(&self) -> &Arc<Channel> {
+        &self.channel
     }
 
     /// The backend a session would get (SPEC B5–B9).
@@ -302,6 +311,18 @@ impl Sessions {
         let router = Arc::new(Router::new(Arc::clone(&self.settings.output_budget)));
         // SPEC E1: this session's own proxies, before the sandbox exists.
         let mut proxy_env = Vec::new();
+        let (service, live) = self.channel.service(&id, &selection.backend, &spec);
+        let local = sandbox_egress::local::Local {
+            service: Some(service),
+            refused: self.channel.refused_egress(),
+        };
+        if let Some(program) = channel::client_program(&selection.backend) {
+            let program = program.to_string_lossy().into_owned();
+            proxy_env.push((channel::CALL_VARIABLE.to_owned(), program));
+        }
+        if egress_plan.is_some() {
+            proxy_env.extend(self.channel.command_env());
+        }
         if let Some(egress_plan) = egress_plan {
             let (policy, unix) = match egress_plan {
                 EgressPlan::Unix(policy) => (policy, true),
@@ -314,13 +335,13 @@ impl Sessions {
             let cap = self.settings.egress.max_connections;
             let (proxies, reach) = if unix {
                 let known_hosts = &self.settings.egress.ssh_known_hosts;
-                SessionEgress::start(policy, known_hosts, cap, sink).await?
+                SessionEgress::start(policy, known_hosts, cap, sink, local).await?
             } else {
-                SessionEgress::start_tcp(policy, cap, sink).await?
+                SessionEgress::start_tcp(policy, cap, sink, local).await?
             };
             match reach {
                 Reach::Endpoints(endpoints) => spec.egress = Some(endpoints),
-                Reach::Env(env) => proxy_env = env,
+                Reach::Env(env) => proxy_env.extend(env),
             }
             reservation.egress = Some(proxies);
         }
@@ -357,8 +378,11 @@ impl Sessions {
             lease: Mutex::new(held.map(|h| h.lease)),
             launched,
             agent_credential,
+            channel: Arc::clone(&self.channel),
             front_end_state: Mutex::new(HashMap::new()),
         });
+        // The channel's calls from now on know their session.
+        let _ = live.set(Arc::downgrade(&session));
         reservation.fill(Arc::clone(&session));
         tracing::info!(session = %session.id, backend = session.backend_name(), "sandbox launched");
         Ok(session)
@@ -472,8 +496,9 @@ pub struct Session {
     network_rule: Option<String>,
     /// The session's egress proxies.
     egress: tokio::sync::Mutex<Option<SessionEgress>>,
-    /// Proxy variables every command gets (backends without
-    /// `net.proxy-only`; those set their own).
+    /// Variables every command gets: the proxy's (backends without
+    /// `net.proxy-only`; those set their own), and the server channel's
+    /// client program (`CC_SERVER_CALL`).
     proxy_env: Vec<(String, String)>,
     commands: Arc<CommandPolicy>,
     /// The front-end's hook after a destroy ([`LaunchSettings::after_destroy`]).
@@ -490,6 +515,8 @@ pub struct Session {
     /// Opens this sandbox's exec, stdin and file tools and nothing else:
     /// minted at launch, gone with the session (SPEC H4, H12).
     agent_credential: String,
+    /// The server channel, whose end hooks run at destroy.
+    channel: Arc<Channel>,
     /// What front-ends keep per sandbox (the file tools' jail), dropped
     /// with the session: one value per type.
     front_end_state: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
@@ -544,6 +571,13 @@ impl Session {
         Ok(value)
     }
 
+    /// Reports a refusal a layer in the server made for this sandbox (the
+    /// push gateway's) on its running commands' streams, as the proxies'
+    /// refusals are.
+    pub fn report_violation(&self, violation: SandboxViolation) {
+        self.router.broadcast(violation);
+    }
+
     /// Whether the sandbox is still live (not destroyed, not failed).
     pub fn is_live(&self) -> bool {
         self.check_live().is_ok()
@@ -583,6 +617,7 @@ impl Session {
                 for (key, value) in &self.layout_details {
                     info.details.insert(key.clone(), value.clone());
                 }
+                info.details.extend(self.channel.handle_details());
                 (info.state, info.error, info.details)
             }
         };
@@ -671,7 +706,12 @@ impl Session {
                 SessionError::Refused(Box::new(refusal))
             })?;
         let removed = env::prepare(&mut request.env);
-        request.env.extend(self.proxy_env.iter().cloned());
+        for (name, value) in &self.proxy_env {
+            match name.strip_prefix(channel::STRIP) {
+                Some(strip) => drop(request.env.remove(strip)),
+                None => drop(request.env.insert(name.clone(), value.clone())),
+            }
+        }
         if !removed.is_empty() {
             tracing::info!(session = %self.id, "removed from the command's environment: {}", removed.join(", "));
         }
@@ -807,6 +847,8 @@ impl Session {
         if let Some(lease) = lease {
             let _ = blocking(move || drop(lease)).await;
         }
+        // What the channel's handlers minted for it (forge tokens) is revoked.
+        self.channel.session_ended(&self.id).await;
         // The binary gives what the streams and threads used back to the
         // system here, not only to malloc's free lists.
         if let Some(after) = self.after_destroy {

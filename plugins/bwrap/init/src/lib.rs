@@ -3,10 +3,12 @@
 //!
 //! The backend starts one long-lived `bwrap` per sandbox whose command is
 //! this binary; each exec is then a message on a socket pair, not a new
-//! sandbox (SPEC G2). The binary's `main` is [`run::main`].
+//! sandbox (SPEC G2). The binary's `main` is [`run::main`]; run as
+//! `sandbox-init call NAME …` it is the server channel's client ([`call`]).
 
 pub mod args;
 pub mod caches;
+pub mod call;
 pub mod caps;
 pub mod commands_proc;
 pub mod control;

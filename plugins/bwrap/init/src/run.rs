@@ -41,6 +41,13 @@ use crate::seccomp;
 /// The whole of `sandbox-init`'s `main`: PID 1, or the forwarder when the
 /// first argument says so.
 pub fn main() -> ExitCode {
+    // A command's call to the server, not PID 1: nothing below applies.
+    let cli: Vec<String> = std::env::args().skip(1).collect();
+    if let Some((first, rest)) = cli.split_first()
+        && first == crate::call::CALL
+    {
+        return crate::call::main(rest);
+    }
     // While we have one thread: PID 1's supervisor threads cross 64 and 128
     // descriptors as soon as a build has started a few dozen processes
     // (each keeps the `/proc` directories of the processes it served), the
@@ -50,7 +57,6 @@ pub fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some(FORWARDER) {
         return forwarder();
     }
-    let cli: Vec<String> = std::env::args().skip(1).collect();
     let parsed = args::parse(&cli).and_then(|parsed| {
         let control = args::adopt_control(parsed.control)?;
         let channel = parsed.channel.map(args::adopt_control).transpose()?;
