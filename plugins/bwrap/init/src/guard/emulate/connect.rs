@@ -8,7 +8,8 @@
 //! caller once, takes the caller's socket (`pidfd_getfd`, the very file)
 //! and connects that. A call let through (`CONTINUE`) would have the kernel
 //! read the address again, and a second thread could turn an address
-//! judged harmless (TCP, abstract) into a host socket's path in between.
+//! judged harmless (TCP, abstract) into a host socket's path in between —
+//! or `dup2` a unix socket onto the descriptor number of a TCP one.
 //! A pathname is resolved the way the caller would resolve it, to an
 //! `O_PATH` descriptor of the socket file; that file is judged (made here:
 //! its device and inode among the bound files of our network namespace's
