@@ -193,3 +193,89 @@ fn a_host_socket_below_a_bind_is_refused_unless_allowed() {
         let _ = server.wait();
     }
 }
+
+/// Inside: two races against the check, each while connecting in a loop.
+/// A second thread flips the address in the caller's memory between a
+/// socket of the sandbox's own (`own.sock`) and the host's (`hst.sock`,
+/// same length); then a symlink `lnk.sock` is swapped between the two by
+/// `rename`. Prints how many connects got through and how many were
+/// refused; the host's marker directory says whether any reached it.
+const RACES: &str = r#"
+import ctypes, os, socket, threading
+libc = ctypes.CDLL(None, use_errno=True)
+u = socket.socket(socket.AF_UNIX); u.bind("own.sock"); u.listen(128)
+def accept():
+    while True:
+        c, _ = u.accept(); c.close()
+threading.Thread(target=accept, daemon=True).start()
+buf = ctypes.create_string_buffer(socket.AF_UNIX.to_bytes(2, "little") + b"own.sock", 110)
+stop = []
+def flip():
+    at = ctypes.addressof(buf) + 2
+    while not stop:
+        ctypes.memmove(at, b"hst", 3); ctypes.memmove(at, b"own", 3)
+def swap():
+    while not stop:
+        for target in ("hst.sock", "own.sock"):
+            os.symlink(target, "tmp.lnk"); os.replace("tmp.lnk", "lnk.sock")
+def race(name, racer, connect):
+    t = threading.Thread(target=racer, daemon=True); t.start()
+    ok = refused = 0
+    for _ in range(300):
+        s = socket.socket(socket.AF_UNIX)
+        if connect(s) == 0: ok += 1
+        else: refused += 1
+        s.close()
+    stop.append(1); t.join(); stop.clear()
+    print("RACE", name, ok, refused, flush=True)
+race("address", flip, lambda s: libc.connect(s.fileno(), buf, 2 + 8))
+os.symlink("own.sock", "lnk.sock")
+race("symlink", swap, lambda s: s.connect_ex("lnk.sock"))
+"#;
+
+/// Neither a second thread rewriting the address nor a symlink swapped
+/// during the check reaches the host's socket: the supervisor reads the
+/// address once and connects the file it judged (threat model T17).
+#[test]
+fn a_swap_during_the_check_never_reaches_the_host_socket() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    for account in accounts() {
+        let work = owned_dir(&account);
+        let w = work.path();
+        let marks = owned_dir(&account);
+        let mut server = host_server(&w.join("hst.sock"), marks.path());
+        let out = sandboxed(
+            &plugins,
+            &account,
+            w,
+            &[],
+            &format!("python3 -c '{RACES}'\n"),
+        );
+        let _ = server.kill();
+        let _ = server.wait();
+        let stdout = text(&out.stdout);
+        for race in ["address", "symlink"] {
+            let counts: Vec<u32> = stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("RACE {race} ")))
+                .unwrap_or_else(|| {
+                    panic!("{account:?}: the {race} race did not run\n{}", both(&out))
+                })
+                .split(' ')
+                .map(|n| n.parse().unwrap())
+                .collect();
+            assert!(
+                counts[0] > 0 && counts[1] > 0,
+                "{account:?}: the {race} race never hit both sockets ({counts:?}): not a race\n{}",
+                both(&out)
+            );
+        }
+        assert_eq!(
+            connected(marks.path()),
+            0,
+            "{account:?}: a swap reached the host's service\n{}",
+            both(&out)
+        );
+    }
+}
