@@ -77,6 +77,9 @@ pub struct GatewaySettings {
     pub config: sandbox_gateway::GatewayConfig,
     pub push_urls: Vec<String>,
     pub read: Option<sandbox_gateway::credential::ReadToken>,
+    /// The credential files `[gateway]` names, with their keys: no bind
+    /// may show them.
+    pub secret_files: Vec<(PathBuf, &'static str)>,
 }
 
 /// `[gateway]`: where sandboxes' pushes are forwarded once judged.
@@ -498,6 +501,7 @@ impl Settings {
                     config,
                     push_urls: urls,
                     read,
+                    secret_files: gateway_secret_files(section, common.config.as_deref()),
                 })
             }
             None => None,
@@ -550,6 +554,7 @@ impl Settings {
             config,
             push_urls,
             read,
+            ..
         }) = &self.gateway
         {
             // Force pushes are told apart in mirrors in the state directory.
@@ -581,6 +586,11 @@ impl Settings {
             egress: self.egress.clone(),
             output_budget_bytes: self.output.budget_bytes,
             token_file: self.token_file.clone(),
+            secret_files: self
+                .gateway
+                .as_ref()
+                .map(|g| g.secret_files.clone())
+                .unwrap_or_default(),
             config_file: self.config_file.clone(),
             bind_roots: self.api.bind_roots.clone(),
             after_destroy: Some(crate::heap::give_back),
@@ -671,10 +681,10 @@ fn add_egress_flags(egress: &mut EgressSettings, flags: &CommandFlags) -> Result
 /// group or other bits), not empty; the token is opaque, of any length.
 fn read_private_token(file: &Path, config: Option<&Path>) -> Result<String, String> {
     use std::os::unix::fs::MetadataExt;
-    let path = match config.and_then(Path::parent) {
-        Some(dir) if file.is_relative() => dir.join(file),
-        _ => file.to_path_buf(),
-    };
+    let path = beside_config(file, config);
+    if let Some(problem) = sandbox_paths::system::credential_in_system_view(&path) {
+        return Err(problem);
+    }
     let meta = std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     if meta.mode() & 0o077 != 0 {
         return Err(format!(
@@ -689,6 +699,36 @@ fn read_private_token(file: &Path, config: Option<&Path>) -> Result<String, Stri
         return Err(format!("{} is empty", path.display()));
     }
     Ok(token.to_owned())
+}
+
+/// A path of the config, relative to the config file's directory.
+fn beside_config(file: &Path, config: Option<&Path>) -> PathBuf {
+    match config.and_then(Path::parent) {
+        Some(dir) if file.is_relative() => dir.join(file),
+        _ => file.to_path_buf(),
+    }
+}
+
+/// The credential files of `[gateway]`, resolved as they are read.
+fn gateway_secret_files(
+    section: &GatewaySection,
+    config: Option<&Path>,
+) -> Vec<(PathBuf, &'static str)> {
+    let named = [
+        (section.token_file.as_ref(), "[gateway] token_file"),
+        (
+            section.read_token_file.as_ref(),
+            "[gateway] read_token_file",
+        ),
+        (
+            section.app.as_ref().map(|app| &app.private_key_file),
+            "[gateway.app] private_key_file",
+        ),
+    ];
+    named
+        .into_iter()
+        .filter_map(|(file, key)| Some((beside_config(file?, config), key)))
+        .collect()
 }
 
 /// `[gateway]`: the token file must be the owner's alone (0600), never

@@ -58,6 +58,10 @@ pub struct ServerPaths {
     pub token_file: Option<PathBuf>,
     /// The backends' runtime dir ([`crate::state_dirs::runtime_dir`]).
     pub runtime_dir: Option<PathBuf>,
+    /// The server's other credentials (the push gateway's forge tokens,
+    /// the GitHub App's private key), each with the config key naming it:
+    /// no bind may show one, in any mode.
+    pub secret_files: Vec<(PathBuf, &'static str)>,
     /// The temp dir the egress directories are made in.
     pub temp_dir: PathBuf,
     /// Files whose change would loosen the next start's policy, with what they are.
@@ -137,6 +141,7 @@ fn paths_to_resolve<'a>(
         paths.extend(HOME_SECRETS.iter().map(|(p, _)| home.join(p)));
     }
     paths.extend(server.token_file.iter().cloned());
+    paths.extend(server.secret_files.iter().map(|(p, _)| p.clone()));
     paths.extend(server.runtime_dir.iter().cloned());
     paths.push(server.temp_dir.clone());
     paths.extend(server.config_files.iter().map(|(p, _)| p.clone()));
@@ -355,6 +360,21 @@ fn server_state(
              the server), in any mode: bind a directory that does not contain it, or keep the \
              token elsewhere (`token_file` in the config, `serve --token-file`)",
             token.display()
+        ));
+    }
+    let secret_shown = server
+        .secret_files
+        .iter()
+        .find(|(file, _)| match masked(file) {
+            true => within(facts, path, file),
+            false => shows(facts, path, file),
+        });
+    if let Some((file, key)) = secret_shown {
+        return Err(format!(
+            "shows `{}`, a credential of the server's (`{key}`: with it a command could mint \
+             or use the forge's tokens itself), in any mode: bind a directory that does not \
+             contain it, or keep the file elsewhere (`{key}` in the config)",
+            file.display()
         ));
     }
     let state_shown = server.state_dir.as_ref().filter(|dir| match masked(dir) {

@@ -46,6 +46,9 @@ pub struct StartOptions {
     pub output_budget_bytes: usize,
     /// The API token file (for `run` too: a command must not read it).
     pub token_file: Option<PathBuf>,
+    /// The server's other credential files, with the config key of each
+    /// (never shown to a sandbox).
+    pub secret_files: Vec<(PathBuf, &'static str)>,
     /// The config file, when one was given.
     pub config_file: Option<PathBuf>,
     /// `[api] bind_roots`.
@@ -158,6 +161,11 @@ fn server_paths(options: &StartOptions, registry: &Registry) -> ServerPaths {
             .filter(|h| !h.is_empty())
             .map(PathBuf::from),
         token_file: options.token_file.as_deref().map(absolute),
+        secret_files: options
+            .secret_files
+            .iter()
+            .map(|(p, key)| (absolute(p), *key))
+            .collect(),
         runtime_dir: Some(runtime_dir(
             uid,
             std::env::var_os("XDG_RUNTIME_DIR").as_deref(),

@@ -69,6 +69,7 @@ fn server_paths() -> ServerPaths {
         home: Some("/home/me".into()),
         token_file: Some("/home/me/.local/state/cc_server/token".into()),
         runtime_dir: Some("/tmp/cc_server-1000".into()),
+        secret_files: Vec::new(),
         temp_dir: "/tmp".into(),
         config_files: vec![("/home/me/etc/cc_server.toml".into(), "the config file")],
         plugin_dirs: vec![
@@ -642,6 +643,36 @@ fn a_token_file_elsewhere_is_shown_by_no_bind() {
                 }
             ) && text.contains("API token file")
                 && text.contains("token_file"),
+            "{path}: {text}"
+        );
+    }
+    assert_eq!(
+        refusal(plan(binding("/home/me/work", RW), None, &custom)),
+        "ok"
+    );
+}
+
+/// The push gateway's credential files: no bind may hold one, in any mode,
+/// and the refusal names the config key.
+#[test]
+fn the_gateways_credential_files_are_shown_by_no_bind() {
+    let custom = LaunchSettings {
+        paths: ServerPaths {
+            secret_files: vec![(
+                "/home/me/forge/app.pem".into(),
+                "[gateway.app] private_key_file",
+            )],
+            ..server_paths()
+        },
+        ..settings(SandboxSwitch::On)
+    };
+    for path in ["/home/me", "/home/me/forge", "/home/me/forge/app.pem"] {
+        let text = plan(binding(path, RO), None, &custom)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains("a credential of the server's")
+                && text.contains("[gateway.app] private_key_file"),
             "{path}: {text}"
         );
     }
