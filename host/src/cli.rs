@@ -296,6 +296,11 @@ pub struct SandboxFlags {
     /// Never writable inside the sandbox. Repeatable.
     #[arg(long = "protect", value_name = "PATH")]
     pub protect: Vec<PathBuf>,
+    /// Let commands connect to this host unix socket below a bind (the
+    /// spec's `unixSockets`); any other host socket in a bind is refused.
+    /// Repeatable.
+    #[arg(long = "allow-socket", value_name = "PATH")]
+    pub allow_sockets: Vec<PathBuf>,
     /// Working directory of the command (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,

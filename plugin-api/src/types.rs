@@ -66,6 +66,11 @@ pub struct SandboxSpec {
     /// the object found there and nothing else: a path that resolves
     /// elsewhere by launch time is refused, not followed.
     pub checked_host_paths: BTreeMap<PathBuf, PathBuf>,
+    /// Host paths of unix sockets below a bind that commands may connect
+    /// to (SPEC G5). Any other pathname socket not made inside the sandbox
+    /// — a host service's (Docker, D-Bus, X11, an agent) — is refused at
+    /// `connect` with a violation naming it.
+    pub unix_sockets: Vec<PathBuf>,
 }
 
 /// Resource limits of one sandbox, all its processes together (SPEC G6).
@@ -150,6 +155,7 @@ impl Default for SandboxSpec {
             egress: None,
             limits: SandboxLimits::default(),
             checked_host_paths: BTreeMap::new(),
+            unix_sockets: Vec::new(),
         }
     }
 }

@@ -24,6 +24,9 @@ pub const OPERATION: &str = "operation";
 pub const PROCESS_EXEC: &str = "process-exec";
 /// An outbound connection was refused by the session's egress proxy.
 pub const NETWORK_OUTBOUND: &str = "network-outbound";
+/// A connect to a unix socket not made inside the sandbox (a host
+/// service's, below a bind) was refused (the guard).
+pub const NETWORK_UNIX_SOCKET: &str = "network-unix-socket";
 /// A ref of a push was refused by the push gateway (`target`: the
 /// repository and the ref).
 pub const GIT_PUSH: &str = "git-push";
@@ -74,6 +77,11 @@ pub fn explain(action: &str) -> Option<Explanation> {
             "`--allow-domain PATTERN` (cc_server run), `[egress] allow` (config), `egressAllowlist` (the spec)",
             false,
         ),
+        NETWORK_UNIX_SOCKET => (
+            "a unix socket below a bind that was not made inside the sandbox is a host service's (Docker, D-Bus, X11, an agent): connecting to it is refused",
+            "allow that socket by its host path: `--allow-socket PATH` (cc_server run), `unixSockets` (the spec)",
+            false,
+        ),
         GIT_PUSH => (
             "the push gateway refused this ref by the guardrails' `push_remote` rule (or the repository is not linked to the run)",
             "a `push_remote` rule in the guardrails file (`[policy] guardrails`), `branches` for the branch; repositories: `[gateway] repositories`",
@@ -105,6 +113,7 @@ mod tests {
             OPERATION,
             PROCESS_EXEC,
             NETWORK_OUTBOUND,
+            NETWORK_UNIX_SOCKET,
             GIT_PUSH,
         ] {
             let e = explain(action).unwrap();

@@ -294,7 +294,8 @@ impl Drop for Agent {
 
 /// E2: git over ssh goes through the SOCKS proxy (socat SOCKS4A in the
 /// sandbox's GIT_SSH_COMMAND), trusting the host key from the server's
-/// `[egress] ssh_known_hosts`, authenticating through a forwarded agent.
+/// `[egress] ssh_known_hosts`, authenticating through a forwarded agent
+/// whose socket the run allows (`--allow-socket`, threat model T17).
 #[test]
 fn git_clone_over_ssh_through_the_proxy() {
     require_bwrap!();
@@ -321,7 +322,10 @@ fn git_clone_over_ssh_through_the_proxy() {
         .env("SSH_AUTH_SOCK", agent.socket());
     command = command
         .args(["run", "--backend", "bwrap", "--bind"])
-        .arg(format!("{}:ro", agent_dir.display()));
+        .arg(format!("{}:ro", agent_dir.display()))
+        // A host socket below a bind is the sandbox's only when allowed (T17).
+        .arg("--allow-socket")
+        .arg(agent.socket());
     let url = format!(
         "ssh://{}@git.test:{port}{}/repo.git",
         current_user(),

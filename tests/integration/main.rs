@@ -36,6 +36,7 @@ mod run;
 mod sandboxd;
 mod shell;
 mod soak;
+mod sockets;
 mod structure;
 mod terminals;
 mod toolchains;

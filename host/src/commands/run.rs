@@ -132,6 +132,9 @@ fn run_spec(args: &RunArgs, cwd: &Path) -> anyhow::Result<SandboxSpec> {
     for path in &flags.protect {
         spec.protected_paths.push(cwd.join(path));
     }
+    for path in &flags.allow_sockets {
+        spec.unix_sockets.push(cwd.join(path));
+    }
     Ok(spec)
 }
 
@@ -171,6 +174,9 @@ pub fn build_spec(args: &SandboxFlags, cwd: &Path) -> anyhow::Result<SandboxSpec
     }
     for path in &args.protect {
         spec.protected_paths.push(cwd.join(path));
+    }
+    for path in &args.allow_sockets {
+        spec.unix_sockets.push(cwd.join(path));
     }
     if let Some(dir) = &args.workdir {
         spec.guest_workdir = Some(cwd.join(dir));
@@ -462,6 +468,8 @@ mod tests {
                 "data:ro",
                 "--protect",
                 "secret",
+                "--allow-socket",
+                "data/agent.sock",
                 "--workdir",
                 "data",
                 "--",
@@ -475,6 +483,7 @@ mod tests {
         assert_eq!(spec.bind_mounts[1].host_path, dir.path().join("data"));
         assert!(spec.bind_mounts[1].read_only);
         assert_eq!(spec.protected_paths, vec![dir.path().join("secret")]);
+        assert_eq!(spec.unix_sockets, vec![dir.path().join("data/agent.sock")]);
         assert_eq!(spec.guest_workdir, Some(dir.path().join("data")));
     }
 

@@ -307,6 +307,7 @@ impl Jail {
             allowlisted_home,
             throwaway: Vec::new(),
             path_dirs,
+            unix_sockets: Vec::new(),
         })
         .map_err(|e| JailError::Config(format!("the glob {} is invalid: {}", e.glob, e.reason)))?;
         // With no globs nothing is protected by name at start (a server's

@@ -13,6 +13,7 @@ fn config(roots: &[&str], home: Option<&str>) -> GuardConfig {
         allowlisted_home: home.map(PathBuf::from),
         throwaway: vec!["/home/u/.cache".into(), "/home/u/.npm".into()],
         path_dirs: vec!["/home/u/bin".into(), "/home/u/.cargo/bin".into()],
+        unix_sockets: Vec::new(),
     }
 }
 
@@ -244,6 +245,7 @@ fn the_scan_finds_git_directories_and_where_home_links_lead() {
         allowlisted_home: Some(home.clone()),
         throwaway: Vec::new(),
         path_dirs: Vec::new(),
+        unix_sockets: Vec::new(),
     })
     .unwrap();
     assert!(scan_protected_inodes(&mut rules));

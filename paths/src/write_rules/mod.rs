@@ -36,6 +36,9 @@ pub struct GuardConfig {
     /// `PATH` directories inside the writable roots: nothing in them may
     /// change, and neither they nor a directory above them may be replaced.
     pub path_dirs: Vec<PathBuf>,
+    /// Unix sockets not made inside the sandbox that commands may connect
+    /// to, as paths inside the sandbox (the spec's `unixSockets`).
+    pub unix_sockets: Vec<PathBuf>,
 }
 
 /// Why an operation is refused.
@@ -91,6 +94,8 @@ pub struct Rules {
     /// The allowlists ([`crate::allowlists`]) and what the scan found for
     /// them.
     allowlisted: allowlisted::Allowlisted,
+    /// Unix sockets not made inside that commands may connect to.
+    unix_sockets: Vec<PathBuf>,
 }
 
 impl Rules {
@@ -122,12 +127,19 @@ impl Rules {
             repositories: HashSet::new(),
             scan_complete: false,
             allowlisted,
+            unix_sockets: config.unix_sockets.clone(),
         })
     }
 
     /// Whether there is anything to guard.
     pub fn is_active(&self) -> bool {
         !self.globs.is_empty() && !self.roots.is_empty()
+    }
+
+    /// Whether a unix socket not made inside the sandbox, at the canonical
+    /// path `socket` inside it, may be connected to (`unixSockets`).
+    pub fn allows_socket(&self, socket: &Path) -> bool {
+        self.unix_sockets.iter().any(|allowed| allowed == socket)
     }
 
     /// The roots.

@@ -185,6 +185,8 @@ pub enum PlanError {
     GrantNotWritable(PathBuf),
     /// An exec grant inside a writable bind that does not exist.
     GrantMissing(PathBuf),
+    /// A `unixSockets` entry that no bind shows.
+    SocketHidden(PathBuf),
     /// A source resolves elsewhere than where the host checked it.
     Changed {
         path: PathBuf,
@@ -232,6 +234,12 @@ impl std::fmt::Display for PlanError {
             Self::GrantMissing(p) => write!(
                 f,
                 "execGrantRoots entry {} does not exist; create the directory first",
+                p.display()
+            ),
+            Self::SocketHidden(p) => write!(
+                f,
+                "unixSockets entry (--allow-socket) {} is not below any bind mount: allow a socket \
+                 the sandbox shows, or bind its directory",
                 p.display()
             ),
         }
@@ -589,8 +597,16 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
             allowlisted_home: bound_home.as_deref().and_then(guest_of),
             throwaway: shown.overlays.iter().map(|c| c.path.clone()).collect(),
             path_dirs: kept.path_dirs.iter().filter_map(|d| guest_of(d)).collect(),
+            unix_sockets: Vec::new(),
         }
     });
+    let guard = match guard {
+        Some(mut config) => {
+            config.unix_sockets = sources::allowed_sockets(spec, &views, host)?;
+            Some(config)
+        }
+        None => None,
+    };
     if guard.is_some() {
         // Made here, mounted read-only and empty by sandbox-init.
         args.one("--dir", GIT_TEMPLATE_IN_SANDBOX);

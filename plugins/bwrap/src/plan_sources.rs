@@ -51,3 +51,26 @@ pub(super) fn checked_points(
         .map(|v| v.guest.clone());
     protected.iter().cloned().chain(nested_read_only).collect()
 }
+
+/// Where each `unixSockets` entry appears inside (the deepest bind that
+/// shows it), as the guard compares a socket's canonical path.
+pub(super) fn allowed_sockets(
+    spec: &SandboxSpec,
+    views: &[View],
+    host: &dyn HostFacts,
+) -> Result<Vec<PathBuf>, PlanError> {
+    spec.unix_sockets
+        .iter()
+        .map(|socket| {
+            if !socket.is_absolute() {
+                return Err(PlanError::NotAbsolute("unixSockets entry", socket.clone()));
+            }
+            let resolved = canonical(socket, host);
+            views
+                .iter()
+                .filter_map(|v| v.guest_of(&resolved))
+                .max_by_key(|g| depth(g))
+                .ok_or_else(|| PlanError::SocketHidden(socket.clone()))
+        })
+        .collect()
+}

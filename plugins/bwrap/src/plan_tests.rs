@@ -1510,3 +1510,37 @@ fn a_read_only_bind_inside_a_writable_one_is_checked_by_sandbox_init() {
     );
     assert!(!checked.iter().any(|p| *p == "/work/proj"), "{checked:?}");
 }
+
+/// SPEC G5 (T17): each `unixSockets` entry reaches the guard as the path
+/// the sandbox sees it at (through the deepest bind that shows it); one no
+/// bind shows fails the launch, naming the flag.
+#[test]
+fn allowed_sockets_reach_the_guard_at_their_path_inside() {
+    let mut spec = spec_with(vec![
+        bind("/work/proj", false),
+        SandboxBindMount {
+            host_path: "/data/real".into(),
+            guest_path: Some("/mnt/data".into()),
+            read_only: true,
+        },
+    ]);
+    spec.write_deny_globs = vec!["**/.env".into()];
+    spec.unix_sockets = vec!["/work/proj/a.sock".into(), "/data/real/s/b.sock".into()];
+    let guard = run(&spec, &FakeHost::standard()).unwrap().guard.unwrap();
+    assert_eq!(
+        guard.unix_sockets,
+        [
+            PathBuf::from("/work/proj/a.sock"),
+            "/mnt/data/s/b.sock".into()
+        ]
+    );
+    spec.unix_sockets = vec!["/elsewhere/c.sock".into()];
+    let err = run(&spec, &FakeHost::standard()).unwrap_err();
+    assert_eq!(err, PlanError::SocketHidden("/elsewhere/c.sock".into()));
+    assert!(err.to_string().contains("--allow-socket"), "{err}");
+    spec.unix_sockets = vec!["rel.sock".into()];
+    assert!(matches!(
+        run(&spec, &FakeHost::standard()),
+        Err(PlanError::NotAbsolute(..))
+    ));
+}

@@ -33,6 +33,7 @@ use super::bases::{self, Base};
 use super::{timing, tracee, view};
 use sandbox_paths::write_rules::{Refusal, Rules};
 
+mod connect;
 mod modes;
 mod two_names;
 mod walk;
@@ -134,6 +135,18 @@ pub enum Answer {
     Value(i64),
     /// Fail with this errno.
     Error(i32),
+    /// Made on a thread of its own, which answers: the call may block for
+    /// long (a blocking `connect`), and the other calls must not wait.
+    Later(Deferred),
+}
+
+/// A call to make on another thread: its value, or an errno.
+pub struct Deferred(pub Box<dyn FnOnce() -> Result<i64, i32> + Send>);
+
+impl std::fmt::Debug for Deferred {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Deferred")
+    }
 }
 
 /// A refused call, for the violation event.
@@ -859,6 +872,7 @@ fn run(
             let rc = unsafe { libc::unlinkat(t.parent.as_raw_fd(), cname.as_ptr(), flags) };
             Ok(unit_result(i64::from(rc)))
         }
+        libc::SYS_connect => connect::connect(rules, as_command, call, &valid),
         _ => Ok(Outcome::error(libc::ENOSYS)),
     }
 }

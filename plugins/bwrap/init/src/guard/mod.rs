@@ -12,8 +12,10 @@
 
 pub mod bases;
 pub mod emulate;
+pub mod later;
 pub mod notify;
 pub mod pending;
+pub mod sock_diag;
 pub mod timing;
 pub mod tracee;
 pub mod view;
@@ -40,6 +42,7 @@ pub fn serve(
     tracee::own_working_directory();
     let mut memo = emulate::Memo::new(umask);
     let mut storms = Storms::default();
+    let workers = later::Workers::default();
     loop {
         let began = timing::begin();
         let Ok(true) = listener.wait() else {
@@ -69,6 +72,7 @@ pub fn serve(
         let answered = match &outcome.answer {
             Answer::Fd { .. } => "answer: fd",
             Answer::Continue => "answer: continue",
+            Answer::Later(_) => "answer: later",
             Answer::Value(_) | Answer::Error(_) => "answer: value",
         };
         let _ = match outcome.answer {
@@ -101,12 +105,32 @@ pub fn serve(
                 }
             }
             Answer::Continue => listener.continue_call(id),
+            Answer::Later(work) => answer_later(listener, &workers, id, work),
             Answer::Value(value) => listener.respond(id, value, 0),
             Answer::Error(errno) => listener.respond(id, 0, errno),
         };
         timing::end(answered, began);
     }
     timing::report();
+}
+
+/// Makes a deferred call on a worker, which answers it. When no worker can
+/// be had, the call fails (EAGAIN) rather than blocking the rest.
+fn answer_later(
+    listener: &Listener,
+    workers: &later::Workers,
+    id: u64,
+    work: emulate::Deferred,
+) -> std::io::Result<()> {
+    let responder = match listener.responder() {
+        Ok(responder) => responder,
+        Err(e) => return listener.respond(id, 0, e.raw_os_error().unwrap_or(libc::EMFILE)),
+    };
+    if workers.run(id, work, responder) {
+        Ok(())
+    } else {
+        listener.respond(id, 0, libc::EAGAIN)
+    }
 }
 
 /// The `raw` text of a violation: who, and which call.

@@ -179,20 +179,38 @@ impl Listener {
 
     /// Answers: `val` as the syscall's result, or `-errno`.
     pub fn respond(&self, id: u64, val: i64, errno: i32) -> io::Result<()> {
-        // SAFETY: zeroed then filled.
-        let mut resp: libc::seccomp_notif_resp = unsafe { std::mem::zeroed() };
-        resp.id = id;
-        resp.val = val;
-        resp.error = if errno == 0 { 0 } else { -errno };
-        // SAFETY: ioctl with a pointer to a correctly sized struct.
-        check(unsafe {
-            libc::ioctl(
-                self.fd.as_raw_fd(),
-                libc::SECCOMP_IOCTL_NOTIF_SEND,
-                &mut resp,
-            )
+        respond_on(self.fd.as_raw_fd(), id, val, errno)
+    }
+
+    /// An answerer for another thread: a call that may block for long (a
+    /// blocking `connect`) is made there, so this one serves the others.
+    pub fn responder(&self) -> io::Result<Responder> {
+        Ok(Responder {
+            fd: self.fd.try_clone()?,
         })
     }
+}
+
+/// Answers one notification from another thread (see [`Listener::responder`]).
+pub struct Responder {
+    fd: OwnedFd,
+}
+
+impl Responder {
+    /// As [`Listener::respond`].
+    pub fn respond(&self, id: u64, val: i64, errno: i32) -> io::Result<()> {
+        respond_on(self.fd.as_raw_fd(), id, val, errno)
+    }
+}
+
+fn respond_on(listener: RawFd, id: u64, val: i64, errno: i32) -> io::Result<()> {
+    // SAFETY: zeroed then filled.
+    let mut resp: libc::seccomp_notif_resp = unsafe { std::mem::zeroed() };
+    resp.id = id;
+    resp.val = val;
+    resp.error = if errno == 0 { 0 } else { -errno };
+    // SAFETY: ioctl with a pointer to a correctly sized struct.
+    check(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp) })
 }
 
 /// This thread's CPU mask, or `None` when it cannot be read (then no

@@ -91,6 +91,7 @@ pub fn label(nr: i64) -> &'static str {
         libc::SYS_rename | libc::SYS_renameat | libc::SYS_renameat2 => "handle: rename",
         libc::SYS_unlink | libc::SYS_unlinkat | libc::SYS_rmdir => "handle: unlink",
         libc::SYS_truncate => "handle: truncate",
+        libc::SYS_connect => "handle: connect",
         _ => "handle: other",
     }
 }

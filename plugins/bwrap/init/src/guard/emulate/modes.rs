@@ -23,7 +23,7 @@ const XATTR_SIZE_MAX: u64 = 65536;
 /// The file a tracee's `(dirfd, path)` names, as an `O_PATH` descriptor;
 /// symlinks followed here when `follow`. `Ok(None)`: the final name is a
 /// symlink not to be followed.
-fn file_of(
+pub(super) fn file_of(
     as_command: &dyn AsCommand,
     tid: u32,
     dirfd: i32,
