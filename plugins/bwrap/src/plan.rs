@@ -448,7 +448,7 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
     }
     // The user's toolchains and caches, on the private /tmp and $HOME and
     // below the binds (a bind inside one stays as it is).
-    let shown = Shown::plan(
+    let mut shown = Shown::plan(
         &found,
         &views,
         bound_home.as_deref(),
@@ -498,6 +498,23 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
             .collect(),
     };
     for target in protections::write_protected(spec, home.as_deref(), &views, &kept, host)? {
+        // Inside a cache overlaid on a writable bind, nothing written
+        // reaches the host; a mount of bubblewrap's there would be a
+        // locked child of the overlay's lower layer, which the kernel
+        // refuses to stack on. sandbox-init keeps the directory read-only
+        // on the overlay instead (its `readOnly`).
+        if let Some(cache) = shown.overlays.iter_mut().find(|c| {
+            target.starts_with(&c.path)
+                && views
+                    .iter()
+                    .any(|v| v.writable && v.guest == v.host && c.path.starts_with(&v.guest))
+        }) {
+            if host.kind(&target) == Some(Kind::Dir) && !cache.read_only.contains(&target) {
+                cache.read_only.push(target.clone());
+                exec_from.push(target.clone());
+            }
+            continue;
+        }
         for view in views.iter().filter(|v| v.writable) {
             let Some(guest) = view.guest_of(&target) else {
                 continue;
@@ -523,6 +540,24 @@ pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanErr
         for view in views.iter().filter(|v| v.writable && v.host == target) {
             args.two("--ro-bind", &target, &view.guest);
             protected.push(view.guest.clone());
+        }
+    }
+
+    // A toolchain a bind shows (rustup's in a bound home) runs from there
+    // once nothing inside can change it: beneath a read-only bind or a
+    // path made read-only above.
+    for t in &found.toolchains {
+        let Some(guest) = views
+            .iter()
+            .filter_map(|v| v.guest_of(&t.host).map(|g| (v, g)))
+            .max_by_key(|(v, _)| depth(&v.guest))
+            .filter(|(v, g)| !v.writable || protected.iter().any(|p| g.starts_with(p)))
+            .map(|(_, g)| g)
+        else {
+            continue;
+        };
+        if !exec_from.contains(&guest) {
+            exec_from.push(guest);
         }
     }
 

@@ -1544,3 +1544,60 @@ fn allowed_sockets_reach_the_guard_at_their_path_inside() {
         Err(PlanError::NotAbsolute(..))
     ));
 }
+
+/// G4, G5: in a bound home, a PATH directory inside a cache overlaid on
+/// the bind is kept read-only by sandbox-init on the overlay (a mount of
+/// bubblewrap's there would be a locked child of the overlay's lower
+/// layer, which the kernel refuses to stack on), and a toolchain the bind
+/// shows, read-only by the home's allowlist, runs from there.
+#[test]
+fn a_bound_homes_caches_take_no_mount_inside_and_its_toolchains_run() {
+    let host = toolchain_host();
+    let found = found_on(&host, "/home/u/.cargo/bin", &[]);
+    let spec = spec_with(vec![bind("/home/u", false)]);
+    let path_dirs = [PathBuf::from("/home/u/.cargo/bin")];
+    let planned = plan(
+        &PlanInput {
+            spec: &spec,
+            home: Some(Path::new("/home/u")),
+            init: Path::new("/opt/cc/sandbox-init"),
+            control_fd: 3,
+            extra_system: &[],
+            guard: true,
+            toolchains: &found,
+            cache_bytes: 5 << 20,
+            gitconfig: None,
+            tmpfs_bytes: 1 << 20,
+            server_state: &[],
+            path_dirs: &path_dirs,
+        },
+        &host,
+    )
+    .unwrap();
+    let args = strings(&planned);
+    let inside: Vec<&[String]> = args
+        .windows(3)
+        .filter(|w| w[0] == "--bind" || w[0] == "--ro-bind")
+        .filter(|w| w[2].starts_with("/home/u/.cargo/"))
+        .collect();
+    assert!(inside.is_empty(), "{inside:?}");
+    let caches = caches_arg(&args).unwrap();
+    let cargo = caches
+        .overlays
+        .iter()
+        .find(|o| o.point == "/home/u/.cargo")
+        .unwrap();
+    assert!(
+        cargo.read_only.contains(&"/home/u/.cargo/bin".to_owned()),
+        "{:?}",
+        cargo.read_only
+    );
+    assert_eq!(cargo.hidden, ["credentials.toml", "credentials"]);
+    let exec_from: Vec<&str> = args
+        .windows(2)
+        .filter(|w| w[0] == "--exec-from")
+        .map(|w| w[1].as_str())
+        .collect();
+    assert!(exec_from.contains(&"/home/u/.rustup"), "{exec_from:?}");
+    assert!(exec_from.contains(&"/home/u/.cargo/bin"), "{exec_from:?}");
+}
