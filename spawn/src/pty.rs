@@ -96,7 +96,7 @@ pub unsafe fn make_controlling(slave: std::os::fd::RawFd) -> Result<(), i32> {
 
 /// `fd`, moved above 2 if it is one of them (so a child's `dup2` onto
 /// 0–2 cannot close it first).
-fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+pub fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
     if fd.as_raw_fd() > 2 {
         return Ok(fd);
     }

@@ -73,20 +73,7 @@ pub fn by_descriptor(args: &[OsString]) -> Result<(Vec<OsString>, Vec<PathBuf>),
 
 /// bubblewrap's flags without an argument that plans use.
 fn is_switch(arg: &OsStr) -> bool {
-    [
-        "--unshare-user",
-        "--unshare-ipc",
-        "--unshare-pid",
-        "--unshare-net",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--die-with-parent",
-        "--new-session",
-        "--as-pid-1",
-        "--clearenv",
-    ]
-    .iter()
-    .any(|s| arg == *s)
+    crate::plan::SWITCHES.iter().any(|s| arg == *s)
 }
 
 /// Opens every source, in order (I/O): a symlink in one is a change since

@@ -300,22 +300,27 @@ impl Args {
     }
 }
 
+/// bubblewrap's flags without an argument, every plan's first: its own
+/// namespaces, gone with its parent, no controlling terminal, a clean
+/// environment.
+pub(crate) const SWITCHES: [&str; 10] = [
+    "--unshare-user",
+    "--unshare-ipc",
+    "--unshare-pid",
+    "--unshare-net",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--die-with-parent",
+    "--new-session",
+    "--as-pid-1",
+    "--clearenv",
+];
+
 /// Computes bwrap's arguments for a spec.
 pub fn plan(input: &PlanInput<'_>, host: &dyn HostFacts) -> Result<Plan, PlanError> {
     let spec = input.spec;
     let mut args = Args(Vec::new());
-    for flag in [
-        "--unshare-user",
-        "--unshare-ipc",
-        "--unshare-pid",
-        "--unshare-net",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--die-with-parent",
-        "--new-session",
-        "--as-pid-1",
-        "--clearenv",
-    ] {
+    for flag in SWITCHES {
         args.flag(flag);
     }
     args.one("--cap-drop", "ALL");

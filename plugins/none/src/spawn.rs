@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use sandbox_spawn::ChildStack;
+use sandbox_spawn::pty::above_stdio;
 
 /// What a command is started with.
 pub(crate) struct Request {
@@ -198,20 +199,6 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     // SAFETY: both were just created and are ours.
     let (r, w) = unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };
     Ok((above_stdio(r)?, above_stdio(w)?))
-}
-
-/// `fd`, moved to a number above 2 if it is one of them.
-fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
-    if fd.as_raw_fd() > 2 {
-        return Ok(fd);
-    }
-    // SAFETY: duplicates a descriptor we own.
-    let moved = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
-    if moved < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(moved) })
 }
 
 /// What the child reads, all made before it starts.
