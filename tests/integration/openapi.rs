@@ -58,6 +58,9 @@ fn schemathesis_finds_no_server_error() {
         .arg("--report-dir")
         .arg(reports.path())
         .env("SCHEMATHESIS_HOOKS", "")
+        // Its cache (`.schemathesis/`) goes where the reports go, never
+        // into the checkout.
+        .current_dir(reports.path())
         .output()
         .unwrap();
     let report = format!(
