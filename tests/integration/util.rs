@@ -436,7 +436,7 @@ impl CcServer {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = self.command.spawn().unwrap();
+        let mut child = spawn_when_not_busy(&mut self.command);
         let mut stdin = child.stdin.take().unwrap();
         let input = input.to_vec();
         let writer = std::thread::spawn(move || {
@@ -1201,6 +1201,21 @@ pub fn both(out: &Output) -> String {
 /// The stdout lines of a run.
 pub fn lines(out: &Output) -> Vec<String> {
     text(&out.stdout).lines().map(str::to_owned).collect()
+}
+
+/// Spawns `command`, again after a moment while its program is "busy": a
+/// copy of `cc_server` a test just wrote stays open for writing in any
+/// child another test thread forked meanwhile, until that child's exec.
+pub fn spawn_when_not_busy(command: &mut Command) -> Child {
+    for _ in 0..50 {
+        match command.spawn() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            spawned => return spawned.unwrap(),
+        }
+    }
+    command.spawn().unwrap()
 }
 
 /// Asserts the script printed `line` on a line of its own.
