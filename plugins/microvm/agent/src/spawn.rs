@@ -7,7 +7,7 @@
 use std::ffi::{CString, c_char};
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::mpsc::{self, Receiver};
 
 use sandbox_microvm_proto::{Exec, Failed, PtySize};
@@ -126,37 +126,7 @@ fn spawn_on_terminal(
     size: PtySize,
     program: &str,
 ) -> io::Result<Child> {
-    // SAFETY: open of a constant path; the result is checked.
-    let master = unsafe {
-        libc::open(
-            c"/dev/ptmx".as_ptr(),
-            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
-        )
-    };
-    if master < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    let master = unsafe { OwnedFd::from_raw_fd(master) };
-    let unlock: libc::c_int = 0;
-    // SAFETY: ioctls on our master with a pointer to a live int.
-    if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSPTLCK, &unlock) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    resize(&master, size)?;
-    // SAFETY: as above; returns a new descriptor for the slave side.
-    let slave = unsafe {
-        libc::ioctl(
-            master.as_raw_fd(),
-            libc::TIOCGPTPEER,
-            libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC,
-        )
-    };
-    if slave < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    let slave = unsafe { OwnedFd::from_raw_fd(slave) };
+    let (master, slave) = sandbox_spawn::pty::open(size.cols, size.rows)?;
     let (report, report_w) = pipe()?;
     let fds = [
         slave.as_raw_fd(),
@@ -188,18 +158,8 @@ fn spawn_on_terminal(
 
 /// Sets a terminal's size (the kernel tells its foreground group with
 /// SIGWINCH).
-pub fn resize(master: &impl AsRawFd, size: PtySize) -> io::Result<()> {
-    let winsize = libc::winsize {
-        ws_row: size.rows,
-        ws_col: size.cols,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: ioctl with a pointer to a live winsize.
-    if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &winsize) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+pub fn resize(master: &impl AsFd, size: PtySize) -> io::Result<()> {
+    sandbox_spawn::pty::resize(master.as_fd(), size.cols, size.rows)
 }
 
 impl Child {
