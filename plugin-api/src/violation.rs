@@ -30,6 +30,9 @@ pub const NETWORK_UNIX_SOCKET: &str = "network-unix-socket";
 /// A ref of a push was refused by the push gateway (`target`: the
 /// repository and the ref).
 pub const GIT_PUSH: &str = "git-push";
+/// The sandbox held more than its share of the host's open-file table
+/// while the table was filling up: its commands were killed.
+pub const RESOURCE_OPEN_FILES: &str = "resource-open-files";
 
 /// What a refusal means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +90,11 @@ pub fn explain(action: &str) -> Option<Explanation> {
             "a `push_remote` rule in the guardrails file (`[policy] guardrails`), `branches` for the branch; repositories: `[gateway] repositories`",
             false,
         ),
+        RESOURCE_OPEN_FILES => (
+            "the host's open-file table (`fs.file-max`) was past its watermark and this sandbox held more than its share of the sandboxes' half: every command of the sandbox was killed so the host's own programs can still open files",
+            "fewer shares, so each is larger: `[backends.bwrap] counter_slots`; the watermark: `[backends.bwrap] open_files_watermark`",
+            false,
+        ),
         _ => return None,
     };
     Some(Explanation {
@@ -115,6 +123,7 @@ mod tests {
             NETWORK_OUTBOUND,
             NETWORK_UNIX_SOCKET,
             GIT_PUSH,
+            RESOURCE_OPEN_FILES,
         ] {
             let e = explain(action).unwrap();
             assert!(e.rule.len() > 20 && e.remedy.len() > 4, "{action}");

@@ -139,3 +139,86 @@ fn shares_are_server_wide_and_go_back_with_their_sandbox() {
     assert_eq!(created.status, 201, "{}", text(&created.body));
     assert_eq!(instances("c4"), share, "c1's share did not come back");
 }
+
+/// The host's open-file table, allocated entries (`fs.file-nr`).
+fn file_table() -> u64 {
+    std::fs::read_to_string("/proc/sys/fs/file-nr")
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Forks children that together hold `total` descriptors of `/dev/null`
+/// (each within its own `RLIMIT_NOFILE`), prints `holding`, then sleeps.
+fn open_files_script(total: u64) -> String {
+    format!(
+        "import os, resource, time\n\
+         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n\
+         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))\n\
+         each = min(hard - 64, 10000)\n\
+         left = {total}\n\
+         while left > 0:\n\
+         \x20   n = min(each, left)\n\
+         \x20   left -= n\n\
+         \x20   if os.fork() == 0:\n\
+         \x20       fds = [os.open('/dev/null', os.O_RDONLY) for _ in range(n)]\n\
+         \x20       time.sleep(120)\n\
+         \x20       os._exit(0)\n\
+         time.sleep(0.5)\n\
+         print('holding', flush=True)\n\
+         time.sleep(120)\n"
+    )
+}
+
+/// T39, the open-file table: with the watermark set just above what the
+/// host holds now (so the test opens tens of thousands of files, not half
+/// the table), a sandbox whose commands hold more than their share has them
+/// killed, with a violation naming the rule and the keys; a sandbox within
+/// its share, live meanwhile, is left alone; the table is back below the
+/// watermark after. As the account running the tests and as `cc-test`.
+#[test]
+fn a_sandbox_filling_the_open_file_table_is_stopped_and_another_is_left_alone() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    for account in accounts() {
+        let work = owned_dir(&account);
+        let watermark = file_table() + 30_000;
+        let config =
+            format!("{SANDBOX_LAYER_ONLY}[backends.bwrap]\nopen_files_watermark = {watermark}\n");
+        let run = |script: &str| {
+            let mut server =
+                CcServer::with_program(&plugins, &program_for(&account)).config(&config);
+            if !account.invoking {
+                server = server.run_as(account.uid, account.gid);
+            }
+            server
+                .current_dir(work.path())
+                .args(["run", "--backend", "bwrap", "--", "/usr/bin/python3", "-c"])
+                .arg(script)
+        };
+        let quiet = run("import time\ntime.sleep(8)\nprint('alive', flush=True)\n");
+        let _quiet_home = quiet.home();
+        let quiet = quiet.spawn();
+        let hog = run(&open_files_script(60_000)).output();
+        let quiet = quiet.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&hog.stderr);
+        assert!(
+            !hog.status.success() && stderr.contains("violation: resource-open-files"),
+            "{account:?}: the hog was not stopped: {}",
+            both(&hog)
+        );
+        assert!(
+            stderr.contains("counter_slots") || stderr.contains("open_files_watermark"),
+            "{account:?}: the refusal names no key: {stderr}"
+        );
+        assert_eq!(lines(&quiet), ["alive"], "{account:?}: {}", both(&quiet));
+        assert!(quiet.status.success(), "{account:?}: {}", both(&quiet));
+        assert!(
+            file_table() < watermark,
+            "{account:?}: the table stayed past the watermark"
+        );
+    }
+}

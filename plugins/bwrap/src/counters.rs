@@ -1,6 +1,6 @@
 //! The server-wide budget of the kernel's per-uid counters (SPEC G6;
 //! threat model T39): inotify instances and watches, fanotify groups and
-//! marks, POSIX message queue bytes.
+//! marks, POSIX message queue bytes; and the host's open-file table.
 //!
 //! Every sandbox runs as the server's uid, and the kernel counts these per
 //! uid across user namespaces: the sandboxes together must never use up
@@ -14,6 +14,12 @@
 //! any of the host's half. User namespaces need no share: no command may
 //! make one (`max_user_namespaces` is 0 inside), and without one no command
 //! may make any other namespace.
+//!
+//! The open-file table (`fs.file-max`) is the whole host's, not a uid's,
+//! and has no per-namespace limit: each sandbox's PID 1 watches it, and
+//! once it is past the watermark (`[backends.bwrap] open_files_watermark`,
+//! by default half the table) a sandbox holding more than its share of the
+//! watermark has its commands killed (`sandbox_init::open_files`).
 
 use std::sync::Mutex;
 
@@ -28,6 +34,8 @@ pub struct HostLimits {
     pub fanotify_groups: u64,
     pub fanotify_marks: u64,
     pub msgqueue_bytes: u64,
+    /// `fs.file-max`.
+    pub file_max: u64,
 }
 
 impl HostLimits {
@@ -57,13 +65,24 @@ impl HostLimits {
             fanotify_groups: read("max_fanotify_groups"),
             fanotify_marks: read("max_fanotify_marks"),
             msgqueue_bytes: msgqueue,
+            file_max: std::fs::read_to_string("/proc/sys/fs/file-max")
+                .ok()
+                .and_then(|t| t.trim().parse::<u64>().ok())
+                .unwrap_or(0),
         }
     }
 }
 
 /// sandbox-init's `--counter NAME=VALUE` arguments for one share of
-/// `slots` (none held: every value 0). Pure.
-pub fn share_args(host: &HostLimits, slots: usize, held: bool) -> Vec<String> {
+/// `slots` (none held: every value 0); the open-file table's watermark is
+/// `watermark`, or half the table. Pure.
+pub fn share_args(
+    host: &HostLimits,
+    slots: usize,
+    held: bool,
+    watermark: Option<u64>,
+) -> Vec<String> {
+    let watermark = watermark.unwrap_or(host.file_max / 2);
     let share = |limit: u64| {
         if held && slots > 0 {
             limit / 2 / slots as u64
@@ -77,6 +96,9 @@ pub fn share_args(host: &HostLimits, slots: usize, held: bool) -> Vec<String> {
         ("max_fanotify_groups", share(host.fanotify_groups)),
         ("max_fanotify_marks", share(host.fanotify_marks)),
         ("msgqueue_bytes", share(host.msgqueue_bytes)),
+        // The watermark is the sandboxes' budget, cut like the others.
+        ("open_files", share(watermark.saturating_mul(2))),
+        ("open_files_watermark", watermark),
     ]
     .into_iter()
     .map(|(name, value)| format!("{name}={value}"))
@@ -132,21 +154,25 @@ mod tests {
         fanotify_groups: 128,
         fanotify_marks: 205_042,
         msgqueue_bytes: 819_200,
+        file_max: 2_466_246,
     };
 
     /// All shares together are at most half of each host limit; without a
     /// share a sandbox gets nothing.
     #[test]
     fn shares_together_leave_the_host_half() {
-        let args = share_args(&HOST, 16, true);
+        let args = share_args(&HOST, 16, true, None);
         assert_eq!(args[0], "max_inotify_instances=4");
         assert_eq!(args[4], "msgqueue_bytes=25600");
-        assert!(
-            share_args(&HOST, 16, false)
-                .iter()
-                .all(|a| a.ends_with("=0"))
+        assert_eq!(args[5], "open_files=77070");
+        assert_eq!(args[6], "open_files_watermark=1233123");
+        let shares = |args: Vec<String>| args[..6].iter().all(|a| a.ends_with("=0"));
+        assert!(shares(share_args(&HOST, 16, false, None)));
+        assert!(shares(share_args(&HOST, 0, true, None)));
+        assert_eq!(
+            share_args(&HOST, 4, true, Some(40_000))[5..],
+            ["open_files=10000", "open_files_watermark=40000"]
         );
-        assert!(share_args(&HOST, 0, true).iter().all(|a| a.ends_with("=0")));
     }
 
     #[test]

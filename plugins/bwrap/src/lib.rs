@@ -67,6 +67,9 @@ pub struct BwrapBackend {
     /// `counter_slots`: the shares the per-uid counters' budget is cut
     /// into (`counters`); unset is [`counters::DEFAULT_SLOTS`].
     counter_slots: Mutex<Option<usize>>,
+    /// `open_files_watermark`: entries of the host's open-file table past
+    /// which sandboxes over their share are stopped; unset is half the table.
+    open_files_watermark: Mutex<Option<u64>>,
 }
 
 /// How the user's toolchains are shown (SPEC G4): found from the server's
@@ -353,6 +356,25 @@ impl BackendImpl for BwrapBackend {
                 }
             }
         }
+        if let Some(watermark) = ctx.options.get("open_files_watermark") {
+            match watermark.as_u64().filter(|n| *n > 0) {
+                Some(n) => {
+                    if let Ok(mut held) = self.open_files_watermark.lock() {
+                        *held = Some(n);
+                    }
+                }
+                None => {
+                    // Fail closed: a watermark we cannot read is none.
+                    report.available = false;
+                    report.hint = format!(
+                        "[backends.bwrap] open_files_watermark = {watermark}: give a whole number \
+                         above 0 (entries of the host's open-file table past which a sandbox \
+                         holding more than its share has its commands killed; unset: half of \
+                         fs.file-max)"
+                    );
+                }
+            }
+        }
         if let Some(mib) = ctx.options.get("cache_size_mib") {
             match mib.as_u64().filter(|m| *m > 0) {
                 Some(mib) => options.cache_bytes = mib << 20,
@@ -477,7 +499,13 @@ impl BackendImpl for BwrapBackend {
             .unwrap_or(counters::DEFAULT_SLOTS);
         let share = counters::Share::take(slots);
         let mut plan = plan;
-        for arg in counters::share_args(&counters::HostLimits::read(), slots, share.held()) {
+        let watermark = self.open_files_watermark.lock().ok().and_then(|w| *w);
+        for arg in counters::share_args(
+            &counters::HostLimits::read(),
+            slots,
+            share.held(),
+            watermark,
+        ) {
             plan.args.push("--counter".into());
             plan.args.push(arg.into());
         }

@@ -186,6 +186,21 @@ impl ControlEvents for Handler {
     }
 
     fn violation(&self, exec_id: u64, violation: sandbox_plugin_api::SandboxViolation) {
+        // Exec id 0: the whole sandbox's (PID 1's own), told to every exec.
+        if exec_id == 0 {
+            let execs: Vec<Arc<ExecState>> = self
+                .execs
+                .lock()
+                .map(|m| m.values().cloned().collect())
+                .unwrap_or_default();
+            if execs.is_empty() {
+                tracing::warn!(target = %violation.target, raw = ?violation.raw, "violation of the sandbox with no exec running");
+            }
+            for exec in execs {
+                exec.relay.violation(violation.clone());
+            }
+            return;
+        }
         let exec = self
             .execs
             .lock()

@@ -28,6 +28,7 @@ pub fn serve(
     forwards: &[Forward],
     channel: Option<OwnedFd>,
     forker: Arc<Forker>,
+    open_files: Option<crate::open_files::Budget>,
 ) -> io::Result<()> {
     let children = ChildSignals::new()?;
     // Before `ready`: a command must find its proxies listening. The
@@ -41,6 +42,10 @@ pub fn serve(
         fd: control.as_raw_fd(),
         lock: Arc::default(),
     };
+    if let Some(budget) = open_files {
+        watch_open_files(budget, outbox.clone())
+            .map_err(|e| io::Error::new(e.kind(), format!("watching the open-file table: {e}")))?;
+    }
     outbox.send(
         0,
         &Reply::Ready {
@@ -363,6 +368,27 @@ fn supervise(
         // Without a supervisor every guarded call of this exec fails: closed.
         eprintln!("sandbox-init: cannot start the guard of exec {exec_id}: {e}");
     }
+}
+
+/// Kills every command while the sandbox holds more than its share of a
+/// filling open-file table (`crate::open_files`), saying so to every exec
+/// (exec id 0: the whole sandbox).
+fn watch_open_files(budget: crate::open_files::Budget, outbox: Outbox) -> io::Result<()> {
+    crate::open_files::watch(budget, move |over| {
+        // Told first: an exec's `exited` ends what it reports.
+        let violation = Reply::Violation {
+            id: 0,
+            action: sandbox_plugin_api::violation::RESOURCE_OPEN_FILES.to_owned(),
+            target: "fs.file-max".to_owned(),
+            raw: format!(
+                "open-file table rule=the sandbox held {} open files, over its share of {}, while \
+                 the host's table had {} entries, past the watermark of {} -> SIGKILL",
+                over.held, budget.share, over.table, budget.watermark
+            ),
+        };
+        let _ = outbox.send(0, &violation);
+        let _ = signal_everything(libc::SIGKILL);
+    })
 }
 
 /// Signals every process of the sandbox but PID 1 (kill(-1) from the init of

@@ -28,6 +28,11 @@ pub const NAMES: &[&str] = &[
 /// The argument name of the message-queue bytes ceiling.
 pub const MSGQUEUE: &str = "msgqueue_bytes";
 
+/// The argument names of the sandbox's share of the host's open-file table
+/// and the table's watermark (`crate::open_files`).
+pub const OPEN_FILES: &str = "open_files";
+pub const OPEN_FILES_WATERMARK: &str = "open_files_watermark";
+
 /// The limits PID 1 applies (`--counter NAME=VALUE`).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Counters {
@@ -35,6 +40,10 @@ pub struct Counters {
     pub limits: Vec<(String, u64)>,
     /// `RLIMIT_MSGQUEUE` for everything in the sandbox.
     pub msgqueue_bytes: Option<u64>,
+    /// Open files the sandbox may hold while the host's table is past
+    /// [`Counters::open_files_watermark`].
+    pub open_files: Option<u64>,
+    pub open_files_watermark: Option<u64>,
 }
 
 impl Counters {
@@ -46,11 +55,16 @@ impl Counters {
             .ok_or_else(|| format!("--counter {text}: use NAME=NUMBER"))?;
         if name == MSGQUEUE {
             self.msgqueue_bytes = Some(value);
+        } else if name == OPEN_FILES {
+            self.open_files = Some(value);
+        } else if name == OPEN_FILES_WATERMARK {
+            self.open_files_watermark = Some(value);
         } else if NAMES.contains(&name) {
             self.limits.push((name.to_owned(), value));
         } else {
             return Err(format!(
-                "--counter {text}: unknown counter `{name}` (known: {}, {MSGQUEUE})",
+                "--counter {text}: unknown counter `{name}` (known: {}, {MSGQUEUE}, {OPEN_FILES}, \
+                 {OPEN_FILES_WATERMARK})",
                 NAMES.join(", ")
             ));
         }
@@ -97,6 +111,10 @@ mod tests {
         c.parse_one("msgqueue_bytes=1000").unwrap();
         assert_eq!(c.limits, [("max_inotify_instances".to_owned(), 4)]);
         assert_eq!(c.msgqueue_bytes, Some(1000));
+        c.parse_one("open_files=77000").unwrap();
+        c.parse_one("open_files_watermark=1233123").unwrap();
+        assert_eq!(c.open_files, Some(77000));
+        assert_eq!(c.open_files_watermark, Some(1_233_123));
         assert!(c.parse_one("max_user_namespaces=9").is_err());
         assert!(c.parse_one("max_inotify_watches").is_err());
         assert!(c.parse_one("max_inotify_watches=-1").is_err());

@@ -21,6 +21,7 @@ pub mod layout;
 pub mod masks;
 mod mount;
 pub mod namespaces;
+pub mod open_files;
 pub mod outbox;
 pub mod proto;
 pub mod reap;

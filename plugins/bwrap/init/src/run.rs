@@ -137,7 +137,20 @@ pub fn main() -> ExitCode {
     // The rules are made while we announce `ready` and the first command
     // starts; its guarded calls wait for them (see `guard::pending`).
     let rules = guard_config.map(|config| PendingRules::start(config, guard::pending::make));
-    match serve(control.as_fd(), rules, &forwards, channel, Arc::new(forker)) {
+    let open_files = counters
+        .open_files_watermark
+        .map(|watermark| crate::open_files::Budget {
+            share: counters.open_files.unwrap_or(0),
+            watermark,
+        });
+    match serve(
+        control.as_fd(),
+        rules,
+        &forwards,
+        channel,
+        Arc::new(forker),
+        open_files,
+    ) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sandbox-init: {e}");
