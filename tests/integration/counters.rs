@@ -23,12 +23,19 @@ fn inotify_script(once: bool) -> String {
     format!("import ctypes, time\nl = ctypes.CDLL(None, use_errno=True)\n{body}\n")
 }
 
-fn host_max_instances() -> u64 {
-    std::fs::read_to_string("/proc/sys/user/max_inotify_instances")
+/// The first number of a `/proc/sys` file.
+fn sysctl(path: &str) -> u64 {
+    std::fs::read_to_string(path)
         .unwrap()
-        .trim()
+        .split_whitespace()
+        .next()
+        .unwrap()
         .parse()
         .unwrap()
+}
+
+fn host_max_instances() -> u64 {
+    sysctl("/proc/sys/user/max_inotify_instances")
 }
 
 /// `cc_server run --backend bwrap -- python3 -c SCRIPT` as `account`.
@@ -38,8 +45,18 @@ fn sandboxed(
     cwd: &std::path::Path,
     script: &str,
 ) -> CcServer {
-    let mut server =
-        CcServer::with_program(plugins, &program_for(account)).config(SANDBOX_LAYER_ONLY);
+    sandboxed_with(plugins, account, cwd, SANDBOX_LAYER_ONLY, script)
+}
+
+/// [`sandboxed`] with this config.
+fn sandboxed_with(
+    plugins: &Plugins,
+    account: &Account,
+    cwd: &std::path::Path,
+    config: &str,
+    script: &str,
+) -> CcServer {
+    let mut server = CcServer::with_program(plugins, &program_for(account)).config(config);
     if !account.invoking {
         server = server.run_as(account.uid, account.gid);
     }
@@ -142,13 +159,7 @@ fn shares_are_server_wide_and_go_back_with_their_sandbox() {
 
 /// The host's open-file table, allocated entries (`fs.file-nr`).
 fn file_table() -> u64 {
-    std::fs::read_to_string("/proc/sys/fs/file-nr")
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
+    sysctl("/proc/sys/fs/file-nr")
 }
 
 /// Forks children that together hold `total` descriptors of `/dev/null`
@@ -188,17 +199,7 @@ fn a_sandbox_filling_the_open_file_table_is_stopped_and_another_is_left_alone() 
         let watermark = file_table() + 30_000;
         let config =
             format!("{SANDBOX_LAYER_ONLY}[backends.bwrap]\nopen_files_watermark = {watermark}\n");
-        let run = |script: &str| {
-            let mut server =
-                CcServer::with_program(&plugins, &program_for(&account)).config(&config);
-            if !account.invoking {
-                server = server.run_as(account.uid, account.gid);
-            }
-            server
-                .current_dir(work.path())
-                .args(["run", "--backend", "bwrap", "--", "/usr/bin/python3", "-c"])
-                .arg(script)
-        };
+        let run = |script: &str| sandboxed_with(&plugins, &account, work.path(), &config, script);
         let quiet = run("import time\ntime.sleep(8)\nprint('alive', flush=True)\n");
         let _quiet_home = quiet.home();
         let quiet = quiet.spawn();
