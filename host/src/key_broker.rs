@@ -39,6 +39,9 @@ pub const DEFAULT_UPSTREAM: &str = "https://api.anthropic.com";
 /// Where the invoker's key is named in refusals.
 pub const INVOKER_KEY: &str = "the ANTHROPIC_API_KEY of `cc_server agent claude`";
 
+/// Where the invoker's bearer token (an LLM gateway's) is named.
+pub const INVOKER_TOKEN: &str = "the ANTHROPIC_AUTH_TOKEN of `cc_server agent claude`";
+
 /// The config key of the key file.
 pub const KEY_FILE: &str = "[agents.claude] api_key_file";
 
@@ -109,7 +112,7 @@ impl ClaudeSettings {
             ca_file: claude.ca_file.as_ref().map(beside),
             key_file: claude.api_key_file.as_ref().map(beside),
         };
-        if let Some(brokered) = settings.brokered(None, None) {
+        if let Some(brokered) = settings.brokered(None, None, None) {
             KeyBroker::new(brokered)?;
         }
         Ok(settings)
@@ -121,17 +124,21 @@ impl ClaudeSettings {
     }
 
     /// The key to broker: the config's, else the invoker's
-    /// `ANTHROPIC_API_KEY` (`agent claude`); sent to `api_base_url`, else
-    /// the invoker's `ANTHROPIC_BASE_URL`, else Anthropic's API.
+    /// `ANTHROPIC_API_KEY`, else its `ANTHROPIC_AUTH_TOKEN` (`agent
+    /// claude`); sent to `api_base_url`, else the invoker's
+    /// `ANTHROPIC_BASE_URL`, else Anthropic's API.
     pub fn brokered(
         &self,
         invoker_key: Option<String>,
+        invoker_token: Option<String>,
         invoker_base: Option<&str>,
     ) -> Option<Brokered> {
-        let (key, source) = match (&self.key, invoker_key) {
-            (Some(Secret(key)), _) => (key.clone(), KEY_FILE),
-            (None, Some(key)) if !key.trim().is_empty() => (key.trim().to_owned(), INVOKER_KEY),
-            _ => return None,
+        let given = |v: Option<String>| v.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        let (key, source, bearer) = match (&self.key, given(invoker_key), given(invoker_token)) {
+            (Some(Secret(key)), _, _) => (key.clone(), KEY_FILE, false),
+            (None, Some(key), _) => (key, INVOKER_KEY, false),
+            (None, None, Some(token)) => (token, INVOKER_TOKEN, true),
+            (None, None, None) => return None,
         };
         let upstream = self
             .api_base_url
@@ -142,6 +149,7 @@ impl ClaudeSettings {
         Some(Brokered {
             key: Secret(key),
             source,
+            bearer,
             upstream,
             ca_file: self.ca_file.clone(),
         })
@@ -152,8 +160,11 @@ impl ClaudeSettings {
 #[derive(Debug, Clone)]
 pub struct Brokered {
     key: Secret,
-    /// What names the key in refusals: [`KEY_FILE`] or [`INVOKER_KEY`].
+    /// What names the key in refusals: [`KEY_FILE`], [`INVOKER_KEY`],
+    /// [`INVOKER_TOKEN`].
     pub source: &'static str,
+    /// Sent as `Authorization: Bearer` (a gateway's token), not `x-api-key`.
+    pub bearer: bool,
     /// The API's base URL.
     pub upstream: String,
     pub ca_file: Option<PathBuf>,
@@ -167,7 +178,7 @@ pub fn install(
     settings: &ClaudeSettings,
     brokered: Option<Brokered>,
 ) -> anyhow::Result<Option<Arc<KeyBroker>>> {
-    let Some(brokered) = brokered.or_else(|| settings.brokered(None, None)) else {
+    let Some(brokered) = brokered.or_else(|| settings.brokered(None, None, None)) else {
         return Ok(None);
     };
     let upstream = brokered.upstream.clone();
@@ -283,14 +294,24 @@ impl KeyBroker {
             }
         }
         let headers = upstream.headers_mut();
+        let (name, value) = match self.brokered.bearer {
+            true => (
+                header::AUTHORIZATION,
+                format!("Bearer {}", self.brokered.key.0),
+            ),
+            false => (
+                HeaderName::from_static("x-api-key"),
+                self.brokered.key.0.clone(),
+            ),
+        };
         match (
             HeaderValue::from_str(&self.upstream.authority()),
-            HeaderValue::from_str(&self.brokered.key.0),
+            HeaderValue::from_str(&value),
         ) {
             (Ok(host), Ok(mut key)) => {
                 key.set_sensitive(true);
                 headers.insert(header::HOST, host);
-                headers.insert(HeaderName::from_static("x-api-key"), key);
+                headers.insert(name, key);
             }
             _ => {
                 return local::text(
@@ -340,26 +361,34 @@ mod tests {
     fn the_key_never_shows_in_debug_output() {
         let settings = with_key("sk-ant-secret");
         assert!(!format!("{settings:?}").contains("sk-ant-secret"));
-        let brokered = settings.brokered(None, None).unwrap();
+        let brokered = settings.brokered(None, None, None).unwrap();
         assert!(!format!("{brokered:?}").contains("sk-ant-secret"));
     }
 
     #[test]
     fn the_configured_key_wins_then_the_invokers() {
         let none = ClaudeSettings::default();
-        assert!(none.brokered(None, None).is_none());
-        assert!(none.brokered(Some("  ".into()), None).is_none());
+        assert!(none.brokered(None, None, None).is_none());
+        assert!(none.brokered(Some("  ".into()), None, None).is_none());
         let invoker = none
-            .brokered(Some("k".into()), Some("http://127.0.0.1:9"))
+            .brokered(
+                Some("k".into()),
+                Some("t".into()),
+                Some("http://127.0.0.1:9"),
+            )
             .unwrap();
-        assert_eq!(invoker.source, INVOKER_KEY);
+        assert_eq!((invoker.source, invoker.bearer), (INVOKER_KEY, false));
+        let token = none.brokered(None, Some("t".into()), None).unwrap();
+        assert_eq!((token.source, token.bearer), (INVOKER_TOKEN, true));
         assert_eq!(invoker.upstream, "http://127.0.0.1:9");
         let mut configured = with_key("c");
-        let brokered = configured.brokered(Some("k".into()), None).unwrap();
+        let brokered = configured.brokered(Some("k".into()), None, None).unwrap();
         assert_eq!((brokered.source, brokered.key.0.as_str()), (KEY_FILE, "c"));
         assert_eq!(brokered.upstream, DEFAULT_UPSTREAM);
         configured.api_base_url = Some("http://127.0.0.1:1".into());
-        let brokered = configured.brokered(None, Some("http://other")).unwrap();
+        let brokered = configured
+            .brokered(None, None, Some("http://other"))
+            .unwrap();
         assert_eq!(brokered.upstream, "http://127.0.0.1:1");
     }
 
@@ -367,7 +396,7 @@ mod tests {
     fn a_bad_upstream_is_refused_naming_the_key() {
         let mut settings = with_key("k");
         settings.api_base_url = Some("ftp://x".into());
-        let err = KeyBroker::new(settings.brokered(None, None).unwrap())
+        let err = KeyBroker::new(settings.brokered(None, None, None).unwrap())
             .err()
             .unwrap();
         assert!(err.contains(KEY_FILE), "{err}");

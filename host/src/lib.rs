@@ -54,12 +54,16 @@ pub fn run(cli: Cli) -> ExitCode {
                 Ok(settings) => settings.claude,
                 Err(e) => return fail(&anyhow::Error::new(e)),
             };
-            let brokered =
-                claude.brokered(std::env::var("ANTHROPIC_API_KEY").ok(), base_url.as_deref());
+            let brokered = claude.brokered(
+                std::env::var("ANTHROPIC_API_KEY").ok(),
+                std::env::var("ANTHROPIC_AUTH_TOKEN").ok(),
+                base_url.as_deref(),
+            );
             if brokered.is_none() {
                 eprintln!(
-                    "cc_server: no Anthropic API key to broker ({} or ANTHROPIC_API_KEY): Claude \
-                     Code reaches its API through the egress allowlist with its own login",
+                    "cc_server: no Anthropic API key to broker ({}, ANTHROPIC_API_KEY or \
+                     ANTHROPIC_AUTH_TOKEN): Claude Code reaches its API through the egress \
+                     allowlist with its own login",
                     key_broker::KEY_FILE
                 );
             }

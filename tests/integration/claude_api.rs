@@ -26,6 +26,7 @@ struct State {
     tools: std::collections::BTreeSet<String>,
     bodies: Vec<String>,
     api_keys: Vec<Option<String>>,
+    authorizations: Vec<Option<String>>,
     probe_acked: bool,
 }
 
@@ -131,6 +132,11 @@ impl FakeAnthropic {
         self.state.lock().unwrap().api_keys.clone()
     }
 
+    /// The `authorization` of every request, in order.
+    pub fn authorizations(&self) -> Vec<Option<String>> {
+        self.state.lock().unwrap().authorizations.clone()
+    }
+
     /// `ANTHROPIC_BASE_URL` for Claude Code.
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
@@ -152,7 +158,7 @@ fn serve(mut stream: impl Read + Write, state: &Mutex<State>) -> std::io::Result
         parts.next().unwrap_or("").to_owned(),
     );
     let mut length = 0usize;
-    let mut api_key = None;
+    let (mut api_key, mut authorization) = (None, None);
     loop {
         let mut header = String::new();
         if reader.read_line(&mut header)? == 0 || header == "\r\n" {
@@ -168,12 +174,21 @@ fn serve(mut stream: impl Read + Write, state: &Mutex<State>) -> std::io::Result
         {
             api_key = Some(value.trim().to_owned());
         }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("authorization")
+        {
+            authorization = Some(value.trim().to_owned());
+        }
     }
     let mut body = vec![0; length];
     reader.read_exact(&mut body)?;
     drop(reader);
     let out = &mut stream;
-    state.lock().unwrap().api_keys.push(api_key);
+    {
+        let mut state = state.lock().unwrap();
+        state.api_keys.push(api_key);
+        state.authorizations.push(authorization);
+    }
     if path.starts_with("/v1/stream-probe") {
         return stream_probe(&path, out, state);
     }

@@ -113,6 +113,50 @@ fn agent_claude_reaches_the_api_with_a_key_it_never_holds() {
     assert_eq!(files_holding(work.path(), KEY), Vec::<PathBuf>::new());
 }
 
+/// A gateway's bearer token (the invoker's `ANTHROPIC_AUTH_TOKEN`, no
+/// API key) is brokered the same way, as `Authorization: Bearer`: inside,
+/// only the placeholder.
+#[test]
+fn an_auth_token_is_brokered_as_a_bearer() {
+    require_bwrap!();
+    let Some(claude) = claude_bin() else { return };
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let api = FakeAnthropic::start(&["env"]);
+    let out = CcServer::new(&plugins)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env("ANTHROPIC_AUTH_TOKEN", KEY)
+        .env("ANTHROPIC_BASE_URL", api.base_url())
+        .current_dir(work.path())
+        .args(["agent", "claude", "--backend", "bwrap", "--claude"])
+        .arg(&claude)
+        .args(["--", "-p", "run the scripted commands"])
+        .output();
+    let results = api.results();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{results:?}",
+        text(&out.stderr)
+    );
+    let bearer = format!("Bearer {KEY}");
+    let got = api.authorizations();
+    assert!(
+        !got.is_empty() && got.iter().all(|a| a.as_deref() == Some(bearer.as_str())),
+        "{got:?}"
+    );
+    assert!(api.api_keys().iter().all(Option::is_none));
+    let environment = crate::claude::result_of(&results, 1);
+    assert!(
+        environment
+            .content
+            .contains("ANTHROPIC_AUTH_TOKEN=cc-server-brokered")
+            && !environment.content.contains(KEY)
+            && !environment.content.contains("ANTHROPIC_API_KEY="),
+        "{environment:?}"
+    );
+}
+
 /// The broker streams: a client inside reads the first server-sent event
 /// while the API still holds the rest (it sends it once the client,
 /// having read the first, asks it to). A stand-in for Claude Code drives

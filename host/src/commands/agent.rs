@@ -204,19 +204,24 @@ pub fn plan_claude(
         .with_context(|| format!("the Claude Code executable {}", claude.display()))?;
     let mut sandbox = args.sandbox;
     let (api_env, removed_env) = match &brokered {
-        Some(_) => (
-            vec![
-                (
-                    "ANTHROPIC_BASE_URL".to_owned(),
-                    key_broker::BASE_URL.to_owned(),
-                ),
-                (
-                    "ANTHROPIC_API_KEY".to_owned(),
-                    key_broker::PLACEHOLDER.to_owned(),
-                ),
-            ],
-            vec!["ANTHROPIC_AUTH_TOKEN".to_owned()],
-        ),
+        // The placeholder where Claude Code looks for what is brokered;
+        // the other credential variable removed.
+        Some(brokered) => {
+            let (placed, removed) = match brokered.bearer {
+                true => ("ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_API_KEY"),
+                false => ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+            };
+            (
+                vec![
+                    (
+                        "ANTHROPIC_BASE_URL".to_owned(),
+                        key_broker::BASE_URL.to_owned(),
+                    ),
+                    (placed.to_owned(), key_broker::PLACEHOLDER.to_owned()),
+                ],
+                vec![removed.to_owned()],
+            )
+        }
         None => {
             let api = model_api(base_url.unwrap_or(DEFAULT_BASE_URL))?;
             sandbox.allow_domains.push(api.allow_domain.clone());
@@ -354,6 +359,7 @@ mod tests {
             panic!("not agent claude");
         };
         let run = plan_claude(args, Some("http://127.0.0.1:1"), None, None).unwrap();
+        assert!(run.brokered.is_none() && run.removed_env.is_empty());
         assert_eq!(run.command[1], "--dangerously-skip-permissions");
         assert_eq!(&run.command[2..4], ["--setting-sources", ""]);
         assert_eq!(run.command[6], "--mcp-config");
@@ -373,5 +379,35 @@ mod tests {
             "{:?}",
             run.sandbox.binds
         );
+    }
+
+    #[test]
+    fn a_brokered_key_leaves_only_a_placeholder_and_no_egress_for_the_api() {
+        let dir = tempfile::tempdir().unwrap();
+        let claude = dir.path().join("claude");
+        std::fs::write(&claude, "").unwrap();
+        let cli = crate::cli::Cli::try_parse_from([
+            "cc_server",
+            "agent",
+            "claude",
+            "--claude",
+            claude.to_str().unwrap(),
+        ])
+        .unwrap();
+        let crate::cli::Command::Agent(crate::cli::AgentCommand::Claude(args)) = cli.command else {
+            panic!("not agent claude");
+        };
+        let brokered = key_broker::ClaudeSettings::default().brokered(
+            Some("sk-ant-real".into()),
+            None,
+            Some("http://127.0.0.1:1"),
+        );
+        let run = plan_claude(args, None, None, brokered).unwrap();
+        let env: std::collections::BTreeMap<_, _> = run.extra_env.iter().cloned().collect();
+        assert_eq!(env["ANTHROPIC_BASE_URL"], key_broker::BASE_URL);
+        assert_eq!(env["ANTHROPIC_API_KEY"], key_broker::PLACEHOLDER);
+        assert_eq!(run.removed_env, ["ANTHROPIC_AUTH_TOKEN"]);
+        assert!(run.sandbox.allow_domains.is_empty() && run.sandbox.resolve.is_empty());
+        assert!(!format!("{run:?}").contains("sk-ant-real"));
     }
 }
