@@ -188,10 +188,19 @@ pub fn install(
     Ok(Some(broker))
 }
 
+/// `host[:port]` of an `http(s)://` URL, as written.
+fn host_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    rest.split('/').next().unwrap_or_default().to_owned()
+}
+
 /// The mounted broker: the key, the upstream, the sessions allowed.
 pub struct KeyBroker {
     brokered: Brokered,
     upstream: Target,
+    /// The `Host` header: the URL's authority as written (no default port
+    /// added).
+    host: String,
     allowed: RwLock<BTreeSet<String>>,
 }
 
@@ -226,9 +235,11 @@ impl KeyBroker {
     pub fn new(brokered: Brokered) -> Result<Self, String> {
         let target = Target::parse(&brokered.upstream, brokered.ca_file.as_deref())
             .map_err(|e| format!("the Anthropic API ({}): {e}", brokered.source))?;
+        let host = host_of(&brokered.upstream);
         Ok(Self {
             brokered,
             upstream: target,
+            host,
             allowed: RwLock::new(BTreeSet::new()),
         })
     }
@@ -305,7 +316,7 @@ impl KeyBroker {
             ),
         };
         match (
-            HeaderValue::from_str(&self.upstream.authority()),
+            HeaderValue::from_str(&self.host),
             HeaderValue::from_str(&value),
         ) {
             (Ok(host), Ok(mut key)) => {
@@ -390,6 +401,15 @@ mod tests {
             .brokered(None, None, Some("http://other"))
             .unwrap();
         assert_eq!(brokered.upstream, "http://127.0.0.1:1");
+    }
+
+    #[test]
+    fn the_host_header_is_the_urls_authority() {
+        assert_eq!(
+            host_of("https://api.anthropic.com/prefix"),
+            "api.anthropic.com"
+        );
+        assert_eq!(host_of("http://127.0.0.1:9"), "127.0.0.1:9");
     }
 
     #[test]
