@@ -157,6 +157,34 @@ fn an_auth_token_is_brokered_as_a_bearer() {
     );
 }
 
+/// With no key anywhere, `agent claude` runs as it did before the broker
+/// — the API through the egress allowlist, Claude Code's own login — and
+/// says so; Claude Code with no login stops with its own error.
+#[test]
+fn with_no_key_agent_claude_says_so_and_leaves_the_login_to_claude_code() {
+    require_bwrap!();
+    let Some(claude) = claude_bin() else { return };
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let api = FakeAnthropic::start(&[]);
+    let out = CcServer::new(&plugins)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
+        .env("ANTHROPIC_BASE_URL", api.base_url())
+        .current_dir(work.path())
+        .args(["agent", "claude", "--backend", "bwrap", "--claude"])
+        .arg(&claude)
+        .args(["--", "-p", "hello"])
+        .output();
+    let stderr = text(&out.stderr);
+    let said = format!("{}{stderr}", text(&out.stdout));
+    assert!(
+        stderr.contains("no Anthropic API key to broker") && said.contains("Not logged in"),
+        "{said}"
+    );
+    assert_ne!(out.status.code(), Some(0));
+}
+
 /// The broker streams: a client inside reads the first server-sent event
 /// while the API still holds the rest (it sends it once the client,
 /// having read the first, asks it to). A stand-in for Claude Code drives
