@@ -178,13 +178,18 @@ pub fn install(
     settings: &ClaudeSettings,
     brokered: Option<Brokered>,
 ) -> anyhow::Result<Option<Arc<KeyBroker>>> {
+    let for_agent = brokered.is_some();
     let Some(brokered) = brokered.or_else(|| settings.brokered(None, None, None)) else {
         return Ok(None);
     };
     let upstream = brokered.upstream.clone();
     let broker = Arc::new(KeyBroker::new(brokered).map_err(anyhow::Error::msg)?);
     broker.mount(sessions)?;
-    tracing::info!(%upstream, "Anthropic API key brokered on {BASE_URL}/");
+    if for_agent {
+        tracing::info!(%upstream, "Anthropic API key brokered on {BASE_URL}/");
+    } else {
+        tracing::info!("{BASE_URL}/ refuses every sandbox: only `agent claude` is given the key");
+    }
     Ok(Some(broker))
 }
 
