@@ -349,6 +349,14 @@ pub struct RunArgs {
     /// inherited one (`agent claude`); never from the command line.
     #[arg(skip)]
     pub extra_env: Vec<(String, String)>,
+    /// Variables the front-end removes from the inherited environment
+    /// (`agent claude`: a key it brokers instead).
+    #[arg(skip)]
+    pub removed_env: Vec<String>,
+    /// The API key this run's session may use through the server channel
+    /// (`agent claude`); never from the command line.
+    #[arg(skip)]
+    pub brokered: Option<crate::key_broker::Brokered>,
 }
 
 #[derive(Debug, Args)]

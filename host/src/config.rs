@@ -54,6 +54,8 @@ pub struct FileConfig {
     pub workspaces: Option<WorkspacesSection>,
     /// The push gateway (SPEC H8).
     pub gateway: Option<GatewaySection>,
+    /// What agent adapters get from the server (the brokered API key).
+    pub agents: Option<crate::key_broker::AgentsSection>,
 }
 
 /// `[gateway.app]`: the GitHub App whose installation tokens are brokered.
@@ -330,6 +332,8 @@ pub struct Settings {
     pub data_dir: Option<PathBuf>,
     /// `[gateway]`, its token read, and the push URL prefixes sent there.
     pub gateway: Option<GatewaySettings>,
+    /// `[agents.claude]`, its key file read.
+    pub claude: crate::key_broker::ClaudeSettings,
 }
 
 /// `$XDG_STATE_HOME/cc_server/token`, else `~/.local/state/cc_server/token`.
@@ -512,6 +516,15 @@ impl Settings {
             }
             None => None,
         };
+        let claude = crate::key_broker::ClaudeSettings::resolve(
+            file.agents.as_ref(),
+            common.config.as_deref(),
+            read_private_token,
+        )
+        .map_err(|message| ConfigError::Parse {
+            path: config_path.clone(),
+            message,
+        })?;
         let listen = match flags.listen.or(file.listen) {
             Some(addr) => addr,
             None => SocketAddr::from(([127, 0, 0, 1], DEFAULT_PORT)),
@@ -540,6 +553,7 @@ impl Settings {
             state_dir,
             data_dir,
             gateway,
+            claude,
         })
     }
 
@@ -596,7 +610,10 @@ impl Settings {
                 .gateway
                 .as_ref()
                 .map(|g| g.secret_files.clone())
-                .unwrap_or_default(),
+                .unwrap_or_default()
+                .into_iter()
+                .chain(self.claude.secret_file())
+                .collect(),
             config_file: self.config_file.clone(),
             bind_roots: self.api.bind_roots.clone(),
             after_destroy: Some(crate::heap::give_back),

@@ -19,6 +19,7 @@ mod entry_points_tests;
 mod forge_ledger;
 pub mod heap;
 mod hook_channel;
+pub mod key_broker;
 mod logging;
 mod mcp_channel;
 mod open_files;
@@ -47,11 +48,31 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Agent(cli::AgentCommand::Claude(args)) => {
             let base_url = std::env::var("ANTHROPIC_BASE_URL").ok();
             let path = std::env::var("PATH").ok();
-            let planned = commands::agent::plan_claude(args, base_url.as_deref(), path.as_deref())
-                .and_then(|run| {
-                    commands::agent::require_version(std::path::Path::new(&run.command[0]))?;
-                    Ok(run)
-                });
+            // The key to broker: the config's, else the invoker's (read
+            // here, on the host side only).
+            let claude = match Settings::resolve(&cli.common, &CommandFlags::default()) {
+                Ok(settings) => settings.claude,
+                Err(e) => return fail(&anyhow::Error::new(e)),
+            };
+            let brokered = claude.brokered(
+                std::env::var("ANTHROPIC_API_KEY").ok(),
+                std::env::var("ANTHROPIC_AUTH_TOKEN").ok(),
+                base_url.as_deref(),
+            );
+            if brokered.is_none() {
+                eprintln!(
+                    "cc_server: no Anthropic API key to broker ({}, ANTHROPIC_API_KEY or \
+                     ANTHROPIC_AUTH_TOKEN): Claude Code reaches its API through the egress \
+                     allowlist with its own login",
+                    key_broker::KEY_FILE
+                );
+            }
+            let planned =
+                commands::agent::plan_claude(args, base_url.as_deref(), path.as_deref(), brokered)
+                    .and_then(|run| {
+                        commands::agent::require_version(std::path::Path::new(&run.command[0]))?;
+                        Ok(run)
+                    });
             match planned {
                 Ok(run) => Cli {
                     common: cli.common,

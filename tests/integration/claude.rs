@@ -70,7 +70,7 @@ fn shell_quote(path: &Path) -> String {
     format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
 }
 
-fn result_of(results: &[ToolResult], n: usize) -> ToolResult {
+pub fn result_of(results: &[ToolResult], n: usize) -> ToolResult {
     results
         .iter()
         .find(|r| r.tool_use_id == format!("toolu_fake_{n}"))

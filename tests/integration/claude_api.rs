@@ -9,7 +9,7 @@
 //! Claude Code sends back, which is what the model would have read.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -25,6 +25,9 @@ struct State {
     requests: usize,
     tools: std::collections::BTreeSet<String>,
     bodies: Vec<String>,
+    api_keys: Vec<Option<String>>,
+    authorizations: Vec<Option<String>>,
+    probe_acked: bool,
 }
 
 /// One `tool_result` as the model received it.
@@ -60,6 +63,24 @@ impl FakeAnthropic {
 
     /// Plays any tool calls: (tool name, input), one per model turn.
     pub fn start_calls(script: Vec<(String, Value)>) -> Self {
+        Self::start_with(script, None)
+    }
+
+    /// Plays `script` over TLS with `tls` (a test CA's server config).
+    pub fn start_tls(script: &[&str], tls: Arc<rustls::ServerConfig>) -> Self {
+        let calls = script
+            .iter()
+            .map(|command| {
+                (
+                    "Bash".to_owned(),
+                    json!({"command": command, "description": "scripted by the test"}),
+                )
+            })
+            .collect();
+        Self::start_with(calls, Some(tls))
+    }
+
+    fn start_with(script: Vec<(String, Value)>, tls: Option<Arc<rustls::ServerConfig>>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(Mutex::new(State {
@@ -71,8 +92,19 @@ impl FakeAnthropic {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { break };
                 let state = Arc::clone(&shared);
+                let tls = tls.clone();
                 std::thread::spawn(move || {
-                    let _ = serve(stream, &state);
+                    let Some(config) = tls else {
+                        let _ = serve(stream, &state);
+                        return;
+                    };
+                    let Ok(connection) = rustls::ServerConnection::new(config) else {
+                        return;
+                    };
+                    let mut tls = rustls::StreamOwned::new(connection, stream);
+                    let _ = serve(&mut tls, &state);
+                    tls.conn.send_close_notify();
+                    let _ = tls.flush();
                 });
             }
         });
@@ -95,6 +127,16 @@ impl FakeAnthropic {
             .any(|b| b.contains(needle))
     }
 
+    /// The `x-api-key` of every request, in order (`None`: it had none).
+    pub fn api_keys(&self) -> Vec<Option<String>> {
+        self.state.lock().unwrap().api_keys.clone()
+    }
+
+    /// The `authorization` of every request, in order.
+    pub fn authorizations(&self) -> Vec<Option<String>> {
+        self.state.lock().unwrap().authorizations.clone()
+    }
+
     /// `ANTHROPIC_BASE_URL` for Claude Code.
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
@@ -106,8 +148,8 @@ impl FakeAnthropic {
     }
 }
 
-fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
+fn serve(mut stream: impl Read + Write, state: &Mutex<State>) -> std::io::Result<()> {
+    let mut reader = BufReader::new(&mut stream);
     let mut line = String::new();
     reader.read_line(&mut line)?;
     let mut parts = line.split_whitespace();
@@ -116,6 +158,7 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         parts.next().unwrap_or("").to_owned(),
     );
     let mut length = 0usize;
+    let (mut api_key, mut authorization) = (None, None);
     loop {
         let mut header = String::new();
         if reader.read_line(&mut header)? == 0 || header == "\r\n" {
@@ -126,10 +169,29 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         {
             length = value.trim().parse().unwrap_or(0);
         }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("x-api-key")
+        {
+            api_key = Some(value.trim().to_owned());
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("authorization")
+        {
+            authorization = Some(value.trim().to_owned());
+        }
     }
     let mut body = vec![0; length];
     reader.read_exact(&mut body)?;
-    let mut out = stream;
+    drop(reader);
+    let out = &mut stream;
+    {
+        let mut state = state.lock().unwrap();
+        state.api_keys.push(api_key);
+        state.authorizations.push(authorization);
+    }
+    if path.starts_with("/v1/stream-probe") {
+        return stream_probe(&path, out, state);
+    }
     if method != "POST" || !path.starts_with("/v1/messages") {
         return out.write_all(
             b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
@@ -176,6 +238,31 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         out.flush()?;
     }
     Ok(())
+}
+
+/// The streaming probe: `/v1/stream-probe` sends its first event and holds
+/// the rest until `/v1/stream-probe/ack` arrives (at most 20 s), so a
+/// client sees the first event only if nothing between buffers the answer.
+fn stream_probe(path: &str, mut out: impl Write, state: &Mutex<State>) -> std::io::Result<()> {
+    let acked = |state: &Mutex<State>| state.lock().unwrap().probe_acked;
+    if path.starts_with("/v1/stream-probe/ack") {
+        state.lock().unwrap().probe_acked = true;
+        return out.write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\nconnection: close\r\n\r\nacked\n",
+        );
+    }
+    out.write_all(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
+    )?;
+    out.write_all(b"event: first\ndata: {}\n\n")?;
+    out.flush()?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !acked(state) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let last = if acked(state) { "second" } else { "timed-out" };
+    write!(out, "event: {last}\ndata: {{}}\n\n")?;
+    out.flush()
 }
 
 /// The tool results in the request's last message.

@@ -13,6 +13,7 @@ mod bwrap;
 mod channel;
 mod claude;
 mod claude_api;
+mod claude_key;
 mod conformance;
 mod counters;
 mod egress;

@@ -13,12 +13,18 @@
 //!   `.claude/settings.json` or `settings.local.json`, not the user's
 //!   `~/.claude/settings.json` (which a Bash call could write) — since
 //!   `disableAllHooks` in any of them switches the hook off.
-//! - The model's API: `ANTHROPIC_BASE_URL` (default Anthropic's) joins the
-//!   egress allowlist; a loopback address is reached through the proxy by
-//!   a name of its own ([`MODEL_API_ALIAS`]), since inside the sandbox
-//!   127.0.0.1 is its own. The API key passes in the environment, never in
-//!   a file.
+//! - The API key is brokered ([`key_broker`]): with a key — `[agents.claude]
+//!   api_key_file`, else the invoker's `ANTHROPIC_API_KEY` — Claude Code
+//!   gets the server channel as `ANTHROPIC_BASE_URL` and a placeholder
+//!   key; the server adds the real one. The API is then reached by the
+//!   server, not through the egress allowlist.
+//! - Without a key, the model's API: `ANTHROPIC_BASE_URL` (default
+//!   Anthropic's) joins the egress allowlist, and Claude Code uses its own
+//!   login; a loopback address is reached through the proxy by a name of
+//!   its own ([`MODEL_API_ALIAS`]), since inside the sandbox 127.0.0.1 is
+//!   its own.
 //!
+//! [`key_broker`]: crate::key_broker
 //! [`hook_channel::NAME`]: crate::hook_channel::NAME
 
 use std::net::IpAddr;
@@ -29,6 +35,7 @@ use serde_json::json;
 
 use crate::cli::{AgentClaudeArgs, RunArgs};
 use crate::hook_channel;
+use crate::key_broker::{self, Brokered};
 
 /// The name a loopback model API is reached by from inside.
 pub const MODEL_API_ALIAS: &str = "model-api.cc-server.test";
@@ -178,12 +185,13 @@ fn find_on_path(path: &str) -> Option<PathBuf> {
         })
 }
 
-/// The `run` that starts Claude Code, from `agent claude`'s arguments and
-/// the caller's `ANTHROPIC_BASE_URL` and `PATH`.
+/// The `run` that starts Claude Code, from `agent claude`'s arguments, the
+/// caller's `ANTHROPIC_BASE_URL` and `PATH`, and the key to broker.
 pub fn plan_claude(
     args: AgentClaudeArgs,
     base_url: Option<&str>,
     path: Option<&str>,
+    brokered: Option<Brokered>,
 ) -> anyhow::Result<RunArgs> {
     let claude = match args.claude.clone() {
         Some(claude) => claude,
@@ -194,13 +202,39 @@ pub fn plan_claude(
     // Where the file really is, so its directory can be shown inside.
     let claude = std::fs::canonicalize(&claude)
         .with_context(|| format!("the Claude Code executable {}", claude.display()))?;
-    let api = model_api(base_url.unwrap_or(DEFAULT_BASE_URL))?;
     let mut sandbox = args.sandbox;
-    sandbox.allow_domains.push(api.allow_domain.clone());
-    if let Some((pattern, resolve)) = &api.private {
-        sandbox.allow_private.push(pattern.clone());
-        sandbox.resolve.push(resolve.clone());
-    }
+    let (api_env, removed_env) = match &brokered {
+        // The placeholder where Claude Code looks for what is brokered;
+        // the other credential variable removed.
+        Some(brokered) => {
+            let (placed, removed) = match brokered.bearer {
+                true => ("ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_API_KEY"),
+                false => ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+            };
+            (
+                vec![
+                    (
+                        "ANTHROPIC_BASE_URL".to_owned(),
+                        key_broker::BASE_URL.to_owned(),
+                    ),
+                    (placed.to_owned(), key_broker::PLACEHOLDER.to_owned()),
+                ],
+                vec![removed.to_owned()],
+            )
+        }
+        None => {
+            let api = model_api(base_url.unwrap_or(DEFAULT_BASE_URL))?;
+            sandbox.allow_domains.push(api.allow_domain.clone());
+            if let Some((pattern, resolve)) = &api.private {
+                sandbox.allow_private.push(pattern.clone());
+                sandbox.resolve.push(resolve.clone());
+            }
+            (
+                vec![("ANTHROPIC_BASE_URL".to_owned(), api.base_url)],
+                Vec::new(),
+            )
+        }
+    };
     // Outside the system view (a home's `~/.local/share/claude`), its own
     // directory read-only. A conversation's binds are the server's alone.
     let dir = claude.parent().map(Path::to_path_buf);
@@ -220,15 +254,15 @@ pub fn plan_claude(
         mcp_config().to_string(),
     ];
     command.extend(args.claude_args);
-    let extra_env = vec![
-        ("ANTHROPIC_BASE_URL".to_owned(), api.base_url),
+    let mut extra_env = api_env;
+    extra_env.extend([
         ("IS_SANDBOX".to_owned(), "1".to_owned()),
         // Telemetry and update checks would be egress violations.
         (
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".to_owned(),
             "1".to_owned(),
         ),
-    ];
+    ]);
     Ok(RunArgs {
         sandbox,
         timeout: args.timeout,
@@ -238,6 +272,8 @@ pub fn plan_claude(
         agent: args.agent,
         command,
         extra_env,
+        removed_env,
+        brokered,
     })
 }
 
@@ -322,7 +358,8 @@ mod tests {
         let crate::cli::Command::Agent(crate::cli::AgentCommand::Claude(args)) = cli.command else {
             panic!("not agent claude");
         };
-        let run = plan_claude(args, Some("http://127.0.0.1:1"), None).unwrap();
+        let run = plan_claude(args, Some("http://127.0.0.1:1"), None, None).unwrap();
+        assert!(run.brokered.is_none() && run.removed_env.is_empty());
         assert_eq!(run.command[1], "--dangerously-skip-permissions");
         assert_eq!(&run.command[2..4], ["--setting-sources", ""]);
         assert_eq!(run.command[6], "--mcp-config");
@@ -342,5 +379,35 @@ mod tests {
             "{:?}",
             run.sandbox.binds
         );
+    }
+
+    #[test]
+    fn a_brokered_key_leaves_only_a_placeholder_and_no_egress_for_the_api() {
+        let dir = tempfile::tempdir().unwrap();
+        let claude = dir.path().join("claude");
+        std::fs::write(&claude, "").unwrap();
+        let cli = crate::cli::Cli::try_parse_from([
+            "cc_server",
+            "agent",
+            "claude",
+            "--claude",
+            claude.to_str().unwrap(),
+        ])
+        .unwrap();
+        let crate::cli::Command::Agent(crate::cli::AgentCommand::Claude(args)) = cli.command else {
+            panic!("not agent claude");
+        };
+        let brokered = key_broker::ClaudeSettings::default().brokered(
+            Some("sk-ant-real".into()),
+            None,
+            Some("http://127.0.0.1:1"),
+        );
+        let run = plan_claude(args, None, None, brokered).unwrap();
+        let env: std::collections::BTreeMap<_, _> = run.extra_env.iter().cloned().collect();
+        assert_eq!(env["ANTHROPIC_BASE_URL"], key_broker::BASE_URL);
+        assert_eq!(env["ANTHROPIC_API_KEY"], key_broker::PLACEHOLDER);
+        assert_eq!(run.removed_env, ["ANTHROPIC_AUTH_TOKEN"]);
+        assert!(run.sandbox.allow_domains.is_empty() && run.sandbox.resolve.is_empty());
+        assert!(!format!("{run:?}").contains("sk-ant-real"));
     }
 }

@@ -48,10 +48,15 @@ pub async fn run(settings: &Settings, args: RunArgs) -> anyhow::Result<ExitCode>
     settings.install_gateway(&sessions).await?;
     crate::hook_channel::register(&sessions)?;
     crate::mcp_channel::mount(&sessions)?;
+    let broker = crate::key_broker::install(&sessions, &settings.claude, args.brokered.clone())?;
 
     let session = sessions
         .create(spec, args.sandbox.backend.as_deref())
         .await?;
+    // Only the session of `agent claude` may use the key it brokers.
+    if let (Some(broker), Some(_)) = (&broker, &args.brokered) {
+        broker.allow(&session.id);
+    }
     if let Some(notice) = session.selection.notice() {
         eprintln!("cc_server: {notice}");
     }
@@ -233,6 +238,9 @@ fn exec_request(session: &Session, args: &RunArgs) -> anyhow::Result<ExecRequest
     // Sanitized in Session::exec, like every entry point's.
     let mut environment = env::inherited();
     environment.extend(args.extra_env.iter().cloned());
+    for name in &args.removed_env {
+        environment.remove(name);
+    }
     let timeout_ms = match args.timeout {
         Some(secs) if secs.is_finite() && secs > 0.0 => Some((secs * 1000.0).ceil() as u64),
         Some(secs) => anyhow::bail!("--timeout {secs}: give a positive number of seconds"),

@@ -30,6 +30,9 @@ pub async fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
     settings.install_gateway(&sessions).await?;
     crate::hook_channel::register(&sessions)?;
     crate::mcp_channel::mount(&sessions)?;
+    // No session of a server is `agent claude`'s: a configured key is
+    // refused to every caller, by name.
+    crate::key_broker::install(&sessions, &settings.claude, None)?;
     // Exactly one of the three lines of SPEC B3.
     tracing::info!("{}", startup(settings.switch, sessions.registry()));
 
