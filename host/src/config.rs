@@ -175,6 +175,8 @@ pub struct ApiSection {
     pub shutdown_timeout_secs: Option<f64>,
     /// How long a terminal lives on after its last client left.
     pub terminal_grace_secs: Option<f64>,
+    /// How long a web console sign-in lasts.
+    pub console_session_secs: Option<f64>,
 }
 
 /// `[api]`, checked.
@@ -190,6 +192,8 @@ pub struct ApiSettings {
     /// How long a terminal lives on after its last client left (`None`:
     /// the terminals' default).
     pub terminal_grace: Option<Duration>,
+    /// How long a web console sign-in lasts (`None`: 8 hours).
+    pub console_session: Option<Duration>,
 }
 
 /// `[api]`'s connection keys, checked (see README, Configuration).
@@ -868,6 +872,11 @@ fn resolve_api(section: Option<&ApiSection>) -> Result<ApiSettings, String> {
                     "[api] terminal_grace_secs must be a positive number of seconds".into(),
                 );
             }
+        },
+        console_session: match section.console_session_secs {
+            None => None,
+            Some(v) if v.is_finite() && v >= 1.0 && v < 1e9 => Some(Duration::from_secs_f64(v)),
+            Some(_) => return Err("[api] console_session_secs must be 1 or more seconds".into()),
         },
     })
 }
