@@ -97,9 +97,12 @@ async function showBackends() {
 function describeLimits(details) {
   const limits = details && details.limits;
   if (!limits || typeof limits !== 'object') return '—';
-  return Object.entries(limits)
-    .map(([k, v]) => k + ': ' + (typeof v === 'object' ? JSON.stringify(v) : v))
-    .join('\n');
+  const shown = (k, v) => {
+    if (!v || typeof v !== 'object') return k + ': ' + v;
+    const value = v.value === null || v.value === undefined ? 'none' : k.endsWith('Bytes') ? (v.value / 1048576).toFixed(0) + ' MiB' : v.value;
+    return k + ': ' + value + (v.enforced ? ' (held: ' + v.by + ')' : ' (not enforced: ' + v.by + ')');
+  };
+  return Object.entries(limits).map(([k, v]) => shown(k, v)).join('\n');
 }
 
 function describeUsage(details) {
@@ -147,6 +150,8 @@ function eventText(e) {
 }
 
 function addEvent(e) {
+  // The feed is open: what happens from now on is shown.
+  if (e.type === 'connected') { document.body.dataset.events = 'live'; return; }
   const cls = e.type === 'violation' ? 'violation'
     : ['starting', 'ready', 'created', 'destroyed'].includes(e.type) ? 'lifecycle' : '';
   const li = el('li', eventText(e), cls);
@@ -188,6 +193,7 @@ function showPrompt(p) {
 }
 
 function onApproval(m) {
+  if (m.type === 'connected') document.body.dataset.approvals = 'live';
   if (m.type === 'prompt') showPrompt(m);
   if (m.type === 'resolved') {
     const li = prompts.get(m.id);

@@ -875,7 +875,7 @@ fn resolve_api(section: Option<&ApiSection>) -> Result<ApiSettings, String> {
         },
         console_session: match section.console_session_secs {
             None => None,
-            Some(v) if v.is_finite() && v >= 1.0 && v < 1e9 => Some(Duration::from_secs_f64(v)),
+            Some(v) if (1.0..1e9).contains(&v) => Some(Duration::from_secs_f64(v)),
             Some(_) => return Err("[api] console_session_secs must be 1 or more seconds".into()),
         },
     })
