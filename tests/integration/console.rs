@@ -399,6 +399,13 @@ fn the_console_in_a_real_browser() {
         "the markup as text",
         &format!("{screen}.includes('<b>bold</b>')"),
     );
+    // The OSC 52 sequence was taken as one and swallowed: its output line
+    // is the markup alone.
+    let shown = browser.eval(screen);
+    assert!(
+        shown.as_str().unwrap().lines().any(|l| l == "<b>bold</b>"),
+        "{shown}"
+    );
     shot(&mut browser, &shots, "5-terminal");
 
     // Nothing ran: no element from the output, the title unchanged, no
