@@ -146,6 +146,7 @@ function eventText(e) {
   else if (e.type === 'killed') parts.push(e.reason);
   else if (e.type === 'state') parts.push(e.state);
   else if (e.type === 'lagged') parts.push(e.missed + ' events missed');
+  else if (e.type === 'approval') parts.push(e.id + ' ' + e.state);
   return parts.filter((p) => p !== '').join('  ');
 }
 
@@ -200,7 +201,7 @@ function onApproval(m) {
     if (li) li.remove();
     prompts.delete(m.id);
     $('approvals-none').hidden = prompts.size > 0;
-    addEvent({ type: 'approval', sandboxId: '', execId: 0, state: m.answer });
+    addEvent({ type: 'approval', sandboxId: '', execId: 0, id: m.id, state: m.answer });
   }
 }
 

@@ -1057,7 +1057,14 @@ mod tests {
         assert_eq!(ok.api.allowed_origins, vec!["https://app.example"]);
         assert_eq!(ok.api.allowed_hosts, vec!["box.lan"]);
         assert_eq!(ok.config_file.as_deref(), Some(path.as_path()));
+        assert_eq!(ok.api.console_session, None);
+        let console = resolve("[api]\nconsole_session_secs = 600\n").unwrap();
+        assert_eq!(console.api.console_session, Some(Duration::from_secs(600)));
         for (text, needle) in [
+            (
+                "[api]\nconsole_session_secs = 0.5\n",
+                "console_session_secs must be 1 or more seconds",
+            ),
             ("[api]\nbind_roots = [\"rel\"]\n", "not an absolute path"),
             (
                 "[api]\nallowed_origins = [\"https://a.example/\"]\n",

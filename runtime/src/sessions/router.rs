@@ -391,6 +391,45 @@ mod tests {
         Event { exec_id, body }
     }
 
+    /// The feed sees the sandbox's own events, its violations and its
+    /// execs' events, and a `destroyed` state when the router closes.
+    #[test]
+    fn the_feed_sees_the_sandbox_and_its_end() {
+        let feed = Arc::new(Feed::default());
+        let router = Router::default().with_feed(&feed, "s9");
+        let mut watcher = feed.subscribe();
+        router.handle(ev(0, EventBody::Starting));
+        router.handle(ev(0, EventBody::Ready));
+        router.broadcast(SandboxViolation {
+            action: "network-outbound".into(),
+            target: "x.test:80".into(),
+            raw: None,
+        });
+        router.handle(ev(2, EventBody::Stdout(b"hi".to_vec())));
+        router.close();
+        router.close();
+        let mut seen = Vec::new();
+        while let Ok(got) = watcher.try_recv() {
+            assert_eq!(&*got.sandbox_id, "s9");
+            seen.push(format!(
+                "{}:{}",
+                got.event.exec_id,
+                got.event.body.type_name()
+            ));
+        }
+        assert_eq!(
+            seen,
+            [
+                "0:starting",
+                "0:ready",
+                "0:violation",
+                "2:stdout",
+                "0:state"
+            ],
+            "one `destroyed` however often it closes"
+        );
+    }
+
     /// A command refused by the proxy before the host subscribed (a loaded
     /// host) still sees its violation, ahead of its own early exit; one from
     /// before the exec was asked for is not its.
