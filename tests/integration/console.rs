@@ -443,6 +443,23 @@ fn the_console_in_a_real_browser() {
         .unwrap();
     }
 
+    // A sandboxed terminal: badged as the sandbox it is, and it answers.
+    browser.eval("document.getElementById('terminal-backend').value = 'native'");
+    browser.eval("document.getElementById('terminal-open').click()");
+    browser.wait_for(
+        "the sandboxed terminal",
+        "document.getElementById('terminal-status').textContent.startsWith('terminal ') \
+         && document.getElementById('terminal-badge').textContent.includes('native sandbox')",
+    );
+    browser.eval("terminal.term.focus()");
+    browser.type_text("echo inside-$((6*7))");
+    browser.press_enter();
+    browser.wait_for(
+        "the sandboxed shell's answer",
+        &format!("{screen}.split('\\n').includes('inside-42')"),
+    );
+    shot(&mut browser, &shots, "6-sandboxed-terminal");
+
     // Another origin's page (`localhost` is not `127.0.0.1`) posting with
     // the browser's credentials changes nothing.
     let other = format!("http://localhost:{}/console/app.css", server.addr.port());
