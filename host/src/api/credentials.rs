@@ -6,6 +6,10 @@
 //! and file tools and nothing else. An agent must never hold the owner's
 //! token: whoever holds it can answer its own prompts.
 //!
+//! The web console's session cookie stands for the owner's token on the
+//! owner's routes (never an agent's, never a ticket's), and only from the
+//! console's own page (`super::console::cookie_owner`, the CSRF rule).
+//!
 //! Every route says which it takes ([`ROUTES`]; a unit test holds the list
 //! to the routes the entry-point scan finds). An agent credential on an
 //! owner route, or on another sandbox's route, is a 403 naming the rule.

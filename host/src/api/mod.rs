@@ -1,6 +1,8 @@
 //! The HTTP API. Every `/v1` route and `/mcp` needs a credential — the
-//! owner's token or a sandbox's agent credential ([`credentials`]);
-//! `/healthz` needs none, and says nothing about sandboxing (SPEC B4). Each area is a module
+//! owner's token (or the web console's cookie, the owner's) or a sandbox's
+//! agent credential ([`credentials`]); `/healthz`, the OpenAPI document and
+//! the console's page and sign-in need none, and `/healthz` says nothing
+//! about sandboxing (SPEC B4). Each area is a module
 //! whose `routes()` carries its routes with their full paths, merged here
 //! (the entry-point scan reads them as written: see `entry_points`). The
 //! routes (a test in `host/tests/docs.rs` keeps this list and the area
