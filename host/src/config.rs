@@ -177,6 +177,8 @@ pub struct ApiSection {
     pub shutdown_timeout_secs: Option<f64>,
     /// How long a terminal lives on after its last client left.
     pub terminal_grace_secs: Option<f64>,
+    /// How long a web console sign-in lasts.
+    pub console_session_secs: Option<f64>,
 }
 
 /// `[api]`, checked.
@@ -192,6 +194,8 @@ pub struct ApiSettings {
     /// How long a terminal lives on after its last client left (`None`:
     /// the terminals' default).
     pub terminal_grace: Option<Duration>,
+    /// How long a web console sign-in lasts (`None`: 8 hours).
+    pub console_session: Option<Duration>,
 }
 
 /// `[api]`'s connection keys, checked (see README, Configuration).
@@ -886,6 +890,11 @@ fn resolve_api(section: Option<&ApiSection>) -> Result<ApiSettings, String> {
                 );
             }
         },
+        console_session: match section.console_session_secs {
+            None => None,
+            Some(v) if (1.0..1e9).contains(&v) => Some(Duration::from_secs_f64(v)),
+            Some(_) => return Err("[api] console_session_secs must be 1 or more seconds".into()),
+        },
     })
 }
 
@@ -1065,7 +1074,14 @@ mod tests {
         assert_eq!(ok.api.allowed_origins, vec!["https://app.example"]);
         assert_eq!(ok.api.allowed_hosts, vec!["box.lan"]);
         assert_eq!(ok.config_file.as_deref(), Some(path.as_path()));
+        assert_eq!(ok.api.console_session, None);
+        let console = resolve("[api]\nconsole_session_secs = 600\n").unwrap();
+        assert_eq!(console.api.console_session, Some(Duration::from_secs(600)));
         for (text, needle) in [
+            (
+                "[api]\nconsole_session_secs = 0.5\n",
+                "console_session_secs must be 1 or more seconds",
+            ),
             ("[api]\nbind_roots = [\"rel\"]\n", "not an absolute path"),
             (
                 "[api]\nallowed_origins = [\"https://a.example/\"]\n",

@@ -64,6 +64,20 @@ pub const INTERACTIVE: &[(&str, &str)] = &[
 
 /// Entry points that run no command, with why.
 pub const NOT_DISPATCHING: &[(&str, &str)] = &[
+    ("api GET /", "the web console's page, an embedded file"),
+    (
+        "api GET /console/{file}",
+        "the web console's script, style and xterm.js, embedded files",
+    ),
+    (
+        "api POST /v1/console/session",
+        "signs the web console in: a cookie session for the owner",
+    ),
+    (
+        "api DELETE /v1/console/session",
+        "signs the web console out",
+    ),
+    ("api GET /v1/events", "follows every sandbox's events"),
     (
         "cli sandboxd",
         "serves the agent-sandbox contract: its RPCs and routes are listed one by one",

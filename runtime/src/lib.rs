@@ -53,6 +53,7 @@ pub mod command_policy;
 pub mod dispatch_policy;
 pub mod egress;
 pub mod env;
+pub mod feed;
 pub mod input;
 pub mod layout;
 pub mod random;

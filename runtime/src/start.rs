@@ -128,6 +128,7 @@ pub fn launch_settings(options: &StartOptions, registry: &Registry) -> LaunchSet
         commands: Arc::new(CommandPolicy::from_settings(&options.policy)),
         egress: options.egress.clone(),
         output_budget: Arc::new(OutputBudget::new(options.output_budget_bytes)),
+        feed: Arc::default(),
         after_destroy: options.after_destroy,
         workspaces: options.workspaces.clone(),
     }

@@ -2160,7 +2160,9 @@ fn a_table_of_malformed_requests_each_gets_a_json_4xx() {
     let run = "/v1/sandboxes/t/execs";
     // (method, path, body, status); the body goes as JSON.
     let rows: &[(&str, &str, &str, u16)] = &[
-        ("GET", "/", "", 404),
+        // `/` is the web console's page; an unknown path is a 404.
+        ("GET", "/no-such-page", "", 404),
+        ("POST", "/", "", 405),
         ("GET", "/v2/sandboxes", "", 404),
         ("GET", "/v1/sandboxes/t/nothing", "", 404),
         ("GET", "/v1/sandboxes/a%2Fb", "", 404),

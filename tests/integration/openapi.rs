@@ -53,7 +53,7 @@ fn schemathesis_finds_no_server_error() {
         .args(["--phases", "examples,coverage,fuzzing"])
         .args([
             "--exclude-path-regex",
-            "/execs?(/|$)|/terminals|^/mcp|^/v1/approvals$",
+            "/execs?(/|$)|/terminals|^/mcp|^/v1/(approvals|events)$",
         ])
         .arg("--report-dir")
         .arg(reports.path())

@@ -6,6 +6,10 @@
 //! and file tools and nothing else. An agent must never hold the owner's
 //! token: whoever holds it can answer its own prompts.
 //!
+//! The web console's session cookie stands for the owner's token on the
+//! owner's routes (never an agent's, never a ticket's), and only from the
+//! console's own page (`super::console::cookie_owner`, the CSRF rule).
+//!
 //! Every route says which it takes ([`ROUTES`]; a unit test holds the list
 //! to the routes the entry-point scan finds). An agent credential on an
 //! owner route, or on another sandbox's route, is a 403 naming the rule.
@@ -42,6 +46,12 @@ pub enum Credential {
 pub const ROUTES: &[(&str, Credential)] = &[
     ("GET /healthz", Credential::None),
     ("GET /v1/openapi.json", Credential::None),
+    // The web console's page and files hold nothing secret; signing in
+    // takes the token in its body, signing out the cookie it ends.
+    ("GET /", Credential::None),
+    ("GET /console/{file}", Credential::None),
+    ("POST /v1/console/session", Credential::None),
+    ("DELETE /v1/console/session", Credential::None),
     ("GET /v1/backends", Credential::Owner),
     ("GET /v1/sandboxes", Credential::Owner),
     ("POST /v1/sandboxes", Credential::Owner),
@@ -92,6 +102,8 @@ pub const ROUTES: &[(&str, Credential)] = &[
     ("DELETE /v1/terminals/{id}", Credential::Owner),
     ("POST /v1/terminals/{id}/tickets", Credential::Owner),
     ("GET /v1/terminals/{id}/ws", Credential::Ticket),
+    // Every sandbox's events: the owner's view of the server.
+    ("GET /v1/events", Credential::Owner),
     ("POST /mcp", Credential::Agent),
     ("GET /mcp", Credential::Agent),
     ("DELETE /mcp", Credential::Agent),
@@ -153,6 +165,30 @@ pub async fn check(State(state): State<AppState>, mut request: Request, next: Ne
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(|t| t.trim().to_owned());
+    let authenticated = |request: &Request| {
+        // Its connection may use the share kept for clients with a credential.
+        if let Some(connection) = request.extensions().get::<listener::OnConnection>() {
+            connection.0.authenticated();
+        }
+    };
+    // The web console's cookie is the owner's, on the owner's routes only.
+    if given.is_none()
+        && let Some(owner) = super::console::cookie_owner(&state, &request)
+    {
+        if let Err(refused) = owner {
+            return refused;
+        }
+        if route == Credential::Agent {
+            return forbidden(
+                format!(
+                    "{method} {template} takes a sandbox's agent credential, not the console's cookie"
+                ),
+                "owner cookie names no sandbox",
+            );
+        }
+        authenticated(&request);
+        return next.run(request).await;
+    }
     let Some(given) = given else {
         let message = match route {
             Credential::Agent => {
@@ -162,12 +198,6 @@ pub async fn check(State(state): State<AppState>, mut request: Request, next: Ne
             _ => "send `Authorization: Bearer <token>`; the token is in the server's token file",
         };
         return ApiError::new(StatusCode::UNAUTHORIZED, message).into_response();
-    };
-    let authenticated = |request: &Request| {
-        // Its connection may use the share kept for clients with a credential.
-        if let Some(connection) = request.extensions().get::<listener::OnConnection>() {
-            connection.0.authenticated();
-        }
     };
     if token::matches(&state.token, &given) {
         if route == Credential::Agent {

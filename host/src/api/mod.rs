@@ -1,6 +1,8 @@
 //! The HTTP API. Every `/v1` route and `/mcp` needs a credential — the
-//! owner's token or a sandbox's agent credential ([`credentials`]);
-//! `/healthz` needs none, and says nothing about sandboxing (SPEC B4). Each area is a module
+//! owner's token (or the web console's cookie, the owner's) or a sandbox's
+//! agent credential ([`credentials`]); `/healthz`, the OpenAPI document and
+//! the console's page and sign-in need none, and `/healthz` says nothing
+//! about sandboxing (SPEC B4). Each area is a module
 //! whose `routes()` carries its routes with their full paths, merged here
 //! (the entry-point scan reads them as written: see `entry_points`). The
 //! routes (a test in `host/tests/docs.rs` keeps this list and the area
@@ -38,6 +40,12 @@
 //!   `POST /v1/terminals/{id}/tickets`; `GET /v1/terminals/{id}/ws` — the
 //!   terminal's WebSocket, opened with a ticket ([`terminals`])
 //!
+//! - `GET /v1/events` — NDJSON: every sandbox's events as they happen
+//!   ([`events`])
+//! - `GET /`, `GET /console/{file}` — the web console's page and files;
+//!   `POST /v1/console/session`, `DELETE /v1/console/session` — its sign-in
+//!   and sign-out ([`console`])
+//!
 //! Each route takes the owner's token or a sandbox's agent credential, as
 //! [`credentials`] lists.
 //!
@@ -51,7 +59,9 @@
 
 mod backends;
 pub mod connections;
+mod console;
 pub mod credentials;
+mod events;
 mod execs;
 mod extract;
 mod health;
@@ -97,6 +107,8 @@ pub struct AppState {
     mcp: Arc<sandbox_mcp::http::HttpService>,
     /// The terminals the server hosts (SPEC D1–D3).
     terminals: Arc<sandbox_terminals::Terminals>,
+    /// The web console's sign-in sessions.
+    console: Arc<sandbox_console::session::Sessions>,
 }
 
 impl AppState {
@@ -111,8 +123,20 @@ impl AppState {
                 sandbox_terminals::Settings::default(),
                 Arc::clone(&sessions),
             ),
+            console: Arc::new(sandbox_console::session::Sessions::new(
+                sandbox_console::session::DEFAULT_TTL,
+            )),
             sessions,
         }
+    }
+
+    /// The same, a console sign-in lasting `ttl` (`[api]
+    /// console_session_secs`).
+    pub fn with_console_session(mut self, ttl: Option<std::time::Duration>) -> Self {
+        if let Some(ttl) = ttl {
+            self.console = Arc::new(sandbox_console::session::Sessions::new(ttl));
+        }
+        self
     }
 
     /// The same, its terminals living `grace` after their last client
@@ -149,6 +173,7 @@ pub fn router(state: AppState) -> axum::Router {
         .merge(workspaces::routes())
         .merge(mcp::routes())
         .merge(terminals::routes())
+        .merge(events::routes())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             credentials::check,
@@ -157,6 +182,7 @@ pub fn router(state: AppState) -> axum::Router {
     let app = axum::Router::new()
         .merge(health::routes())
         .merge(openapi::routes())
+        .merge(console::routes())
         .merge(v1)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .layer(middleware::from_fn_with_state(

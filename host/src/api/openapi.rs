@@ -14,7 +14,7 @@ use schemars::generate::{SchemaGenerator, SchemaSettings};
 use serde_json::{Map, Value, json};
 
 use super::credentials::{self, Credential};
-use super::{AppState, execs, policy, terminals, workspaces};
+use super::{AppState, console, execs, policy, terminals, workspaces};
 
 /// The area's routes, with their full paths (the entry-point scan reads them
 /// as written: see `entry_points`).
@@ -87,6 +87,17 @@ fn shape(method: &str, path: &str, g: &mut SchemaGenerator) -> Shape {
     match (method, path) {
         ("GET", "/healthz") => Shape { body: None, answer: (200, any_json) },
         ("GET", "/v1/openapi.json") => Shape { body: None, answer: (200, any_json) },
+        ("GET", "/") => Shape { body: None, answer: (200, Some((json!({"type": "string"}), "text/html"))) },
+        ("GET", "/console/{file}") => Shape { body: None, answer: (200, Some((json!({"type": "string"}), "text/javascript"))) },
+        ("POST", "/v1/console/session") => Shape {
+            body: body(schema::<console::SignInCall>(g)),
+            answer: (204, None),
+        },
+        ("DELETE", "/v1/console/session") => Shape { body: None, answer: (204, None) },
+        ("GET", "/v1/events") => Shape {
+            body: None,
+            answer: (200, Some((json!({"type": "string", "description": "one JSON event per line, each with its `sandboxId`"}), "application/x-ndjson"))),
+        },
         ("GET", "/v1/backends") => Shape {
             body: None,
             answer: (200, body(json!({"type": "object", "properties": {"backends": {"type": "array", "items": {"type": "object", "properties": {"probe": schema::<ProbeReport>(g)}}}}}))),

@@ -13,7 +13,11 @@
 //! - **Cross-origin requests**: every request a browser sends on a page's
 //!   behalf carries `Origin` (for POSTs and most others; a page cannot
 //!   remove it). Clients that are not browsers send none. A request with an
-//!   `Origin` not in `[api] allowed_origins` is refused with 403.
+//!   `Origin` not in `[api] allowed_origins` is refused with 403 — but for
+//!   this server's own origin, `http://` and the `Host` the request passed
+//!   the Host rule with: only the web console this server serves is a page
+//!   of that origin (a rebinding page's `Host` is its own name, refused
+//!   above).
 //!
 //! The checks are pure ([`check_host`], [`check_origin`]); the middleware
 //! only applies them.
@@ -103,13 +107,20 @@ pub fn check_host(rules: &RequestRules, host: Option<&str>) -> Result<(), Refuse
     }
 }
 
-/// The `Origin` rule (see the module doc). `origin`: the header's value, if any.
-pub fn check_origin(rules: &RequestRules, origin: Option<&str>) -> Result<(), Refused> {
+/// The `Origin` rule (see the module doc). `origin`, `host`: the headers'
+/// values, if any; `host` has passed [`check_host`].
+pub fn check_origin(
+    rules: &RequestRules,
+    origin: Option<&str>,
+    host: Option<&str>,
+) -> Result<(), Refused> {
     let Some(origin) = origin else {
         return Ok(());
     };
     let lower = origin.trim().to_ascii_lowercase();
-    if rules.allowed_origins.contains(&lower) {
+    if rules.allowed_origins.contains(&lower)
+        || host.is_some_and(|host| lower == sandbox_console::csrf::own_origin(host))
+    {
         return Ok(());
     }
     Err(Refused {
@@ -137,7 +148,7 @@ pub async fn enforce(
                 .map(|v| v.to_str().unwrap_or("(not text)"))
         };
         check_host(&rules, text(header::HOST))
-            .and_then(|()| check_origin(&rules, text(header::ORIGIN)))
+            .and_then(|()| check_origin(&rules, text(header::ORIGIN), text(header::HOST)))
     };
     match checked {
         Ok(()) => next.run(request).await,
@@ -212,15 +223,21 @@ mod tests {
     #[test]
     fn origins() {
         let r = rules("127.0.0.1:7878");
-        assert!(check_origin(&r, None).is_ok());
-        assert!(check_origin(&r, Some("https://APP.example")).is_ok());
+        assert!(check_origin(&r, None, None).is_ok());
+        assert!(check_origin(&r, Some("https://APP.example"), None).is_ok());
+        // The console's own origin: this server's, as the Host names it.
+        let own = Some("127.0.0.1:7878");
+        assert!(check_origin(&r, Some("http://127.0.0.1:7878"), own).is_ok());
+        assert!(check_origin(&r, Some("http://127.0.0.1:7879"), own).is_err());
+        assert!(check_origin(&r, Some("https://127.0.0.1:7878"), own).is_err());
+        assert!(check_origin(&r, Some("http://localhost:7878"), own).is_err());
         for bad in [
             "https://evil.example",
             "null",
             "https://app.example.evil",
             "http://app.example",
         ] {
-            let refused = check_origin(&r, Some(bad)).unwrap_err();
+            let refused = check_origin(&r, Some(bad), Some("127.0.0.1:7878")).unwrap_err();
             assert_eq!(refused.status, StatusCode::FORBIDDEN, "{bad}");
             assert!(refused.message.contains("allowed_origins"), "{bad}");
         }

@@ -58,7 +58,8 @@ pub async fn run(settings: &Settings) -> anyhow::Result<ExitCode> {
     let app = api::router(
         api::AppState::new(Arc::clone(&sessions), token, rules)
             .with_workspaces(layer)
-            .with_terminal_grace(settings.api.terminal_grace),
+            .with_terminal_grace(settings.api.terminal_grace)
+            .with_console_session(settings.api.console_session),
     );
     let limits = settings.api.connections;
     let server = listener::Listener::start(listener, app, limits);

@@ -32,6 +32,7 @@ mod selftest;
 mod spawner;
 mod terminal;
 pub mod toolchains;
+mod usage;
 pub mod violations;
 
 use std::path::PathBuf;

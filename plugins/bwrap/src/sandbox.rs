@@ -257,6 +257,8 @@ pub struct BwrapSandbox {
     limits: serde_json::Value,
     /// The sandbox's cgroups, removed once bwrap is gone.
     groups: Mutex<Groups>,
+    /// The same groups' directories, where the handle reads its `usage`.
+    usage_groups: Vec<PathBuf>,
     pub(crate) exec_groups: Arc<ExecGroups>,
     /// Its share of the per-uid counters' budget, given back with it.
     _counters: crate::counters::Share,
@@ -363,6 +365,7 @@ impl BwrapSandbox {
         Ok(Self {
             exec_groups,
             limits: limits.details,
+            usage_groups: limits.plan.remove.clone(),
             groups: Mutex::new(limits.groups),
             events,
             control: Arc::new(control),
@@ -652,6 +655,9 @@ impl SandboxImpl for BwrapSandbox {
                 .into(),
         );
         details.insert("limits".into(), self.limits.clone());
+        if let Some(usage) = crate::usage::read(&self.usage_groups) {
+            details.insert("usage".into(), usage);
+        }
         details.insert(
             "processTracking".into(),
             self.exec_groups.tracking.clone().into(),

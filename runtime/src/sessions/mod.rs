@@ -308,7 +308,7 @@ impl Sessions {
         let agent_credential = crate::random::hex(32).map_err(SessionError::Random)?;
         let (binds, workdir) = (spec.bind_mounts.clone(), spec.guest_workdir.clone());
         let mut reservation = self.reserve(&id)?;
-        let router = Arc::new(Router::new(Arc::clone(&self.settings.output_budget)));
+        let router = Arc::new(self.router_for(&id));
         // SPEC E1: this session's own proxies, before the sandbox exists.
         let mut proxy_env = Vec::new();
         let (service, live) = self.channel.service(&id, &selection.backend, &spec);

@@ -35,6 +35,8 @@ pub struct LaunchSettings {
     /// What every session's exec streams may hold together
     /// (`[output] budget_mib`).
     pub output_budget: Arc<OutputBudget>,
+    /// Every sandbox's events in one stream, for watchers of the server.
+    pub feed: Arc<crate::feed::Feed>,
     /// Called on a blocking thread after each sandbox is destroyed.
     pub after_destroy: Option<fn()>,
     /// The workspaces layer: conversations' binds and the registered

@@ -57,6 +57,7 @@ fn settings(switch: SandboxSwitch) -> LaunchSettings {
         egress: EgressSettings::default(),
         paths: server_paths(),
         output_budget: Arc::default(),
+        feed: Arc::default(),
         after_destroy: None,
         workspaces: None,
     }

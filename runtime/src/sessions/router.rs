@@ -19,6 +19,7 @@ use sandbox_plugin_api::{Event, EventBody, SandboxViolation};
 use tokio::sync::mpsc;
 
 use super::budget::{Charge, OutputBudget, Reserved, StreamShare};
+use crate::feed::Feed;
 
 /// Events buffered per exec stream.
 const STREAM_CAPACITY: usize = 64;
@@ -87,11 +88,25 @@ pub struct Router {
     ending: AtomicBool,
     /// Shared by every router of the server.
     budget: Arc<OutputBudget>,
+    /// The server's feed and this sandbox's id in it (see [`crate::feed`]).
+    feed: Option<(Arc<Feed>, Arc<str>)>,
 }
 
 impl Default for Router {
     fn default() -> Self {
         Self::new(Arc::new(OutputBudget::default()))
+    }
+}
+
+impl super::Sessions {
+    /// A new sandbox's router: the server's output budget and feed.
+    pub(super) fn router_for(&self, id: &str) -> Router {
+        Router::new(Arc::clone(&self.settings.output_budget)).with_feed(&self.settings.feed, id)
+    }
+
+    /// Every sandbox's events in one stream (see [`crate::feed`]).
+    pub fn feed(&self) -> &Arc<Feed> {
+        &self.settings.feed
     }
 }
 
@@ -111,6 +126,19 @@ impl Router {
             closed: AtomicBool::new(false),
             ending: AtomicBool::new(false),
             budget,
+            feed: None,
+        }
+    }
+
+    /// The same, publishing what it sees to `feed` as sandbox `id`'s.
+    pub fn with_feed(mut self, feed: &Arc<Feed>, id: &str) -> Self {
+        self.feed = Some((Arc::clone(feed), id.into()));
+        self
+    }
+
+    fn publish(&self, event: &Event) {
+        if let Some((feed, id)) = &self.feed {
+            feed.publish(id, event);
         }
     }
 
@@ -190,7 +218,12 @@ impl Router {
 
     /// After this, every event is refused and the plugin is told to stop.
     pub fn close(&self) {
-        self.closed.store(true, Ordering::SeqCst);
+        if !self.closed.swap(true, Ordering::SeqCst) {
+            self.publish(&Event {
+                exec_id: 0,
+                body: EventBody::State(sandbox_plugin_api::SandboxState::Destroyed),
+            });
+        }
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         for entry in routes.values() {
             entry.share.abandon();
@@ -207,6 +240,10 @@ impl Router {
     /// Never blocks: a full stream misses it (and the log has it).
     pub fn broadcast(&self, violation: SandboxViolation) {
         tracing::info!(action = %violation.action, target = %violation.target, "violation");
+        self.publish(&Event {
+            exec_id: 0,
+            body: EventBody::Violation(violation.clone()),
+        });
         let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         {
             let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
@@ -271,6 +308,7 @@ impl EventHandler for Router {
         if self.closed.load(Ordering::SeqCst) {
             return false;
         }
+        self.publish(&event);
         if event.exec_id == 0 {
             self.sandbox_event(event);
             return true;
@@ -351,6 +389,45 @@ mod tests {
 
     fn ev(exec_id: u64, body: EventBody) -> Event {
         Event { exec_id, body }
+    }
+
+    /// The feed sees the sandbox's own events, its violations and its
+    /// execs' events, and a `destroyed` state when the router closes.
+    #[test]
+    fn the_feed_sees_the_sandbox_and_its_end() {
+        let feed = Arc::new(Feed::default());
+        let router = Router::default().with_feed(&feed, "s9");
+        let mut watcher = feed.subscribe();
+        router.handle(ev(0, EventBody::Starting));
+        router.handle(ev(0, EventBody::Ready));
+        router.broadcast(SandboxViolation {
+            action: "network-outbound".into(),
+            target: "x.test:80".into(),
+            raw: None,
+        });
+        router.handle(ev(2, EventBody::Stdout(b"hi".to_vec())));
+        router.close();
+        router.close();
+        let mut seen = Vec::new();
+        while let Ok(got) = watcher.try_recv() {
+            assert_eq!(&*got.sandbox_id, "s9");
+            seen.push(format!(
+                "{}:{}",
+                got.event.exec_id,
+                got.event.body.type_name()
+            ));
+        }
+        assert_eq!(
+            seen,
+            [
+                "0:starting",
+                "0:ready",
+                "0:violation",
+                "2:stdout",
+                "0:state"
+            ],
+            "one `destroyed` however often it closes"
+        );
     }
 
     /// A command refused by the proxy before the host subscribed (a loaded
