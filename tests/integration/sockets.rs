@@ -279,3 +279,115 @@ fn a_swap_during_the_check_never_reaches_the_host_socket() {
         );
     }
 }
+
+/// The host's datagram service: marks every datagram it receives; until
+/// killed.
+const HOST_DGRAM_SERVER: &str = r#"
+import os, socket, sys
+path, marks = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(path)
+os.chmod(path, 0o777)
+print("ready", flush=True)
+n = 0
+while True:
+    s.recv(64)
+    n += 1
+    open(os.path.join(marks, "datagram-%d" % n), "w").close()
+"#;
+
+/// Inside: a datagram to each argument by address (`sendto`, `sendmsg`);
+/// then a datagram socket of its own, connected to and sent to.
+const DGRAM_CLIENT: &str = r#"
+import errno, socket, sys
+for path in sys.argv[1:]:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        s.sendto(b"addressed", path); print("SENT-TO", path)
+    except OSError as e:
+        print("REFUSED-TO", path, errno.errorcode[e.errno])
+    try:
+        s.sendmsg([b"addressed"], [], 0, path); print("SENT-MSG", path)
+    except OSError as e:
+        print("REFUSED-MSG", path, errno.errorcode[e.errno])
+own = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); own.bind("own-dgram.sock")
+c = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); c.connect("own-dgram.sock"); c.send(b"own")
+print("OWN-DGRAM", own.recv(16).decode())
+"#;
+
+/// T17 for datagrams: a datagram sent by address (`sendto`, `sendmsg`) to
+/// a host service's socket below a bind is refused with `EPERM` and never
+/// arrives; the sandbox's own datagram socket, connected first, works;
+/// with `--allow-socket` the host's is reached by connecting first. Under
+/// an unprivileged server (no cgroup program can be loaded) the launch
+/// says the rule is not held.
+#[test]
+fn a_datagram_to_a_host_socket_below_a_bind_is_refused() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    for account in accounts() {
+        let work = owned_dir(&account);
+        let w = work.path();
+        let marks = owned_dir(&account);
+        let socket = w.join("host-dgram.sock");
+        let mut server = Command::new("python3")
+            .args(["-c", HOST_DGRAM_SERVER])
+            .arg(&socket)
+            .arg(marks.path())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(server.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready", "the host's datagram server did not start");
+        let script = format!(
+            "ln -s host-dgram.sock link-dgram.sock\n\
+             python3 -c '{DGRAM_CLIENT}' host-dgram.sock {} link-dgram.sock\n",
+            socket.display()
+        );
+        let out = sandboxed(&plugins, &account, w, &[], &script);
+        let allowed = sandboxed(
+            &plugins,
+            &account,
+            w,
+            &["--allow-socket", &socket.display().to_string()],
+            &format!(
+                "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); \
+                 s.connect(\"host-dgram.sock\"); s.send(b\"allowed\"); print(\"SENT-CONNECTED\")'\n"
+            ),
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let _ = server.kill();
+        let _ = server.wait();
+        let got = lines(&out);
+        if !account.invoking {
+            // An unprivileged server can load no cgroup program: the rule
+            // is not held, and the launch says so (T17's row).
+            assert!(
+                String::from_utf8_lossy(&out.stderr)
+                    .contains("a datagram sent by address reaches any unix socket a bind shows"),
+                "{account:?}: the unheld rule went unsaid:\n{}",
+                both(&out)
+            );
+            continue;
+        }
+        for path in ["host-dgram.sock", &socket.display().to_string(), "link-dgram.sock"] {
+            for how in ["TO", "MSG"] {
+                assert!(
+                    got.contains(&format!("REFUSED-{how} {path} EPERM")),
+                    "{account:?}: a datagram by address reached {path} ({how}):\n{}",
+                    both(&out)
+                );
+            }
+        }
+        assert!(got.contains(&"OWN-DGRAM own".to_owned()), "{account:?}: {}", both(&out));
+        assert_eq!(lines(&allowed), ["SENT-CONNECTED"], "{account:?}: {}", both(&allowed));
+        assert_eq!(
+            connected(marks.path()),
+            1,
+            "{account:?}: the host's service got other than the one allowed datagram"
+        );
+    }
+}

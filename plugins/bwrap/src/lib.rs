@@ -19,6 +19,7 @@ pub mod cgroup;
 mod child_exit;
 mod control;
 mod counters;
+mod datagrams;
 mod exec_groups;
 pub mod host_facts;
 pub mod identity;

@@ -662,6 +662,10 @@ impl SandboxImpl for BwrapSandbox {
             "processTracking".into(),
             self.exec_groups.tracking.clone().into(),
         );
+        details.insert(
+            "unixDatagrams".into(),
+            self.exec_groups.datagrams.clone().into(),
+        );
         SandboxInfo {
             state,
             error,
