@@ -15,9 +15,11 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
+use crate::pack::{self, Ancestry};
 use crate::pktline::{self, Pkt};
 use crate::receive::{self, PushHead};
 use crate::report::{self, Decision};
+use crate::spool::Spool;
 use crate::target::Target;
 
 /// A gateway answer's body (streamed: a forwarded push's report).
@@ -280,6 +282,12 @@ impl Gateway {
             match receive::parse(&buf, ended) {
                 Ok(Some(head)) => break head,
                 Ok(None) => continue,
+                Err(receive::HeadError::Empty) if ended && buf == pktline::FLUSH => {
+                    return probe();
+                }
+                Err(receive::HeadError::Empty) if !ended && buf.len() <= pktline::FLUSH.len() => {
+                    continue;
+                }
                 Err(e) => {
                     tracing::info!(%repository, "push refused: {e}");
                     return text(StatusCode::BAD_REQUEST, &e.to_string());
@@ -287,8 +295,12 @@ impl Gateway {
             }
         };
         let linked = self.linked(repository);
+        let mut spooled = None;
         let forced = match linked {
-            true => self.forced(repository, &head, &mut buf, &mut body).await,
+            true => {
+                self.forced(repository, &head, &buf, &mut body, &mut spooled)
+                    .await
+            }
             false => Ok(vec![false; head.commands.len()]),
         };
         let verdicts = if let Err(e) = &forced {
@@ -359,11 +371,18 @@ impl Gateway {
         if let Some(auth) = auth {
             forward = forward.header(header::AUTHORIZATION, auth);
         }
-        let prefixed = Prefixed {
-            prefix: Some(Bytes::from(buf)),
-            rest: body,
+        let request_body = match spooled {
+            Some(spool) => match spool.into_body() {
+                Ok(b) => b,
+                Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
+            },
+            None => Prefixed {
+                prefix: Some(Bytes::from(buf)),
+                rest: body,
+            }
+            .boxed(),
         };
-        let forward = match forward.body(prefixed.boxed()) {
+        let forward = match forward.body(request_body) {
             Ok(r) => r,
             Err(e) => return text(StatusCode::BAD_GATEWAY, &e.to_string()),
         };
@@ -380,14 +399,17 @@ impl Gateway {
     }
 
     /// Which commands are non-fast-forwards. Only updates of existing refs
-    /// can be, and only with mirrors: then the whole request is read (the
-    /// pack must be indexed before the verdict) into `buf`.
+    /// can be, and only with mirrors: then the whole request is spooled
+    /// (`spooled`; the verdict needs the pack), each update's ancestry read
+    /// from the pack's commits, and the mirror fetched only for those the
+    /// pack cannot tell.
     async fn forced(
         &self,
         repository: &str,
         head: &PushHead,
-        buf: &mut Vec<u8>,
+        read: &[u8],
         body: &mut Incoming,
+        spooled: &mut Option<Spool>,
     ) -> Result<Vec<bool>, String> {
         let mut forced = vec![false; head.commands.len()];
         let updates: Vec<usize> = head
@@ -403,33 +425,60 @@ impl Gateway {
         if updates.is_empty() {
             return Ok(forced);
         }
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| format!("reading the push: {e}"))?;
-            if let Ok(data) = frame.into_data() {
-                buf.extend_from_slice(&data);
+        let mut spool = Spool::new(&mirrors.dir.join("spool"))?;
+        spool.take(read, body).await?;
+        let has_pack = spool.len() > head.len as u64;
+        let format = match head.has("object-format=sha256") {
+            true => pack::Format::Sha256,
+            false => pack::Format::Sha1,
+        };
+        let commits = match has_pack {
+            true => {
+                let reader = spool.reader_at(head.len as u64)?;
+                tokio::task::spawn_blocking(move || pack::commits(reader, format))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())?
+            }
+            false => pack::Commits::default(),
+        };
+        let mut unknown = Vec::new();
+        for &i in &updates {
+            let command = &head.commands[i];
+            match commits.ancestry(&command.old, &command.new) {
+                Ancestry::FastForward => {}
+                Ancestry::Forced => forced[i] = true,
+                Ancestry::Unknown => unknown.push(i),
             }
         }
-        let (auth, minted) = self.credential(repository).await?;
-        let url = format!(
-            "{}/{repository}",
-            self.config.upstream.trim_end_matches('/')
-        );
-        let pack = buf[head.len..].to_vec();
-        let pairs: Vec<(String, String)> = updates
-            .iter()
-            .map(|&i| (head.commands[i].old.clone(), head.commands[i].new.clone()))
-            .collect();
-        let ca = self.config.ca_file.clone();
-        let repo = repository.to_owned();
-        let found = tokio::task::spawn_blocking(move || {
-            mirrors.forced(&repo, (&url, auth.as_deref(), ca.as_deref()), &pack, &pairs)
-        })
-        .await
-        .map_err(|e| e.to_string())??;
-        drop(minted);
-        for (&i, is_forced) in updates.iter().zip(found) {
-            forced[i] = is_forced;
+        tracing::debug!(%repository, commits = commits.len(), undecided = unknown.len(), "the pushed pack's ancestry");
+        if !unknown.is_empty() {
+            let (auth, minted) = self.credential(repository).await?;
+            let url = format!(
+                "{}/{repository}",
+                self.config.upstream.trim_end_matches('/')
+            );
+            let pack = match has_pack {
+                true => Some(spool.reader_at(head.len as u64)?),
+                false => None,
+            };
+            let pairs: Vec<(String, String)> = unknown
+                .iter()
+                .map(|&i| (head.commands[i].old.clone(), head.commands[i].new.clone()))
+                .collect();
+            let ca = self.config.ca_file.clone();
+            let repo = repository.to_owned();
+            let found = tokio::task::spawn_blocking(move || {
+                mirrors.forced(&repo, (&url, auth.as_deref(), ca.as_deref()), pack, &pairs)
+            })
+            .await
+            .map_err(|e| e.to_string())??;
+            drop(minted);
+            for (&i, is_forced) in unknown.iter().zip(found) {
+                forced[i] = is_forced;
+            }
         }
+        *spooled = Some(spool);
         Ok(forced)
     }
 
@@ -465,6 +514,14 @@ impl Gateway {
             .await
             .map_err(|e| format!("the upstream {address}: {e}"))
     }
+}
+
+/// The answer to git's probe (a body of one flush, sent before a push
+/// larger than `http.postBuffer` to see that the request is accepted), as
+/// `git http-backend` gives it: an empty result. Nothing is forwarded and
+/// nothing asked; the push itself follows.
+fn probe() -> Response<GatewayBody> {
+    typed(RESULT, Vec::new())
 }
 
 /// An advertisement with no refs and the capabilities the gateway answers

@@ -1,11 +1,10 @@
-//! Force pushes told apart by ancestry (SPEC H8): a bare mirror of each
-//! upstream repository that the server owns, fetched from the upstream
-//! before a push that updates an existing ref; the push's pack is indexed
-//! into it (`index-pack --fix-thin`, its bases from the mirror) and `old`
-//! must be an ancestor of `new`. git runs only on the mirror, never on the
+//! Force pushes told apart by ancestry (SPEC H8) when the pushed pack
+//! alone cannot tell ([`crate::pack`]): a bare mirror of each upstream
+//! repository that the server owns, fetched from the upstream then; the
+//! push's pack is indexed into it (`index-pack --fix-thin`, its bases from
+//! the mirror) and `old` must be an ancestor of `new`. git runs only on the mirror, never on the
 //! agent's clone, with no system or global config and no hooks.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -76,13 +75,13 @@ impl Mirrors {
 
     /// Which of `updates` (old, new) are not fast-forwards: the mirror is
     /// fetched from `url` (with `authorization`, trusting `ca_file`), the
-    /// `pack` indexed into it, and each `old` asked to be an ancestor of
+    /// `pack` (read from its position) indexed into it, and each `old` asked to be an ancestor of
     /// its `new`. Blocking: run it off the async threads.
     pub fn forced(
         &self,
         repository: &str,
         fetch: (&str, Option<&str>, Option<&Path>),
-        pack: &[u8],
+        pack: Option<std::fs::File>,
         updates: &[(String, String)],
     ) -> Result<Vec<bool>, String> {
         let (url, authorization, ca_file) = fetch;
@@ -109,21 +108,12 @@ impl Mirrors {
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
-        if !pack.is_empty() {
-            let mut index = git(&mirror)
+        if let Some(pack) = pack {
+            let out = git(&mirror)
                 .args(["index-pack", "--stdin", "--fix-thin"])
-                .stdin(Stdio::piped())
+                .stdin(Stdio::from(pack))
                 .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|e| format!("indexing the push: {e}"))?;
-            if let Some(mut stdin) = index.stdin.take() {
-                stdin
-                    .write_all(pack)
-                    .map_err(|e| format!("indexing the push: {e}"))?;
-            }
-            let out = index
-                .wait_with_output()
+                .output()
                 .map_err(|e| format!("indexing the push: {e}"))?;
             if !out.status.success() {
                 return Err(format!(

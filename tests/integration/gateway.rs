@@ -205,7 +205,7 @@ fn the_read_token_reaches_git_through_the_channel_and_cannot_push() {
         write: Some(AUTHORIZATION.to_owned()),
         read: Some(READ_AUTHORIZATION.to_owned()),
         app: None,
-        tls: None,
+        ..crate::net::Scopes::default()
     };
     let forge = GitHttpServer::start_with_scopes(&root, scopes);
     let port = forge.port();
@@ -284,7 +284,7 @@ fn app_tokens_are_minted_scoped_and_all_revoked() {
         write: Some(AUTHORIZATION.to_owned()),
         read: None,
         app: Some(app.clone()),
-        tls: None,
+        ..crate::net::Scopes::default()
     };
     let forge = GitHttpServer::start_with_scopes(&root, scopes);
     let port = forge.port();
@@ -395,7 +395,7 @@ fn a_restarted_server_revokes_the_tokens_a_killed_one_left() {
         write: Some(AUTHORIZATION.to_owned()),
         read: None,
         app: Some(app.clone()),
-        tls: None,
+        ..crate::net::Scopes::default()
     };
     let forge = GitHttpServer::start_with_scopes(&root, scopes);
     let port = forge.port();
@@ -645,6 +645,77 @@ fn a_force_push_is_found_in_the_mirror_and_judged_as_its_class() {
     );
     let tip = text(&git(&bare, &["log", "-1", "--format=%s", "agent/f"]).stdout);
     assert_eq!(tip.trim(), "two", "the force push landed");
+}
+
+/// SPEC H8: a push larger than git's `http.postBuffer` (1 MiB) is preceded
+/// by a probe (a body of one flush); the gateway answers it as `git
+/// http-backend` does and the push arrives — a new branch streamed, and an
+/// update of it, whose fast-forward is read from the pushed pack itself:
+/// the mirror is never fetched (no upload-pack request reaches the forge).
+#[test]
+fn a_push_over_the_post_buffer_arrives_and_its_update_needs_no_fetch() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("forge");
+    std::fs::create_dir_all(root.join("o")).unwrap();
+    let bare = bare_repo(&root, "o/r.git");
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let scopes = crate::net::Scopes {
+        write: Some(AUTHORIZATION.to_owned()),
+        log: Some(log.clone()),
+        ..crate::net::Scopes::default()
+    };
+    let forge = GitHttpServer::start_with_scopes(&root, scopes);
+    let port = forge.port();
+    let header = format!("http.extraHeader=Authorization: {AUTHORIZATION}");
+    let url = format!("http://127.0.0.1:{port}/o/r.git");
+    git(tmp.path(), &["-c", &header, "clone", "-q", &url, "clone"]);
+    let clone = tmp.path().join("clone");
+    let (rules, token) = (tmp.path().join("rules.toml"), tmp.path().join("token"));
+    std::fs::write(&rules, RULES).unwrap();
+    std::fs::write(&token, TOKEN).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let config = format!(
+        "[policy]\nguardrails = \"{}\"\n\n[gateway]\nupstream = \"http://127.0.0.1:{port}\"\n\
+         repositories = [\"o/r.git\"]\ntoken_file = \"{}\"\n",
+        rules.display(),
+        token.display()
+    );
+    log.lock().unwrap().clear();
+    let gw = "http://cc-server.internal/git/o/r.git";
+    let commit = "git -c user.name=a -c user.email=a@example.com commit -q";
+    let script = format!(
+        "head -c 3145728 /dev/urandom > big1 && git add big1 && {commit} -m big1\n\
+         git push -q {gw} HEAD:refs/heads/agent/big; echo create=$?\n\
+         head -c 3145728 /dev/urandom > big2 && git add big2 && {commit} -m big2\n\
+         git push -q {gw} HEAD:refs/heads/agent/big; echo update=$?\n"
+    );
+    let out = run_in(&plugins, &clone, &config, &script);
+    let stdout = text(&out.stdout);
+    for want in ["create=0", "update=0"] {
+        assert!(
+            stdout.lines().any(|l| l == want),
+            "expected {want}\n{}",
+            both(&out)
+        );
+    }
+    let tip = text(&git(&bare, &["log", "-1", "--format=%s", "agent/big"]).stdout);
+    assert_eq!(tip.trim(), "big2", "{}", both(&out));
+    let size = text(&git(&bare, &["cat-file", "-s", "agent/big:big2"]).stdout);
+    assert_eq!(size.trim(), "3145728");
+    let log = log.lock().unwrap();
+    // Each push went through as two receive-pack requests: the probe is
+    // answered by the gateway, only the push itself reaches the forge.
+    let pushes = log
+        .iter()
+        .filter(|l| l.starts_with("POST") && l.contains("git-receive-pack"))
+        .count();
+    assert_eq!(pushes, 2, "{log:?}");
+    assert!(
+        !log.iter().any(|l| l.contains("upload-pack")),
+        "the mirror was fetched: {log:?}"
+    );
 }
 
 /// SPEC H5, H8: the handle says what the gateway does for the sandbox —

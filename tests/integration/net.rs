@@ -208,6 +208,8 @@ pub struct Scopes {
     pub app: Option<Arc<std::sync::Mutex<AppForge>>>,
     /// Served over TLS with this config (see [`test_ca`]).
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Every request's method, path and query, in order.
+    pub log: Option<Arc<std::sync::Mutex<Vec<String>>>>,
 }
 
 /// A test CA and a server certificate it signed for `forge.test` and
@@ -482,6 +484,10 @@ fn serve_git<S: Read + Write>(
         return Ok(());
     };
     requests.fetch_add(1, Ordering::SeqCst);
+    if let Some(log) = &scopes.log {
+        let line = format!("{} {}?{}", req.method, req.path, req.query);
+        log.lock().unwrap().push(line);
+    }
     let receive_pack =
         req.path.ends_with("/git-receive-pack") || req.query.contains("service=git-receive-pack");
     let given = req.header("authorization").map(str::to_owned);
