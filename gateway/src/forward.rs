@@ -435,7 +435,16 @@ impl Gateway {
         let commits = match has_pack {
             true => {
                 let reader = spool.reader_at(head.len as u64)?;
-                tokio::task::spawn_blocking(move || pack::commits(reader, format))
+                let pairs: Vec<(String, String)> = updates
+                    .iter()
+                    .map(|&i| (head.commands[i].old.clone(), head.commands[i].new.clone()))
+                    .collect();
+                let enough = move |c: &pack::Commits| {
+                    pairs
+                        .iter()
+                        .all(|(old, new)| c.ancestry(old, new) == Ancestry::FastForward)
+                };
+                tokio::task::spawn_blocking(move || pack::commits(reader, format, enough))
                     .await
                     .map_err(|e| e.to_string())?
                     .map_err(|e| e.to_string())?

@@ -11,7 +11,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Read;
 
-use miniz_oxide::inflate::stream::{InflateState, inflate};
+use miniz_oxide::inflate::stream::{InflateState, MinReset, inflate};
 use miniz_oxide::{DataFormat, MZError, MZFlush, MZStatus};
 use ring::digest;
 
@@ -181,21 +181,16 @@ impl<R: Read> Input<R> {
     fn inflate(
         &mut self,
         state: &mut InflateState,
+        out: &mut [u8],
         keep: usize,
     ) -> Result<Option<Vec<u8>>, PackError> {
-        state.reset(DataFormat::Zlib);
-        let mut out = [0u8; 32 << 10];
+        state.reset_as(MinReset);
         let mut kept = Some(Vec::new());
         loop {
             if self.start == self.end && !self.fill()? {
                 return Err(self.bad("the pack ends inside an object"));
             }
-            let result = inflate(
-                state,
-                &self.buf[self.start..self.end],
-                &mut out,
-                MZFlush::None,
-            );
+            let result = inflate(state, &self.buf[self.start..self.end], out, MZFlush::None);
             self.start += result.bytes_consumed;
             self.offset += result.bytes_consumed as u64;
             if let Some(k) = &mut kept {
@@ -229,7 +224,14 @@ enum Entry {
 
 /// Reads the pack from `reader` (`PACK`, version, count, the entries; the
 /// trailing checksum is the upstream's to verify) and returns its commits.
-pub fn commits(reader: impl Read, format: Format) -> Result<Commits, PackError> {
+/// `enough` is asked each time the commits are followed by another object
+/// (git writes a push's commits first): when it says the commits read so far
+/// tell all it needs, the rest is not read.
+pub fn commits(
+    reader: impl Read,
+    format: Format,
+    enough: impl Fn(&Commits) -> bool,
+) -> Result<Commits, PackError> {
     let mut input = Input {
         reader,
         buf: vec![0; 64 << 10],
@@ -247,10 +249,12 @@ pub fn commits(reader: impl Read, format: Format) -> Result<Commits, PackError> 
     }
     let count = u32::from_be_bytes([head[8], head[9], head[10], head[11]]);
     let mut state = InflateState::new_boxed(DataFormat::Zlib);
+    let mut out = vec![0u8; 32 << 10];
     let mut entries: HashMap<u64, Entry> = HashMap::new();
     let mut texts: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
     let mut kept = 0usize;
     let mut found = Commits::default();
+    let mut last = 0;
     for _ in 0..count {
         let at = input.offset;
         let mut c = input.byte()?;
@@ -292,7 +296,7 @@ pub fn commits(reader: impl Read, format: Format) -> Result<Commits, PackError> 
         } else {
             0
         };
-        let data = input.inflate(&mut state, keep)?;
+        let data = input.inflate(&mut state, &mut out, keep)?;
         let text = match (kind, data, base) {
             (1, Some(text), _) => Some(text),
             (6 | 7, Some(delta), Some(base)) => {
@@ -317,6 +321,11 @@ pub fn commits(reader: impl Read, format: Format) -> Result<Commits, PackError> 
             }
             _ => Entry::Other,
         };
+        let after_commits = matches!(entries.get(&last), Some(Entry::Commit(_)));
+        if matches!(entry, Entry::Other) && after_commits && enough(&found) {
+            return Ok(found);
+        }
+        last = at;
         entries.insert(at, entry);
     }
     // The checksum follows: a pack that ends before it was misread.
@@ -490,8 +499,11 @@ mod tests {
             ],
             Some(&format!("{new}\n^{old}\n")),
         );
-        let found = commits(&pack[..], Format::Sha1).unwrap();
+        let found = commits(&pack[..], Format::Sha1, |_| false).unwrap();
         assert_eq!(found.len(), 20);
+        let enough = |c: &Commits| c.ancestry(old, new) == Ancestry::FastForward;
+        let early = commits(&pack[..pack.len() - 30], Format::Sha1, enough).unwrap();
+        assert_eq!(early.ancestry(old, new), Ancestry::FastForward);
         assert_eq!(found.ancestry(old, new), Ancestry::FastForward);
         assert_eq!(found.ancestry(&tips[29], &tips[28]), Ancestry::Unknown);
         // A commit of its own (no parent): a force push, told from the pack.
@@ -504,9 +516,9 @@ mod tests {
             &["pack-objects", "--revs", "--thin", "--stdout", "-q"],
             Some(&format!("{root}\n^{old}\n")),
         );
-        let found = commits(&pack[..], Format::Sha1).unwrap();
+        let found = commits(&pack[..], Format::Sha1, |_| false).unwrap();
         assert_eq!(found.ancestry(old, root), Ancestry::Forced);
-        assert!(commits(&pack[..pack.len() - 30], Format::Sha1).is_err());
+        assert!(commits(&pack[..pack.len() - 30], Format::Sha1, |_| false).is_err());
         std::fs::remove_dir_all(&tmp).unwrap();
     }
 
