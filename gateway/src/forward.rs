@@ -215,7 +215,11 @@ impl Gateway {
         let mut request = Request::get(url);
         let (auth, _minted) = match self.credential(repository).await {
             Ok(pair) => pair,
-            Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
+            // The push comes and is refused per ref, naming why.
+            Err(e) => {
+                tracing::info!(%repository, "discovery without the upstream: {e}");
+                return typed(ADVERTISEMENT, own_advertisement());
+            }
         };
         if let Some(auth) = auth {
             request = request.header(header::AUTHORIZATION, auth);

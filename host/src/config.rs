@@ -61,8 +61,13 @@ pub struct FileConfig {
 #[serde(deny_unknown_fields)]
 pub struct AppSection {
     pub app_id: String,
-    /// The installation (per owner) the tokens are minted from.
-    pub installation_id: String,
+    /// The installation that mints the tokens of owners not in
+    /// `installations`.
+    pub installation_id: Option<String>,
+    /// Owner → installation id: a repository's tokens are minted by its
+    /// owner's installation.
+    #[serde(default)]
+    pub installations: std::collections::BTreeMap<String, String>,
     /// The private key (PEM, 0600); relative to the config file. Read once
     /// at start, never bound, never in an environment or a log.
     pub private_key_file: PathBuf,
@@ -768,9 +773,16 @@ fn resolve_gateway(
             let key = read_private_token(&app.private_key_file, config)
                 .map_err(|message| format!("[gateway.app] private_key_file: {message}"))?;
             let api = app.api_url.as_deref().unwrap_or("https://api.github.com");
+            if app.installation_id.is_none() && app.installations.is_empty() {
+                return Err("[gateway.app] names no installation: set installations (owner → installation id) or installation_id".into());
+            }
+            let installations = sandbox_gateway::app::Installations {
+                by_owner: app.installations.clone(),
+                default: app.installation_id.clone(),
+            };
             let made = sandbox_gateway::app::App::new(
                 &app.app_id,
-                &app.installation_id,
+                installations,
                 api,
                 &key,
                 ca_file.as_deref(),
@@ -1011,6 +1023,28 @@ mod tests {
         )
         .unwrap();
         assert_eq!(flagged.switch, SandboxSwitch::On);
+    }
+
+    #[test]
+    fn an_app_without_an_installation_is_an_error_naming_the_keys() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("app.pem");
+        std::fs::write(&key, "not a key").unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(
+            &path,
+            "[gateway]\nupstream = \"http://127.0.0.1:9\"\n[gateway.app]\napp_id = \"1\"\nprivate_key_file = \"app.pem\"\n",
+        )
+        .unwrap();
+        let err = Settings::resolve(&common(Some(path), None), &CommandFlags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("[gateway.app] names no installation") && err.contains("installations"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -473,6 +473,146 @@ fn a_restarted_server_revokes_the_tokens_a_killed_one_left() {
     );
 }
 
+/// SPEC H5: each repository's tokens are minted by its owner's installation
+/// (`[gateway.app] installations`); an owner with none gets no token and its
+/// push is refused naming the key. The App API is reached over https with
+/// the test CA, and a read token near its expiry is minted again (the old
+/// one revoked) before git gets it.
+#[test]
+fn tokens_come_from_each_owners_installation_and_are_minted_again_before_expiry() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("forge");
+    for owner in ["o", "p", "q"] {
+        std::fs::create_dir_all(root.join(owner)).unwrap();
+    }
+    bare_repo(&root, "o/r.git");
+    let (s, t) = (bare_repo(&root, "p/s.git"), bare_repo(&root, "q/t.git"));
+    let soon = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "date -u -d @$(( $(date +%s) + 120 )) +%Y-%m-%dT%H:%M:%SZ",
+        ])
+        .output()
+        .unwrap();
+    let app = std::sync::Arc::new(std::sync::Mutex::new(crate::net::AppForge {
+        expires_at: Some(text(&soon.stdout).trim().to_owned()),
+        ..crate::net::AppForge::default()
+    }));
+    let (ca, tls) = crate::net::test_ca(tmp.path());
+    let scopes = crate::net::Scopes {
+        write: Some(AUTHORIZATION.to_owned()),
+        app: Some(app.clone()),
+        tls: Some(tls),
+        ..crate::net::Scopes::default()
+    };
+    let forge = GitHttpServer::start_with_scopes(&root, scopes);
+    let port = forge.port();
+    let ca_text = ca.to_str().unwrap();
+    let header = format!("http.extraHeader=Authorization: {AUTHORIZATION}");
+    let url = format!("https://127.0.0.1:{port}/o/r.git");
+    crate::net::git_env(
+        tmp.path(),
+        &["-c", &header, "clone", "-q", &url, "clone"],
+        &[("GIT_SSL_CAINFO", ca_text)],
+    );
+    let clone = tmp.path().join("clone");
+    let inside = format!("https://forge.test:{port}/o/r.git");
+    git(&clone, &["remote", "set-url", "origin", &inside]);
+    std::fs::copy(&ca, clone.join("ca.pem")).unwrap();
+    let key = tmp.path().join("app.pem");
+    let made = std::process::Command::new("openssl")
+        .args(["genrsa", "-out"])
+        .arg(&key)
+        .arg("2048")
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let rules = tmp.path().join("rules.toml");
+    std::fs::write(&rules, RULES).unwrap();
+    let config = format!(
+        "[policy]\nguardrails = \"{}\"\n\n[gateway]\nupstream = \"https://127.0.0.1:{port}\"\n\
+         repositories = [\"o/r.git\", \"p/s.git\", \"q/t.git\"]\nread_url = \"https://forge.test:{port}\"\n\
+         ca_file = \"{}\"\n\n[gateway.app]\napp_id = \"12345\"\n\
+         installations = {{ o = \"678\", p = \"910\" }}\n\
+         private_key_file = \"{}\"\napi_url = \"https://127.0.0.1:{port}\"\n",
+        rules.display(),
+        ca.display(),
+        key.display()
+    );
+    let gw = "http://cc-server.internal/git";
+    let script = format!(
+        "export GIT_TERMINAL_PROMPT=0 GIT_SSL_CAINFO=$PWD/ca.pem\n\
+         git fetch -q origin; echo fetch=$?\n\
+         git fetch -q origin; echo again=$?\n\
+         git -c user.name=a -c user.email=a@example.com commit -q --allow-empty -m agent-work\n\
+         git push -q {gw}/o/r.git HEAD:refs/heads/agent/o; echo o=$?\n\
+         git push -q {gw}/p/s.git HEAD:refs/heads/agent/p; echo p=$?\n\
+         git push -q {gw}/q/t.git HEAD:refs/heads/agent/q; echo q=$?\n"
+    );
+    let out = CcServer::new(&plugins)
+        .current_dir(&clone)
+        .config(&config)
+        .args(["run", "--backend", "bwrap", "--allow-domain", "forge.test"])
+        .args([
+            "--allow-private",
+            "forge.test",
+            "--resolve",
+            "forge.test:127.0.0.1",
+        ])
+        .args(["--", "sh", "-c", &script])
+        .output();
+    let stdout = text(&out.stdout);
+    for want in ["fetch=0", "again=0", "o=0", "p=0", "q=1"] {
+        assert!(
+            stdout.lines().any(|l| l == want),
+            "expected {want}\n{}",
+            both(&out)
+        );
+    }
+    assert!(branches(&s).contains("refs/heads/agent/p"));
+    assert!(!branches(&t).contains("agent/q"));
+    assert!(
+        text(&out.stderr).contains("to [gateway.app] installations"),
+        "{}",
+        both(&out)
+    );
+    let all_revoked = eventually(std::time::Duration::from_secs(5), || {
+        app.lock().unwrap().minted.iter().all(|m| m.revoked)
+    });
+    let forge_state = app.lock().unwrap();
+    let minted: Vec<(String, String, serde_json::Value)> = forge_state
+        .minted
+        .iter()
+        .zip(&forge_state.installations)
+        .map(|(m, i)| (i.clone(), m.permissions.to_string(), m.repositories.clone()))
+        .collect();
+    assert!(all_revoked, "{minted:?}");
+    let read = r#"{"contents":"read","pull_requests":"write"}"#;
+    let write = r#"{"contents":"write"}"#;
+    let count = |installation: &str, p: &str| {
+        minted
+            .iter()
+            .filter(|(i, m, _)| i == installation && m == p)
+            .count()
+    };
+    // Each fetch found the read token within ten minutes of its expiry,
+    // and minted another.
+    assert!(count("678", read) >= 2, "{minted:?}");
+    assert_eq!(count("678", write), 2, "{minted:?}");
+    assert_eq!(count("910", write), 2, "{minted:?}");
+    assert_eq!(minted.len(), count("678", read) + 4, "{minted:?}");
+    assert!(
+        minted
+            .iter()
+            .filter(|(i, _, _)| i == "910")
+            .all(|(_, _, r)| *r == serde_json::json!(["s"])),
+        "{minted:?}"
+    );
+}
+
 /// SPEC H4, H8: a ref the rules send to the owner (a tag) waits for the
 /// answer: `y` at `run --ask`'s terminal lets the tag through, `n` refuses
 /// it in git's own words and nothing arrives.
