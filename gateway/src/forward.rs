@@ -48,6 +48,15 @@ pub struct GatewayConfig {
     /// With a GitHub App, each forwarded request gets a write token minted
     /// for it (no `workflows`), revoked once its answer has been streamed.
     pub app: Option<std::sync::Arc<crate::app::App>>,
+    /// The repositories linked to a conversation's workspace, pushed to
+    /// besides `repositories`.
+    pub links: Option<std::sync::Arc<dyn Links>>,
+}
+
+/// The forge repositories (`owner/repo.git`) linked to a conversation's
+/// workspace. Blocking (a database, files): called off the async threads.
+pub trait Links: Send + Sync + std::fmt::Debug {
+    fn linked(&self, conversation: &str) -> Vec<String>;
 }
 
 /// A minted write token, revoked when dropped (the forwarded answer done).
@@ -117,6 +126,12 @@ pub trait Judge: Send + Sync {
 
     /// Told of every ref refused, for the session's violation events.
     fn refused(&self, _repository: &str, _name: &str, _why: &str) {}
+
+    /// The calling session's conversation, whose workspace's repositories
+    /// are linked.
+    fn conversation(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// A configured gateway.
@@ -160,12 +175,29 @@ impl Gateway {
         Ok(Self { target, config })
     }
 
-    fn linked(&self, repository: &str) -> bool {
+    fn listed(&self, repository: &str) -> bool {
         let bare = |r: &str| r.trim_matches('/').trim_end_matches(".git").to_owned();
         self.config
             .repositories
             .iter()
             .any(|r| bare(r) == bare(repository))
+    }
+
+    /// Whether pushes to `repository` may be forwarded: listed in the
+    /// config, or linked to the calling conversation's workspace.
+    async fn linked(&self, repository: &str, conversation: Option<&str>) -> bool {
+        if self.listed(repository) {
+            return true;
+        }
+        let (Some(links), Some(conversation)) = (&self.config.links, conversation) else {
+            return false;
+        };
+        let (links, conversation) = (std::sync::Arc::clone(links), conversation.to_owned());
+        let linked = tokio::task::spawn_blocking(move || links.linked(&conversation))
+            .await
+            .unwrap_or_default();
+        let bare = |r: &str| r.trim_matches('/').trim_end_matches(".git").to_owned();
+        linked.iter().any(|r| bare(r) == bare(repository))
     }
 
     /// Answers one request; `path` is what follows the gateway's mount
@@ -184,7 +216,8 @@ impl Gateway {
                     "the push gateway carries pushes only; fetches go to the forge directly",
                 );
             }
-            return self.discovery(repository).await;
+            let linked = self.linked(repository, judge.conversation()).await;
+            return self.discovery(repository, linked).await;
         }
         if let Some(repository) = path.strip_suffix("/git-receive-pack") {
             if request.method() != Method::POST {
@@ -204,8 +237,8 @@ impl Gateway {
     /// The upstream's advertisement without `push-cert`; for a repository
     /// this session may not push to, an empty one of our own, so that the
     /// push arrives and is refused ref by ref in git's own words.
-    async fn discovery(&self, repository: &str) -> Response<GatewayBody> {
-        if !self.linked(repository) {
+    async fn discovery(&self, repository: &str, linked: bool) -> Response<GatewayBody> {
+        if !linked {
             return typed(ADVERTISEMENT, own_advertisement());
         }
         let url = format!(
@@ -298,7 +331,7 @@ impl Gateway {
                 }
             }
         };
-        let linked = self.linked(repository);
+        let linked = self.linked(repository, judge.conversation()).await;
         let mut spooled = None;
         let forced = match linked {
             true => {
@@ -315,7 +348,7 @@ impl Gateway {
             judge.judge(repository, &head, &forced).await
         } else {
             let why = format!(
-                "cc_server gateway: {repository} is not this session's repository nor linked to its workspace"
+                "cc_server gateway: {repository} is not this session's repository nor linked to its workspace (register its checkout in the conversation's workspace, or add it to [gateway] repositories)"
             );
             vec![Verdict::Refuse(why); head.commands.len()]
         };
@@ -472,7 +505,7 @@ impl Gateway {
                 self.config.upstream.trim_end_matches('/')
             );
             let pack = match has_pack {
-                true => Some(spool.reader_at(head.len as u64)?),
+                true => Some(std::process::Stdio::from(spool.reader_at(head.len as u64)?)),
                 false => None,
             };
             let pairs: Vec<(String, String)> = unknown
@@ -632,6 +665,7 @@ mod tests {
                 ca_file: None,
                 mirrors: None,
                 app: None,
+                links: None,
             })
         };
         let gw = g("http://127.0.0.1:8080/git/").unwrap();
@@ -643,7 +677,7 @@ mod tests {
             ),
             ("127.0.0.1", 8080, "/git")
         );
-        assert!(gw.linked("o/r") && gw.linked("/o/r.git") && !gw.linked("o/other.git"));
+        assert!(gw.listed("o/r") && gw.listed("/o/r.git") && !gw.listed("o/other.git"));
         assert!(g("ftp://x").is_err());
         assert!(g("http://:80").is_err());
     }

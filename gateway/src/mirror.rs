@@ -81,7 +81,7 @@ impl Mirrors {
         &self,
         repository: &str,
         fetch: (&str, Option<&str>, Option<&Path>),
-        pack: Option<std::fs::File>,
+        pack: Option<Stdio>,
         updates: &[(String, String)],
     ) -> Result<Vec<bool>, String> {
         let (url, authorization, ca_file) = fetch;
@@ -111,7 +111,7 @@ impl Mirrors {
         if let Some(pack) = pack {
             let out = git(&mirror)
                 .args(["index-pack", "--stdin", "--fix-thin"])
-                .stdin(Stdio::from(pack))
+                .stdin(pack)
                 .stdout(Stdio::null())
                 .output()
                 .map_err(|e| format!("indexing the push: {e}"))?;

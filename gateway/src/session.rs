@@ -285,6 +285,10 @@ impl Judge for SessionJudge {
         })
     }
 
+    fn conversation(&self) -> Option<&str> {
+        self.caller.conversation.as_deref()
+    }
+
     fn refused(&self, repository: &str, name: &str, why: &str) {
         if let Some(session) = self.caller.session() {
             session.report_violation(refused(repository, name, why));

@@ -9,10 +9,9 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
-
-use crate::forward::GatewayBody;
 
 /// How much is read from the file at a time when forwarding.
 const CHUNK: usize = 256 << 10;
@@ -74,7 +73,7 @@ impl Spool {
     }
 
     /// The whole request as a body, read by a blocking task.
-    pub fn into_body(self) -> Result<GatewayBody, String> {
+    pub fn into_body(self) -> Result<BoxBody<Bytes, hyper::Error>, String> {
         let mut file = self.reader_at(0)?;
         let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
         tokio::task::spawn_blocking(move || {

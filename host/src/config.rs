@@ -577,6 +577,8 @@ impl Settings {
                 .map(|dir| sandbox_gateway::mirror::Mirrors {
                     dir: dir.join("gateway-mirrors"),
                 });
+            config.links =
+                crate::gateway_links::links(self.state_dir.as_deref(), push_urls, &upstream);
             sandbox_gateway::session::install(sessions.channel(), config, push_urls, read.clone())
                 .map_err(|e| anyhow::anyhow!("the push gateway: {e}"))?;
             tracing::info!(%upstream, "push gateway on http://{}/git/", sandbox_egress::local::HOST);
@@ -799,6 +801,7 @@ fn resolve_gateway(
         ca_file,
         mirrors: None,
         app,
+        links: None,
     };
     sandbox_gateway::Gateway::new(config.clone()).map_err(|e| format!("[gateway] {e}"))?;
     Ok(config)

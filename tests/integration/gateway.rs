@@ -613,6 +613,112 @@ fn tokens_come_from_each_owners_installation_and_are_minted_again_before_expiry(
     );
 }
 
+/// SPEC H8: a conversation's pushes go to the repositories its workspace
+/// links — the remotes of the registered checkouts, read from the user's
+/// checkout, never the agent's clone — with `[gateway] repositories` empty;
+/// another repository is refused in git's words, naming what changes it.
+#[test]
+fn a_conversation_pushes_to_its_workspaces_repositories_only() {
+    require_bwrap!();
+    let _turn = crate::workspaces::serial();
+    let Some(volume) = crate::workspaces::volume("xfs") else {
+        return;
+    };
+    let plugins = Plugins::with_bwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("forge");
+    for owner in ["o", "p"] {
+        std::fs::create_dir_all(root.join(owner)).unwrap();
+    }
+    let bare = bare_repo(&root, "o/r.git");
+    let other = bare_repo(&root, "p/s.git");
+    let forge = GitHttpServer::start_requiring(&root, Some(AUTHORIZATION.to_owned()));
+    let port = forge.port();
+    let header = format!("http.extraHeader=Authorization: {AUTHORIZATION}");
+    let url = format!("http://127.0.0.1:{port}/o/r.git");
+    let checkout = volume.mount.join("checkout");
+    git(
+        &volume.mount,
+        &["-c", &header, "clone", "-q", &url, "checkout"],
+    );
+    git(
+        &checkout,
+        &["remote", "set-url", "origin", "https://github.com/o/r.git"],
+    );
+    let (state, data) = (volume.mount.join("state"), volume.mount.join("data"));
+    let (rules, token) = (tmp.path().join("rules.toml"), tmp.path().join("token"));
+    std::fs::write(&rules, RULES).unwrap();
+    std::fs::write(&token, TOKEN).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let config = format!(
+        "[workspaces]\nstate_dir = \"{}\"\ndata_dir = \"{}\"\n\n[policy]\nguardrails = \"{}\"\n\n\
+         [gateway]\nupstream = \"http://127.0.0.1:{port}\"\ntoken_file = \"{}\"\n",
+        state.display(),
+        data.display(),
+        rules.display(),
+        token.display()
+    );
+    let cli = || {
+        CcServer::new(&plugins)
+            .env_remove("XDG_DATA_HOME")
+            .config(&config)
+    };
+    let added = cli()
+        .args(["workspace", "add", "w", "--repo"])
+        .arg(&checkout)
+        .output();
+    assert!(added.status.success(), "{}", both(&added));
+    let made = cli()
+        .args(["conversation", "new", "--workspace", "w"])
+        .output();
+    assert!(made.status.success(), "{}", both(&made));
+    let id = text(&made.stdout).trim().to_owned();
+    let clone = data.join("conversations").join(&id).join("repos/checkout");
+    let script = format!(
+        "export GIT_TERMINAL_PROMPT=0\ncd {}\n\
+         git -c user.name=a -c user.email=a@example.com commit -q --allow-empty -m agent-work\n\
+         git push -q https://github.com/o/r.git HEAD:refs/heads/agent/linked; echo linked=$?\n\
+         git push -q https://github.com/p/s.git HEAD:refs/heads/agent/other; echo other=$?\n",
+        clone.display()
+    );
+    let out = cli()
+        .args([
+            "run",
+            "--conversation",
+            &id,
+            "--agent",
+            "a",
+            "--backend",
+            "bwrap",
+        ])
+        .args([
+            "--resolve",
+            "github.com:127.0.0.1",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output();
+    let stdout = text(&out.stdout);
+    for want in ["linked=0", "other=1"] {
+        assert!(
+            stdout.lines().any(|l| l == want),
+            "expected {want}\n{}",
+            both(&out)
+        );
+    }
+    assert!(branches(&bare).contains("refs/heads/agent/linked"));
+    assert!(!branches(&other).contains("agent/other"));
+    assert!(
+        text(&out.stderr).contains(
+            "p/s.git is not this session's repository nor linked to its workspace (register its checkout"
+        ),
+        "{}",
+        both(&out)
+    );
+}
+
 /// SPEC H4, H8: a ref the rules send to the owner (a tag) waits for the
 /// answer: `y` at `run --ask`'s terminal lets the tag through, `n` refuses
 /// it in git's own words and nothing arrives.
