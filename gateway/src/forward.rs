@@ -499,6 +499,21 @@ impl Gateway {
         }
         tracing::debug!(%repository, commits = commits.len(), undecided = unknown.len(), "the pushed pack's ancestry");
         if !unknown.is_empty() {
+            let pairs: Vec<(String, String)> = unknown
+                .iter()
+                .map(|&i| (head.commands[i].old.clone(), head.commands[i].new.clone()))
+                .collect();
+            let (mirror, repo) = (mirrors.clone(), repository.to_owned());
+            let proven = tokio::task::spawn_blocking(move || mirror.proven(&repo, &pairs))
+                .await
+                .unwrap_or_default();
+            let mut k = 0;
+            unknown.retain(|_| {
+                k += 1;
+                proven.get(k - 1) != Some(&true)
+            });
+        }
+        if !unknown.is_empty() {
             let (auth, minted) = self.credential(repository).await?;
             let url = format!(
                 "{}/{repository}",

@@ -73,6 +73,27 @@ impl Mirrors {
         Ok(path)
     }
 
+    /// Which of `updates` (old, new) the mirror proves fast-forwards as it
+    /// is, without a fetch (both commits there from an earlier fetch, `old`
+    /// an ancestor of `new`: ancestry never changes). Anything else — a
+    /// commit missing, not an ancestor — is asked again after a fetch.
+    /// Blocking.
+    pub fn proven(&self, repository: &str, updates: &[(String, String)]) -> Vec<bool> {
+        let Ok(mirror) = self.mirror(repository) else {
+            return vec![false; updates.len()];
+        };
+        updates
+            .iter()
+            .map(|(old, new)| {
+                run(
+                    git(&mirror).args(["merge-base", "--is-ancestor", old, new]),
+                    "the ancestry check",
+                )
+                .is_ok_and(|out| out.status.code() == Some(0))
+            })
+            .collect()
+    }
+
     /// Which of `updates` (old, new) are not fast-forwards: the mirror is
     /// fetched from `url` (with `authorization`, trusting `ca_file`), the
     /// `pack` (read from its position) indexed into it, and each `old` asked to be an ancestor of

@@ -851,7 +851,13 @@ fn a_force_push_is_found_in_the_mirror_and_judged_as_its_class() {
     let root = tmp.path().join("forge");
     std::fs::create_dir_all(root.join("o")).unwrap();
     let bare = bare_repo(&root, "o/r.git");
-    let forge = GitHttpServer::start_requiring(&root, Some(AUTHORIZATION.to_owned()));
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let scopes = crate::net::Scopes {
+        write: Some(AUTHORIZATION.to_owned()),
+        log: Some(log.clone()),
+        ..crate::net::Scopes::default()
+    };
+    let forge = GitHttpServer::start_with_scopes(&root, scopes);
     let port = forge.port();
     let header = format!("http.extraHeader=Authorization: {AUTHORIZATION}");
     let url = format!("http://127.0.0.1:{port}/o/r.git");
@@ -869,14 +875,21 @@ fn a_force_push_is_found_in_the_mirror_and_judged_as_its_class() {
     );
     let gw = "http://cc-server.internal/git/o/r.git";
     let commit = "git -c user.name=a -c user.email=a@example.com commit -q --allow-empty";
+    // `agent/k` is moved twice to commits the forge has (the pack is
+    // empty): the first asks the mirror after a fetch, the second finds
+    // the answer in the mirror as it is.
     let script = format!(
         "{commit} -m one; git push -q {gw} HEAD:refs/heads/agent/f; echo first=$?\n\
+         git push -q {gw} HEAD~2:refs/heads/agent/k HEAD~1:refs/heads/agent/l; echo known=$?\n\
+         git push -q {gw} HEAD~1:refs/heads/agent/k; echo k1=$?\n\
+         git push -q {gw} HEAD:refs/heads/agent/l; echo k2=$?\n\
+         echo fetched\n\
          {commit} -m two; git push -q {gw} HEAD:refs/heads/agent/f; echo ff=$?\n\
          {commit} --amend -m two-amended; git push -q --force {gw} HEAD:refs/heads/agent/f; echo force=$?\n"
     );
     let out = run_in(&plugins, &clone, &config, &script);
     let stdout = text(&out.stdout);
-    for want in ["first=0", "ff=0", "force=1"] {
+    for want in ["first=0", "known=0", "k1=0", "k2=0", "ff=0", "force=1"] {
         assert!(
             stdout.lines().any(|l| l == want),
             "expected {want}\n{}",
@@ -891,6 +904,14 @@ fn a_force_push_is_found_in_the_mirror_and_judged_as_its_class() {
     );
     let tip = text(&git(&bare, &["log", "-1", "--format=%s", "agent/f"]).stdout);
     assert_eq!(tip.trim(), "two", "the force push landed");
+    // The mirror was fetched for the first move of `agent/k` and for the
+    // force push; the second known move and the fast-forward needed none.
+    let log = log.lock().unwrap();
+    let fetches = log
+        .iter()
+        .filter(|l| l.starts_with("GET") && l.contains("service=git-upload-pack"))
+        .count();
+    assert_eq!(fetches, 3, "{log:?}");
 }
 
 /// SPEC H8: a push larger than git's `http.postBuffer` (1 MiB) is preceded
