@@ -255,6 +255,7 @@ pub fn commits(
     let mut kept = 0usize;
     let mut found = Commits::default();
     let mut last = 0;
+    let mut next_check = 1;
     for _ in 0..count {
         let at = input.offset;
         let mut c = input.byte()?;
@@ -321,9 +322,14 @@ pub fn commits(
             }
             _ => Entry::Other,
         };
+        // Asked again only once the commits have doubled: a pack that mixes
+        // commits with other objects costs linear time, not quadratic.
         let after_commits = matches!(entries.get(&last), Some(Entry::Commit(_)));
-        if matches!(entry, Entry::Other) && after_commits && enough(&found) {
-            return Ok(found);
+        if matches!(entry, Entry::Other) && after_commits && found.len() >= next_check {
+            next_check = found.len() * 2;
+            if enough(&found) {
+                return Ok(found);
+            }
         }
         last = at;
         entries.insert(at, entry);
