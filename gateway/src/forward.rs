@@ -477,9 +477,10 @@ impl Gateway {
                     .map(|&i| (head.commands[i].old.clone(), head.commands[i].new.clone()))
                     .collect();
                 let enough = move |c: &pack::Commits| {
-                    pairs
-                        .iter()
-                        .all(|(old, new)| c.ancestry(old, new) == Ancestry::FastForward)
+                    walkable(pairs.len(), c.len())
+                        && pairs
+                            .iter()
+                            .all(|(old, new)| c.ancestry(old, new) == Ancestry::FastForward)
                 };
                 tokio::task::spawn_blocking(move || pack::commits(reader, format, enough))
                     .await
@@ -491,6 +492,10 @@ impl Gateway {
         let mut unknown = Vec::new();
         for &i in &updates {
             let command = &head.commands[i];
+            if !walkable(updates.len(), commits.len()) {
+                unknown.push(i);
+                continue;
+            }
             match commits.ancestry(&command.old, &command.new) {
                 Ancestry::FastForward => {}
                 Ancestry::Forced => forced[i] = true,
@@ -575,6 +580,12 @@ impl Gateway {
             .await
             .map_err(|e| format!("the upstream {address}: {e}"))
     }
+}
+
+/// Whether walking the pack's commits once per update stays cheap (each
+/// walk may visit every commit): past this, the mirror decides.
+fn walkable(updates: usize, commits: usize) -> bool {
+    updates.saturating_mul(commits) <= 16 << 20
 }
 
 /// The answer to git's probe (a body of one flush, sent before a push
