@@ -17,12 +17,13 @@ use sandbox_runtime::command_policy::{OFF_NOTICE, PolicySettings, approvals};
 use sandbox_runtime::dispatch_policy::DispatchPolicy;
 use sandbox_runtime::egress::{EgressError, EgressSettings};
 
+/// The default listen port, on loopback only.
+pub const DEFAULT_PORT: u16 = 7878;
+
+// `[gateway]` and `[gateway.app]`, and mounting the gateway.
 mod gateway;
 pub use gateway::{GatewaySection, GatewaySettings};
 use gateway::{gateway_secret_files, resolve_gateway};
-
-/// The default listen port, on loopback only.
-pub const DEFAULT_PORT: u16 = 7878;
 
 /// The config file's contents.
 #[derive(Debug, Clone, Default, Deserialize)]
