@@ -2,7 +2,9 @@
 //! sandbox through the push gateway (the session's proxy → the channel →
 //! the gateway's judging → the stand-in forge) against the same push from
 //! the same sandbox straight to the stand-in through the egress proxy, in
-//! the same run, into fresh repositories each round. The stand-in is `git
+//! the same run, into fresh repositories each round: a new branch, an update
+//! by commits the forge has already (the gateway asks its mirror), an update
+//! by new commits (the gateway reads the pushed pack). The stand-in is `git
 //! http-backend` as a CGI behind a loopback server in this process.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -178,10 +180,12 @@ pub fn run(commits: usize) {
     let mut repos = Vec::new();
     for i in 0..rounds {
         for kind in ["gw", "direct"] {
-            let name = format!("o/{kind}{i}.git");
-            git(&root, &["init", "-q", "--bare", &name]);
-            git(&root.join(&name), &["config", "http.receivepack", "true"]);
-            repos.push(format!("\"{name}\""));
+            // `-new`: a repository where an update brings new commits.
+            for name in [format!("o/{kind}{i}.git"), format!("o/{kind}{i}-new.git")] {
+                git(&root, &["init", "-q", "--bare", &name]);
+                git(&root.join(&name), &["config", "http.receivepack", "true"]);
+                repos.push(format!("\"{name}\""));
+            }
         }
     }
     let port = serve(root.clone());
@@ -222,12 +226,20 @@ pub fn run(commits: usize) {
             script.push_str(&format!(
                 "t0={now}; git push -q {url} HEAD:refs/heads/agent/b; t1={now}; echo {kind} $(( (t1 - t0) / 1000 ))\n"
             ));
-            // An update of an existing branch by the last half: through the
-            // gateway the pack is indexed into the mirror before the verdict.
+            // An update of an existing branch by the last half, to commits
+            // the forge has already (`agent/b`): the pack is empty, and the
+            // gateway asks its mirror, fetched from the forge.
             let half = commits / 2;
             script.push_str(&format!(
                 "git push -q {url} HEAD~{half}:refs/heads/agent/u\n\
                  t0={now}; git push -q {url} HEAD:refs/heads/agent/u; t1={now}; echo {kind}-update $(( (t1 - t0) / 1000 ))\n"
+            ));
+            // An update by the last half of new commits: the gateway reads
+            // the fast-forward from the pushed pack itself.
+            let new = url.replace(".git", "-new.git");
+            script.push_str(&format!(
+                "git push -q {new} HEAD~{half}:refs/heads/agent/n\n\
+                 t0={now}; git push -q {new} HEAD:refs/heads/agent/n; t1={now}; echo {kind}-new $(( (t1 - t0) / 1000 ))\n"
             ));
         }
     }
@@ -290,12 +302,23 @@ pub fn run(commits: usize) {
     let (gu, du) = (times("gw-update "), times("direct-update "));
     let (gu_m, du_m) = (median(gu.clone()), median(du.clone()));
     println!(
-        "an update of an existing branch by {} commits (ms each: gateway {gu:?}, direct {du:?})",
+        "an update of an existing branch by {} commits the forge has (ms each: gateway {gu:?}, direct {du:?})",
         commits / 2
     );
     println!("  straight to the stand-in through the egress proxy (baseline)  {du_m:>8.1} ms");
     println!(
         "  through the push gateway (mirror fetch + index-pack)           {gu_m:>8.1} ms  {:.2}×",
         gu_m / du_m
+    );
+    let (gn, dn) = (times("gw-new "), times("direct-new "));
+    let (gn_m, dn_m) = (median(gn.clone()), median(dn.clone()));
+    println!(
+        "an update of an existing branch by {} new commits (ms each: gateway {gn:?}, direct {dn:?})",
+        commits / 2
+    );
+    println!("  straight to the stand-in through the egress proxy (baseline)  {dn_m:>8.1} ms");
+    println!(
+        "  through the push gateway (spooled, ancestry from the pack)     {gn_m:>8.1} ms  {:.2}×",
+        gn_m / dn_m
     );
 }

@@ -34,10 +34,44 @@ pub trait Ledger: Send + Sync {
     fn revoked(&self, token: &str);
 }
 
+/// Which installation of the app mints a repository owner's tokens
+/// (`[gateway.app] installations`, owner → id), and the one for owners
+/// not listed (`installation_id`), if any.
+#[derive(Debug, Clone, Default)]
+pub struct Installations {
+    pub by_owner: std::collections::BTreeMap<String, String>,
+    pub default: Option<String>,
+}
+
+impl Installations {
+    /// The installation for `owner` (matched as GitHub does, without case).
+    pub fn of(&self, owner: &str) -> Result<&str, String> {
+        self.by_owner
+            .iter()
+            .find(|(o, _)| o.eq_ignore_ascii_case(owner))
+            .map(|(_, id)| id.as_str())
+            .or(self.default.as_deref())
+            .ok_or_else(|| {
+                format!(
+                    "the app has no installation for the owner {owner:?}: add `{owner} = \"<installation id>\"` to [gateway.app] installations (or set [gateway.app] installation_id for every owner)"
+                )
+            })
+    }
+}
+
+/// The owner of `owner/name[.git]`.
+pub fn owner(repository: &str) -> &str {
+    repository
+        .trim_matches('/')
+        .split('/')
+        .next()
+        .unwrap_or_default()
+}
+
 /// A configured app.
 pub struct App {
     app_id: String,
-    installation_id: String,
+    installations: Installations,
     /// The REST API's base URL.
     api: Target,
     key: RsaKeyPair,
@@ -48,7 +82,7 @@ impl std::fmt::Debug for App {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("App")
             .field("app_id", &self.app_id)
-            .field("installation_id", &self.installation_id)
+            .field("installations", &self.installations)
             .finish_non_exhaustive()
     }
 }
@@ -93,14 +127,14 @@ fn b64url(bytes: &[u8]) -> String {
 impl App {
     pub fn new(
         app_id: &str,
-        installation_id: &str,
+        installations: Installations,
         api_url: &str,
         key_pem: &str,
         ca_file: Option<&std::path::Path>,
     ) -> Result<Self, String> {
         Ok(Self {
             app_id: app_id.to_owned(),
-            installation_id: installation_id.to_owned(),
+            installations,
             api: Target::parse(api_url, ca_file).map_err(|e| format!("api_url {e}"))?,
             key: pem_key(key_pem)?,
             ledger: std::sync::OnceLock::new(),
@@ -134,10 +168,20 @@ impl App {
         Ok(format!("{signing_input}.{}", b64url(&signature)))
     }
 
-    /// An installation token for `repository` (`owner/name`) with these
-    /// permissions (JSON).
+    /// An installation token for `repositories` (`owner/name`, one owner:
+    /// a token is its owner's installation's) with these permissions (JSON).
     pub async fn mint(&self, repositories: &[String], permissions: &str) -> Result<Token, String> {
         let repository = repositories.join(", ");
+        let first = repositories.first().map_or("", |r| owner(r));
+        if let Some(other) = repositories
+            .iter()
+            .find(|r| !owner(r).eq_ignore_ascii_case(first))
+        {
+            return Err(format!(
+                "one token covers one owner's repositories: {other} is not {first}'s"
+            ));
+        }
+        let installation = self.installations.of(first)?;
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -154,7 +198,7 @@ impl App {
         let permissions: serde_json::Value =
             serde_json::from_str(permissions).map_err(|e| e.to_string())?;
         let body = serde_json::json!({ "repositories": names, "permissions": permissions });
-        let path = format!("/app/installations/{}/access_tokens", self.installation_id);
+        let path = format!("/app/installations/{installation}/access_tokens");
         let (status, answer) = self
             .call(
                 Method::POST,
@@ -252,6 +296,18 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_owner_has_its_installation_and_an_unknown_one_none() {
+        let mut installations = Installations::default();
+        installations.by_owner.insert("Octo".into(), "1".into());
+        assert_eq!(installations.of("octo"), Ok("1"));
+        let error = installations.of("other").unwrap_err();
+        assert!(error.contains("[gateway.app] installations"), "{error}");
+        installations.default = Some("9".into());
+        assert_eq!(installations.of("other"), Ok("9"));
+        assert_eq!(owner("/o/r.git"), "o");
+    }
 
     #[test]
     fn a_key_that_is_not_one_is_refused() {

@@ -15,9 +15,11 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
+use crate::pack::{self, Ancestry};
 use crate::pktline::{self, Pkt};
 use crate::receive::{self, PushHead};
 use crate::report::{self, Decision};
+use crate::spool::Spool;
 use crate::target::Target;
 
 /// A gateway answer's body (streamed: a forwarded push's report).
@@ -46,6 +48,15 @@ pub struct GatewayConfig {
     /// With a GitHub App, each forwarded request gets a write token minted
     /// for it (no `workflows`), revoked once its answer has been streamed.
     pub app: Option<std::sync::Arc<crate::app::App>>,
+    /// The repositories linked to a conversation's workspace, pushed to
+    /// besides `repositories`.
+    pub links: Option<std::sync::Arc<dyn Links>>,
+}
+
+/// The forge repositories (`owner/repo.git`) linked to a conversation's
+/// workspace. Blocking (a database, files): called off the async threads.
+pub trait Links: Send + Sync + std::fmt::Debug {
+    fn linked(&self, conversation: &str) -> Vec<String>;
 }
 
 /// A minted write token, revoked when dropped (the forwarded answer done).
@@ -115,6 +126,12 @@ pub trait Judge: Send + Sync {
 
     /// Told of every ref refused, for the session's violation events.
     fn refused(&self, _repository: &str, _name: &str, _why: &str) {}
+
+    /// The calling session's conversation, whose workspace's repositories
+    /// are linked.
+    fn conversation(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// A configured gateway.
@@ -158,12 +175,29 @@ impl Gateway {
         Ok(Self { target, config })
     }
 
-    fn linked(&self, repository: &str) -> bool {
+    fn listed(&self, repository: &str) -> bool {
         let bare = |r: &str| r.trim_matches('/').trim_end_matches(".git").to_owned();
         self.config
             .repositories
             .iter()
             .any(|r| bare(r) == bare(repository))
+    }
+
+    /// Whether pushes to `repository` may be forwarded: listed in the
+    /// config, or linked to the calling conversation's workspace.
+    async fn linked(&self, repository: &str, conversation: Option<&str>) -> bool {
+        if self.listed(repository) {
+            return true;
+        }
+        let (Some(links), Some(conversation)) = (&self.config.links, conversation) else {
+            return false;
+        };
+        let (links, conversation) = (std::sync::Arc::clone(links), conversation.to_owned());
+        let linked = tokio::task::spawn_blocking(move || links.linked(&conversation))
+            .await
+            .unwrap_or_default();
+        let bare = |r: &str| r.trim_matches('/').trim_end_matches(".git").to_owned();
+        linked.iter().any(|r| bare(r) == bare(repository))
     }
 
     /// Answers one request; `path` is what follows the gateway's mount
@@ -182,7 +216,8 @@ impl Gateway {
                     "the push gateway carries pushes only; fetches go to the forge directly",
                 );
             }
-            return self.discovery(repository).await;
+            let linked = self.linked(repository, judge.conversation()).await;
+            return self.discovery(repository, linked).await;
         }
         if let Some(repository) = path.strip_suffix("/git-receive-pack") {
             if request.method() != Method::POST {
@@ -202,8 +237,8 @@ impl Gateway {
     /// The upstream's advertisement without `push-cert`; for a repository
     /// this session may not push to, an empty one of our own, so that the
     /// push arrives and is refused ref by ref in git's own words.
-    async fn discovery(&self, repository: &str) -> Response<GatewayBody> {
-        if !self.linked(repository) {
+    async fn discovery(&self, repository: &str, linked: bool) -> Response<GatewayBody> {
+        if !linked {
             return typed(ADVERTISEMENT, own_advertisement());
         }
         let url = format!(
@@ -213,7 +248,11 @@ impl Gateway {
         let mut request = Request::get(url);
         let (auth, _minted) = match self.credential(repository).await {
             Ok(pair) => pair,
-            Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
+            // The push comes and is refused per ref, naming why.
+            Err(e) => {
+                tracing::info!(%repository, "discovery without the upstream: {e}");
+                return typed(ADVERTISEMENT, own_advertisement());
+            }
         };
         if let Some(auth) = auth {
             request = request.header(header::AUTHORIZATION, auth);
@@ -280,15 +319,25 @@ impl Gateway {
             match receive::parse(&buf, ended) {
                 Ok(Some(head)) => break head,
                 Ok(None) => continue,
+                Err(receive::HeadError::Empty) if ended && buf == pktline::FLUSH => {
+                    return probe();
+                }
+                Err(receive::HeadError::Empty) if !ended && buf.len() <= pktline::FLUSH.len() => {
+                    continue;
+                }
                 Err(e) => {
                     tracing::info!(%repository, "push refused: {e}");
                     return text(StatusCode::BAD_REQUEST, &e.to_string());
                 }
             }
         };
-        let linked = self.linked(repository);
+        let linked = self.linked(repository, judge.conversation()).await;
+        let mut spooled = None;
         let forced = match linked {
-            true => self.forced(repository, &head, &mut buf, &mut body).await,
+            true => {
+                self.forced(repository, &head, &buf, &mut body, &mut spooled)
+                    .await
+            }
             false => Ok(vec![false; head.commands.len()]),
         };
         let verdicts = if let Err(e) = &forced {
@@ -299,7 +348,7 @@ impl Gateway {
             judge.judge(repository, &head, &forced).await
         } else {
             let why = format!(
-                "cc_server gateway: {repository} is not this session's repository nor linked to its workspace"
+                "cc_server gateway: {repository} is not this session's repository nor linked to its workspace (register its checkout in the conversation's workspace, or add it to [gateway] repositories)"
             );
             vec![Verdict::Refuse(why); head.commands.len()]
         };
@@ -359,11 +408,18 @@ impl Gateway {
         if let Some(auth) = auth {
             forward = forward.header(header::AUTHORIZATION, auth);
         }
-        let prefixed = Prefixed {
-            prefix: Some(Bytes::from(buf)),
-            rest: body,
+        let request_body = match spooled {
+            Some(spool) => match spool.into_body() {
+                Ok(b) => b,
+                Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
+            },
+            None => Prefixed {
+                prefix: Some(Bytes::from(buf)),
+                rest: body,
+            }
+            .boxed(),
         };
-        let forward = match forward.body(prefixed.boxed()) {
+        let forward = match forward.body(request_body) {
             Ok(r) => r,
             Err(e) => return text(StatusCode::BAD_GATEWAY, &e.to_string()),
         };
@@ -380,14 +436,17 @@ impl Gateway {
     }
 
     /// Which commands are non-fast-forwards. Only updates of existing refs
-    /// can be, and only with mirrors: then the whole request is read (the
-    /// pack must be indexed before the verdict) into `buf`.
+    /// can be, and only with mirrors: then the whole request is spooled
+    /// (`spooled`; the verdict needs the pack), each update's ancestry read
+    /// from the pack's commits, and the mirror fetched only for those the
+    /// pack cannot tell.
     async fn forced(
         &self,
         repository: &str,
         head: &PushHead,
-        buf: &mut Vec<u8>,
+        read: &[u8],
         body: &mut Incoming,
+        spooled: &mut Option<Spool>,
     ) -> Result<Vec<bool>, String> {
         let mut forced = vec![false; head.commands.len()];
         let updates: Vec<usize> = head
@@ -403,33 +462,89 @@ impl Gateway {
         if updates.is_empty() {
             return Ok(forced);
         }
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| format!("reading the push: {e}"))?;
-            if let Ok(data) = frame.into_data() {
-                buf.extend_from_slice(&data);
+        let mut spool = Spool::new(&mirrors.dir.join("spool"))?;
+        spool.take(read, body).await?;
+        let has_pack = spool.len() > head.len as u64;
+        let format = match head.has("object-format=sha256") {
+            true => pack::Format::Sha256,
+            false => pack::Format::Sha1,
+        };
+        let commits = match has_pack {
+            true => {
+                let reader = spool.reader_at(head.len as u64)?;
+                let pairs: Vec<(String, String)> = updates
+                    .iter()
+                    .map(|&i| (head.commands[i].old.clone(), head.commands[i].new.clone()))
+                    .collect();
+                let enough = move |c: &pack::Commits| {
+                    walkable(pairs.len(), c.len())
+                        && pairs
+                            .iter()
+                            .all(|(old, new)| c.ancestry(old, new) == Ancestry::FastForward)
+                };
+                tokio::task::spawn_blocking(move || pack::commits(reader, format, enough))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| e.to_string())?
+            }
+            false => pack::Commits::default(),
+        };
+        let mut unknown = Vec::new();
+        for &i in &updates {
+            let command = &head.commands[i];
+            if !walkable(updates.len(), commits.len()) {
+                unknown.push(i);
+                continue;
+            }
+            match commits.ancestry(&command.old, &command.new) {
+                Ancestry::FastForward => {}
+                Ancestry::Forced => forced[i] = true,
+                Ancestry::Unknown => unknown.push(i),
             }
         }
-        let (auth, minted) = self.credential(repository).await?;
-        let url = format!(
-            "{}/{repository}",
-            self.config.upstream.trim_end_matches('/')
-        );
-        let pack = buf[head.len..].to_vec();
-        let pairs: Vec<(String, String)> = updates
-            .iter()
-            .map(|&i| (head.commands[i].old.clone(), head.commands[i].new.clone()))
-            .collect();
-        let ca = self.config.ca_file.clone();
-        let repo = repository.to_owned();
-        let found = tokio::task::spawn_blocking(move || {
-            mirrors.forced(&repo, (&url, auth.as_deref(), ca.as_deref()), &pack, &pairs)
-        })
-        .await
-        .map_err(|e| e.to_string())??;
-        drop(minted);
-        for (&i, is_forced) in updates.iter().zip(found) {
-            forced[i] = is_forced;
+        tracing::debug!(%repository, commits = commits.len(), undecided = unknown.len(), "the pushed pack's ancestry");
+        if !unknown.is_empty() {
+            let pairs: Vec<(String, String)> = unknown
+                .iter()
+                .map(|&i| (head.commands[i].old.clone(), head.commands[i].new.clone()))
+                .collect();
+            let (mirror, repo) = (mirrors.clone(), repository.to_owned());
+            let proven = tokio::task::spawn_blocking(move || mirror.proven(&repo, &pairs))
+                .await
+                .unwrap_or_default();
+            let mut k = 0;
+            unknown.retain(|_| {
+                k += 1;
+                proven.get(k - 1) != Some(&true)
+            });
         }
+        if !unknown.is_empty() {
+            let (auth, minted) = self.credential(repository).await?;
+            let url = format!(
+                "{}/{repository}",
+                self.config.upstream.trim_end_matches('/')
+            );
+            let pack = match has_pack {
+                true => Some(std::process::Stdio::from(spool.reader_at(head.len as u64)?)),
+                false => None,
+            };
+            let pairs: Vec<(String, String)> = unknown
+                .iter()
+                .map(|&i| (head.commands[i].old.clone(), head.commands[i].new.clone()))
+                .collect();
+            let ca = self.config.ca_file.clone();
+            let repo = repository.to_owned();
+            let found = tokio::task::spawn_blocking(move || {
+                mirrors.forced(&repo, (&url, auth.as_deref(), ca.as_deref()), pack, &pairs)
+            })
+            .await
+            .map_err(|e| e.to_string())??;
+            drop(minted);
+            for (&i, is_forced) in unknown.iter().zip(found) {
+                forced[i] = is_forced;
+            }
+        }
+        *spooled = Some(spool);
         Ok(forced)
     }
 
@@ -465,6 +580,20 @@ impl Gateway {
             .await
             .map_err(|e| format!("the upstream {address}: {e}"))
     }
+}
+
+/// Whether walking the pack's commits once per update stays cheap (each
+/// walk may visit every commit): past this, the mirror decides.
+fn walkable(updates: usize, commits: usize) -> bool {
+    updates.saturating_mul(commits) <= 16 << 20
+}
+
+/// The answer to git's probe (a body of one flush, sent before a push
+/// larger than `http.postBuffer` to see that the request is accepted), as
+/// `git http-backend` gives it: an empty result. Nothing is forwarded and
+/// nothing asked; the push itself follows.
+fn probe() -> Response<GatewayBody> {
+    typed(RESULT, Vec::new())
 }
 
 /// An advertisement with no refs and the capabilities the gateway answers
@@ -562,6 +691,7 @@ mod tests {
                 ca_file: None,
                 mirrors: None,
                 app: None,
+                links: None,
             })
         };
         let gw = g("http://127.0.0.1:8080/git/").unwrap();
@@ -573,7 +703,7 @@ mod tests {
             ),
             ("127.0.0.1", 8080, "/git")
         );
-        assert!(gw.linked("o/r") && gw.linked("/o/r.git") && !gw.linked("o/other.git"));
+        assert!(gw.listed("o/r") && gw.listed("/o/r.git") && !gw.listed("o/other.git"));
         assert!(g("ftp://x").is_err());
         assert!(g("http://:80").is_err());
     }

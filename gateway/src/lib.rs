@@ -19,7 +19,10 @@
 //! - [`credential`]: the read token, handed to git by a credential helper
 //!   over the channel.
 //! - [`target`]: http or https to the forge (system roots, a CA file).
-//! - [`mirror`]: the server's mirrors, where force pushes are found.
+//! - [`pack`]: the commits of a pushed pack, where most fast-forwards are
+//!   told without the upstream.
+//! - [`mirror`]: the server's mirrors, where the other force pushes are found.
+//! - [`spool`]: a push read whole before its verdict, in an unlinked file.
 //! - [`session`]: mounted on the server channel, judged by the session's
 //!   guardrails (`push_remote`), prompts to its owner.
 
@@ -29,10 +32,12 @@ pub mod app;
 pub mod credential;
 pub mod forward;
 pub mod mirror;
+pub mod pack;
 pub mod pktline;
 pub mod receive;
 pub mod report;
 pub mod session;
+pub mod spool;
 pub mod target;
 
 pub use forward::{Gateway, GatewayConfig, Judge, Verdict};

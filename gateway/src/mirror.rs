@@ -1,11 +1,10 @@
-//! Force pushes told apart by ancestry (SPEC H8): a bare mirror of each
-//! upstream repository that the server owns, fetched from the upstream
-//! before a push that updates an existing ref; the push's pack is indexed
-//! into it (`index-pack --fix-thin`, its bases from the mirror) and `old`
-//! must be an ancestor of `new`. git runs only on the mirror, never on the
+//! Force pushes told apart by ancestry (SPEC H8) when the pushed pack
+//! alone cannot tell ([`crate::pack`]): a bare mirror of each upstream
+//! repository that the server owns, fetched from the upstream then; the
+//! push's pack is indexed into it (`index-pack --fix-thin`, its bases from
+//! the mirror) and `old` must be an ancestor of `new`. git runs only on the mirror, never on the
 //! agent's clone, with no system or global config and no hooks.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -74,15 +73,36 @@ impl Mirrors {
         Ok(path)
     }
 
+    /// Which of `updates` (old, new) the mirror proves fast-forwards as it
+    /// is, without a fetch (both commits there from an earlier fetch, `old`
+    /// an ancestor of `new`: ancestry never changes). Anything else — a
+    /// commit missing, not an ancestor — is asked again after a fetch.
+    /// Blocking.
+    pub fn proven(&self, repository: &str, updates: &[(String, String)]) -> Vec<bool> {
+        let Ok(mirror) = self.mirror(repository) else {
+            return vec![false; updates.len()];
+        };
+        updates
+            .iter()
+            .map(|(old, new)| {
+                run(
+                    git(&mirror).args(["merge-base", "--is-ancestor", old, new]),
+                    "the ancestry check",
+                )
+                .is_ok_and(|out| out.status.code() == Some(0))
+            })
+            .collect()
+    }
+
     /// Which of `updates` (old, new) are not fast-forwards: the mirror is
     /// fetched from `url` (with `authorization`, trusting `ca_file`), the
-    /// `pack` indexed into it, and each `old` asked to be an ancestor of
+    /// `pack` (read from its position) indexed into it, and each `old` asked to be an ancestor of
     /// its `new`. Blocking: run it off the async threads.
     pub fn forced(
         &self,
         repository: &str,
         fetch: (&str, Option<&str>, Option<&Path>),
-        pack: &[u8],
+        pack: Option<Stdio>,
         updates: &[(String, String)],
     ) -> Result<Vec<bool>, String> {
         let (url, authorization, ca_file) = fetch;
@@ -109,21 +129,12 @@ impl Mirrors {
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
-        if !pack.is_empty() {
-            let mut index = git(&mirror)
+        if let Some(pack) = pack {
+            let out = git(&mirror)
                 .args(["index-pack", "--stdin", "--fix-thin"])
-                .stdin(Stdio::piped())
+                .stdin(pack)
                 .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|e| format!("indexing the push: {e}"))?;
-            if let Some(mut stdin) = index.stdin.take() {
-                stdin
-                    .write_all(pack)
-                    .map_err(|e| format!("indexing the push: {e}"))?;
-            }
-            let out = index
-                .wait_with_output()
+                .output()
                 .map_err(|e| format!("indexing the push: {e}"))?;
             if !out.status.success() {
                 return Err(format!(

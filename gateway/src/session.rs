@@ -130,7 +130,7 @@ pub fn install(
     channel.strip_command_env("SSH_AUTH_SOCK");
     let mut entries = push_instead_of(push_urls);
     if let Some(read) = read {
-        entries.push(credential::helper_entry(&read));
+        entries.extend(credential::helper_entries(&read));
         let broker = Arc::new(Broker::new(read));
         let answering = Arc::clone(&broker);
         let helper: Handler = Arc::new(move |call: Call| {
@@ -283,6 +283,10 @@ impl Judge for SessionJudge {
             }
             verdicts
         })
+    }
+
+    fn conversation(&self) -> Option<&str> {
+        self.caller.conversation.as_deref()
     }
 
     fn refused(&self, repository: &str, name: &str, why: &str) {

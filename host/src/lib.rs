@@ -17,6 +17,7 @@ mod entry_points_scan;
 #[cfg(test)]
 mod entry_points_tests;
 mod forge_ledger;
+mod gateway_links;
 pub mod heap;
 mod hook_channel;
 pub mod key_broker;

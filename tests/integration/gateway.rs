@@ -205,7 +205,7 @@ fn the_read_token_reaches_git_through_the_channel_and_cannot_push() {
         write: Some(AUTHORIZATION.to_owned()),
         read: Some(READ_AUTHORIZATION.to_owned()),
         app: None,
-        tls: None,
+        ..crate::net::Scopes::default()
     };
     let forge = GitHttpServer::start_with_scopes(&root, scopes);
     let port = forge.port();
@@ -284,7 +284,7 @@ fn app_tokens_are_minted_scoped_and_all_revoked() {
         write: Some(AUTHORIZATION.to_owned()),
         read: None,
         app: Some(app.clone()),
-        tls: None,
+        ..crate::net::Scopes::default()
     };
     let forge = GitHttpServer::start_with_scopes(&root, scopes);
     let port = forge.port();
@@ -395,7 +395,7 @@ fn a_restarted_server_revokes_the_tokens_a_killed_one_left() {
         write: Some(AUTHORIZATION.to_owned()),
         read: None,
         app: Some(app.clone()),
-        tls: None,
+        ..crate::net::Scopes::default()
     };
     let forge = GitHttpServer::start_with_scopes(&root, scopes);
     let port = forge.port();
@@ -469,6 +469,252 @@ fn a_restarted_server_revokes_the_tokens_a_killed_one_left() {
     assert!(
         forge_state.minted.iter().all(|m| m.revoked),
         "left live after the restart\n{}",
+        both(&out)
+    );
+}
+
+/// SPEC H5: each repository's tokens are minted by its owner's installation
+/// (`[gateway.app] installations`); an owner with none gets no token and its
+/// push is refused naming the key. The App API is reached over https with
+/// the test CA, and a read token near its expiry is minted again (the old
+/// one revoked) before git gets it.
+#[test]
+fn tokens_come_from_each_owners_installation_and_are_minted_again_before_expiry() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("forge");
+    for owner in ["o", "p", "q"] {
+        std::fs::create_dir_all(root.join(owner)).unwrap();
+    }
+    bare_repo(&root, "o/r.git");
+    let (s, t) = (bare_repo(&root, "p/s.git"), bare_repo(&root, "q/t.git"));
+    let soon = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "date -u -d @$(( $(date +%s) + 120 )) +%Y-%m-%dT%H:%M:%SZ",
+        ])
+        .output()
+        .unwrap();
+    let app = std::sync::Arc::new(std::sync::Mutex::new(crate::net::AppForge {
+        expires_at: Some(text(&soon.stdout).trim().to_owned()),
+        ..crate::net::AppForge::default()
+    }));
+    let (ca, tls) = crate::net::test_ca(tmp.path());
+    let scopes = crate::net::Scopes {
+        write: Some(AUTHORIZATION.to_owned()),
+        app: Some(app.clone()),
+        tls: Some(tls),
+        ..crate::net::Scopes::default()
+    };
+    let forge = GitHttpServer::start_with_scopes(&root, scopes);
+    let port = forge.port();
+    let ca_text = ca.to_str().unwrap();
+    let header = format!("http.extraHeader=Authorization: {AUTHORIZATION}");
+    let url = format!("https://127.0.0.1:{port}/o/r.git");
+    crate::net::git_env(
+        tmp.path(),
+        &["-c", &header, "clone", "-q", &url, "clone"],
+        &[("GIT_SSL_CAINFO", ca_text)],
+    );
+    let clone = tmp.path().join("clone");
+    let inside = format!("https://forge.test:{port}/o/r.git");
+    git(&clone, &["remote", "set-url", "origin", &inside]);
+    std::fs::copy(&ca, clone.join("ca.pem")).unwrap();
+    let key = tmp.path().join("app.pem");
+    let made = std::process::Command::new("openssl")
+        .args(["genrsa", "-out"])
+        .arg(&key)
+        .arg("2048")
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let rules = tmp.path().join("rules.toml");
+    std::fs::write(&rules, RULES).unwrap();
+    let config = format!(
+        "[policy]\nguardrails = \"{}\"\n\n[gateway]\nupstream = \"https://127.0.0.1:{port}\"\n\
+         repositories = [\"o/r.git\", \"p/s.git\", \"q/t.git\"]\nread_url = \"https://forge.test:{port}\"\n\
+         ca_file = \"{}\"\n\n[gateway.app]\napp_id = \"12345\"\n\
+         installations = {{ o = \"678\", p = \"910\" }}\n\
+         private_key_file = \"{}\"\napi_url = \"https://127.0.0.1:{port}\"\n",
+        rules.display(),
+        ca.display(),
+        key.display()
+    );
+    let gw = "http://cc-server.internal/git";
+    let script = format!(
+        "export GIT_TERMINAL_PROMPT=0 GIT_SSL_CAINFO=$PWD/ca.pem\n\
+         git fetch -q origin; echo fetch=$?\n\
+         git fetch -q origin; echo again=$?\n\
+         git -c user.name=a -c user.email=a@example.com commit -q --allow-empty -m agent-work\n\
+         git push -q {gw}/o/r.git HEAD:refs/heads/agent/o; echo o=$?\n\
+         git push -q {gw}/p/s.git HEAD:refs/heads/agent/p; echo p=$?\n\
+         git push -q {gw}/q/t.git HEAD:refs/heads/agent/q; echo q=$?\n"
+    );
+    let out = CcServer::new(&plugins)
+        .current_dir(&clone)
+        .config(&config)
+        .args(["run", "--backend", "bwrap", "--allow-domain", "forge.test"])
+        .args([
+            "--allow-private",
+            "forge.test",
+            "--resolve",
+            "forge.test:127.0.0.1",
+        ])
+        .args(["--", "sh", "-c", &script])
+        .output();
+    let stdout = text(&out.stdout);
+    for want in ["fetch=0", "again=0", "o=0", "p=0", "q=1"] {
+        assert!(
+            stdout.lines().any(|l| l == want),
+            "expected {want}\n{}",
+            both(&out)
+        );
+    }
+    assert!(branches(&s).contains("refs/heads/agent/p"));
+    assert!(!branches(&t).contains("agent/q"));
+    assert!(
+        text(&out.stderr).contains("to [gateway.app] installations"),
+        "{}",
+        both(&out)
+    );
+    let all_revoked = eventually(std::time::Duration::from_secs(5), || {
+        app.lock().unwrap().minted.iter().all(|m| m.revoked)
+    });
+    let forge_state = app.lock().unwrap();
+    let minted: Vec<(String, String, serde_json::Value)> = forge_state
+        .minted
+        .iter()
+        .zip(&forge_state.installations)
+        .map(|(m, i)| (i.clone(), m.permissions.to_string(), m.repositories.clone()))
+        .collect();
+    assert!(all_revoked, "{minted:?}");
+    let read = r#"{"contents":"read","pull_requests":"write"}"#;
+    let write = r#"{"contents":"write"}"#;
+    let count = |installation: &str, p: &str| {
+        minted
+            .iter()
+            .filter(|(i, m, _)| i == installation && m == p)
+            .count()
+    };
+    // Each fetch found the read token within ten minutes of its expiry,
+    // and minted another.
+    assert!(count("678", read) >= 2, "{minted:?}");
+    assert_eq!(count("678", write), 2, "{minted:?}");
+    assert_eq!(count("910", write), 2, "{minted:?}");
+    assert_eq!(minted.len(), count("678", read) + 4, "{minted:?}");
+    assert!(
+        minted
+            .iter()
+            .filter(|(i, _, _)| i == "910")
+            .all(|(_, _, r)| *r == serde_json::json!(["s"])),
+        "{minted:?}"
+    );
+}
+
+/// SPEC H8: a conversation's pushes go to the repositories its workspace
+/// links — the remotes of the registered checkouts, read from the user's
+/// checkout, never the agent's clone — with `[gateway] repositories` empty;
+/// another repository is refused in git's words, naming what changes it.
+#[test]
+fn a_conversation_pushes_to_its_workspaces_repositories_only() {
+    require_bwrap!();
+    let _turn = crate::workspaces::serial();
+    let Some(volume) = crate::workspaces::volume("xfs") else {
+        return;
+    };
+    let plugins = Plugins::with_bwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("forge");
+    for owner in ["o", "p"] {
+        std::fs::create_dir_all(root.join(owner)).unwrap();
+    }
+    let bare = bare_repo(&root, "o/r.git");
+    let other = bare_repo(&root, "p/s.git");
+    let forge = GitHttpServer::start_requiring(&root, Some(AUTHORIZATION.to_owned()));
+    let port = forge.port();
+    let header = format!("http.extraHeader=Authorization: {AUTHORIZATION}");
+    let url = format!("http://127.0.0.1:{port}/o/r.git");
+    let checkout = volume.mount.join("checkout");
+    git(
+        &volume.mount,
+        &["-c", &header, "clone", "-q", &url, "checkout"],
+    );
+    git(
+        &checkout,
+        &["remote", "set-url", "origin", "https://github.com/o/r.git"],
+    );
+    let (state, data) = (volume.mount.join("state"), volume.mount.join("data"));
+    let (rules, token) = (tmp.path().join("rules.toml"), tmp.path().join("token"));
+    std::fs::write(&rules, RULES).unwrap();
+    std::fs::write(&token, TOKEN).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let config = format!(
+        "[workspaces]\nstate_dir = \"{}\"\ndata_dir = \"{}\"\n\n[policy]\nguardrails = \"{}\"\n\n\
+         [gateway]\nupstream = \"http://127.0.0.1:{port}\"\ntoken_file = \"{}\"\n",
+        state.display(),
+        data.display(),
+        rules.display(),
+        token.display()
+    );
+    let cli = || {
+        CcServer::new(&plugins)
+            .env_remove("XDG_DATA_HOME")
+            .config(&config)
+    };
+    let added = cli()
+        .args(["workspace", "add", "w", "--repo"])
+        .arg(&checkout)
+        .output();
+    assert!(added.status.success(), "{}", both(&added));
+    let made = cli()
+        .args(["conversation", "new", "--workspace", "w"])
+        .output();
+    assert!(made.status.success(), "{}", both(&made));
+    let id = text(&made.stdout).trim().to_owned();
+    let clone = data.join("conversations").join(&id).join("repos/checkout");
+    let script = format!(
+        "export GIT_TERMINAL_PROMPT=0\ncd {}\n\
+         git -c user.name=a -c user.email=a@example.com commit -q --allow-empty -m agent-work\n\
+         git push -q https://github.com/o/r.git HEAD:refs/heads/agent/linked; echo linked=$?\n\
+         git push -q https://github.com/p/s.git HEAD:refs/heads/agent/other; echo other=$?\n",
+        clone.display()
+    );
+    let out = cli()
+        .args([
+            "run",
+            "--conversation",
+            &id,
+            "--agent",
+            "a",
+            "--backend",
+            "bwrap",
+        ])
+        .args([
+            "--resolve",
+            "github.com:127.0.0.1",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output();
+    let stdout = text(&out.stdout);
+    for want in ["linked=0", "other=1"] {
+        assert!(
+            stdout.lines().any(|l| l == want),
+            "expected {want}\n{}",
+            both(&out)
+        );
+    }
+    assert!(branches(&bare).contains("refs/heads/agent/linked"));
+    assert!(!branches(&other).contains("agent/other"));
+    assert!(
+        text(&out.stderr).contains(
+            "p/s.git is not this session's repository nor linked to its workspace (register its checkout"
+        ),
+        "{}",
         both(&out)
     );
 }
@@ -605,7 +851,13 @@ fn a_force_push_is_found_in_the_mirror_and_judged_as_its_class() {
     let root = tmp.path().join("forge");
     std::fs::create_dir_all(root.join("o")).unwrap();
     let bare = bare_repo(&root, "o/r.git");
-    let forge = GitHttpServer::start_requiring(&root, Some(AUTHORIZATION.to_owned()));
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let scopes = crate::net::Scopes {
+        write: Some(AUTHORIZATION.to_owned()),
+        log: Some(log.clone()),
+        ..crate::net::Scopes::default()
+    };
+    let forge = GitHttpServer::start_with_scopes(&root, scopes);
     let port = forge.port();
     let header = format!("http.extraHeader=Authorization: {AUTHORIZATION}");
     let url = format!("http://127.0.0.1:{port}/o/r.git");
@@ -623,14 +875,21 @@ fn a_force_push_is_found_in_the_mirror_and_judged_as_its_class() {
     );
     let gw = "http://cc-server.internal/git/o/r.git";
     let commit = "git -c user.name=a -c user.email=a@example.com commit -q --allow-empty";
+    // `agent/k` is moved twice to commits the forge has (the pack is
+    // empty): the first asks the mirror after a fetch, the second finds
+    // the answer in the mirror as it is.
     let script = format!(
         "{commit} -m one; git push -q {gw} HEAD:refs/heads/agent/f; echo first=$?\n\
+         git push -q {gw} HEAD~2:refs/heads/agent/k HEAD~1:refs/heads/agent/l; echo known=$?\n\
+         git push -q {gw} HEAD~1:refs/heads/agent/k; echo k1=$?\n\
+         git push -q {gw} HEAD:refs/heads/agent/l; echo k2=$?\n\
+         echo fetched\n\
          {commit} -m two; git push -q {gw} HEAD:refs/heads/agent/f; echo ff=$?\n\
          {commit} --amend -m two-amended; git push -q --force {gw} HEAD:refs/heads/agent/f; echo force=$?\n"
     );
     let out = run_in(&plugins, &clone, &config, &script);
     let stdout = text(&out.stdout);
-    for want in ["first=0", "ff=0", "force=1"] {
+    for want in ["first=0", "known=0", "k1=0", "k2=0", "ff=0", "force=1"] {
         assert!(
             stdout.lines().any(|l| l == want),
             "expected {want}\n{}",
@@ -645,6 +904,85 @@ fn a_force_push_is_found_in_the_mirror_and_judged_as_its_class() {
     );
     let tip = text(&git(&bare, &["log", "-1", "--format=%s", "agent/f"]).stdout);
     assert_eq!(tip.trim(), "two", "the force push landed");
+    // The mirror was fetched for the first move of `agent/k` and for the
+    // force push; the second known move and the fast-forward needed none.
+    let log = log.lock().unwrap();
+    let fetches = log
+        .iter()
+        .filter(|l| l.starts_with("GET") && l.contains("service=git-upload-pack"))
+        .count();
+    assert_eq!(fetches, 3, "{log:?}");
+}
+
+/// SPEC H8: a push larger than git's `http.postBuffer` (1 MiB) is preceded
+/// by a probe (a body of one flush); the gateway answers it as `git
+/// http-backend` does and the push arrives — a new branch streamed, and an
+/// update of it, whose fast-forward is read from the pushed pack itself:
+/// the mirror is never fetched (no upload-pack request reaches the forge).
+#[test]
+fn a_push_over_the_post_buffer_arrives_and_its_update_needs_no_fetch() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("forge");
+    std::fs::create_dir_all(root.join("o")).unwrap();
+    let bare = bare_repo(&root, "o/r.git");
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let scopes = crate::net::Scopes {
+        write: Some(AUTHORIZATION.to_owned()),
+        log: Some(log.clone()),
+        ..crate::net::Scopes::default()
+    };
+    let forge = GitHttpServer::start_with_scopes(&root, scopes);
+    let port = forge.port();
+    let header = format!("http.extraHeader=Authorization: {AUTHORIZATION}");
+    let url = format!("http://127.0.0.1:{port}/o/r.git");
+    git(tmp.path(), &["-c", &header, "clone", "-q", &url, "clone"]);
+    let clone = tmp.path().join("clone");
+    let (rules, token) = (tmp.path().join("rules.toml"), tmp.path().join("token"));
+    std::fs::write(&rules, RULES).unwrap();
+    std::fs::write(&token, TOKEN).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let config = format!(
+        "[policy]\nguardrails = \"{}\"\n\n[gateway]\nupstream = \"http://127.0.0.1:{port}\"\n\
+         repositories = [\"o/r.git\"]\ntoken_file = \"{}\"\n",
+        rules.display(),
+        token.display()
+    );
+    log.lock().unwrap().clear();
+    let gw = "http://cc-server.internal/git/o/r.git";
+    let commit = "git -c user.name=a -c user.email=a@example.com commit -q";
+    let script = format!(
+        "head -c 3145728 /dev/urandom > big1 && git add big1 && {commit} -m big1\n\
+         git push -q {gw} HEAD:refs/heads/agent/big; echo create=$?\n\
+         head -c 3145728 /dev/urandom > big2 && git add big2 && {commit} -m big2\n\
+         git push -q {gw} HEAD:refs/heads/agent/big; echo update=$?\n"
+    );
+    let out = run_in(&plugins, &clone, &config, &script);
+    let stdout = text(&out.stdout);
+    for want in ["create=0", "update=0"] {
+        assert!(
+            stdout.lines().any(|l| l == want),
+            "expected {want}\n{}",
+            both(&out)
+        );
+    }
+    let tip = text(&git(&bare, &["log", "-1", "--format=%s", "agent/big"]).stdout);
+    assert_eq!(tip.trim(), "big2", "{}", both(&out));
+    let size = text(&git(&bare, &["cat-file", "-s", "agent/big:big2"]).stdout);
+    assert_eq!(size.trim(), "3145728");
+    let log = log.lock().unwrap();
+    // Each push went through as two receive-pack requests: the probe is
+    // answered by the gateway, only the push itself reaches the forge.
+    let pushes = log
+        .iter()
+        .filter(|l| l.starts_with("POST") && l.contains("git-receive-pack"))
+        .count();
+    assert_eq!(pushes, 2, "{log:?}");
+    assert!(
+        !log.iter().any(|l| l.contains("upload-pack")),
+        "the mirror was fetched: {log:?}"
+    );
 }
 
 /// SPEC H5, H8: the handle says what the gateway does for the sandbox —

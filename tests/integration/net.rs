@@ -208,6 +208,8 @@ pub struct Scopes {
     pub app: Option<Arc<std::sync::Mutex<AppForge>>>,
     /// Served over TLS with this config (see [`test_ca`]).
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Every request's method, path and query, in order.
+    pub log: Option<Arc<std::sync::Mutex<Vec<String>>>>,
 }
 
 /// A test CA and a server certificate it signed for `forge.test` and
@@ -303,6 +305,10 @@ basicConstraints=CA:FALSE
 pub struct AppForge {
     pub minted: Vec<MintedToken>,
     pub issuers: Vec<String>,
+    /// The installation id of every mint's path, in order.
+    pub installations: Vec<String>,
+    /// The `expires_at` answered (default far in the future).
+    pub expires_at: Option<String>,
 }
 
 pub struct MintedToken {
@@ -369,6 +375,10 @@ fn app_endpoint(
         forge
             .issuers
             .push(claims["iss"].as_str().unwrap_or_default().to_owned());
+        let installation = path
+            .trim_start_matches("/app/installations/")
+            .trim_end_matches("/access_tokens");
+        forge.installations.push(installation.to_owned());
         let asked: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
         // Opaque and long, as GitHub's stateless tokens are.
         let token = format!("ghs_{}_{}", forge.minted.len(), "t".repeat(600));
@@ -378,7 +388,11 @@ fn app_endpoint(
             repositories: asked["repositories"].clone(),
             revoked: false,
         });
-        let answer = serde_json::json!({"token": token, "expires_at": "2099-01-01T00:00:00Z"});
+        let expires_at = forge
+            .expires_at
+            .as_deref()
+            .unwrap_or("2099-01-01T00:00:00Z");
+        let answer = serde_json::json!({"token": token, "expires_at": expires_at});
         return Some((201, answer.to_string()));
     }
     if method == "DELETE" && path == "/installation/token" {
@@ -482,6 +496,10 @@ fn serve_git<S: Read + Write>(
         return Ok(());
     };
     requests.fetch_add(1, Ordering::SeqCst);
+    if let Some(log) = &scopes.log {
+        let line = format!("{} {}?{}", req.method, req.path, req.query);
+        log.lock().unwrap().push(line);
+    }
     let receive_pack =
         req.path.ends_with("/git-receive-pack") || req.query.contains("service=git-receive-pack");
     let given = req.header("authorization").map(str::to_owned);

@@ -688,6 +688,11 @@ const SERVER_FILES: &[(&str, &str)] = &[
         "the Claude Code executable the user named or has on PATH",
     ),
     (
+        "gateway/src/spool.rs",
+        "a push spooled before its verdict: an unlinked file in the server's own state \
+         directory (gateway-mirrors/spool)",
+    ),
+    (
         "host/src/commands/hook.rs",
         "the API token file the hook presents to the server",
     ),

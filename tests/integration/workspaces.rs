@@ -19,8 +19,8 @@ const PREFIX: &str = "cc-server-test-vol-";
 static SERIAL: Mutex<()> = Mutex::new(());
 
 /// A loop-mounted filesystem, unmounted and detached on drop.
-struct Volume {
-    mount: PathBuf,
+pub(crate) struct Volume {
+    pub(crate) mount: PathBuf,
     image: PathBuf,
     device: String,
 }
@@ -69,7 +69,7 @@ fn sweep_leftovers() {
 }
 
 /// A fresh filesystem of `kind` (`xfs`, `btrfs`), or a skip saying why not.
-fn volume(kind: &str) -> Option<Volume> {
+pub(crate) fn volume(kind: &str) -> Option<Volume> {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         skip_or_fail("loop devices and mounts need root (CI runs as root)");
@@ -116,7 +116,7 @@ fn volume(kind: &str) -> Option<Volume> {
 }
 
 /// Holds the volumes' turn; sweeps leftovers of a killed run first.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
     let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     sweep_leftovers();
     guard
