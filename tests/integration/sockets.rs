@@ -341,7 +341,11 @@ fn a_datagram_to_a_host_socket_below_a_bind_is_refused() {
         BufReader::new(server.stdout.as_mut().unwrap())
             .read_line(&mut line)
             .unwrap();
-        assert_eq!(line.trim(), "ready", "the host's datagram server did not start");
+        assert_eq!(
+            line.trim(),
+            "ready",
+            "the host's datagram server did not start"
+        );
         let script = format!(
             "ln -s host-dgram.sock link-dgram.sock\n\
              python3 -c '{DGRAM_CLIENT}' host-dgram.sock {} link-dgram.sock\n",
@@ -353,10 +357,8 @@ fn a_datagram_to_a_host_socket_below_a_bind_is_refused() {
             &account,
             w,
             &["--allow-socket", &socket.display().to_string()],
-            &format!(
-                "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); \
-                 s.connect(\"host-dgram.sock\"); s.send(b\"allowed\"); print(\"SENT-CONNECTED\")'\n"
-            ),
+            "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); \
+             s.connect(\"host-dgram.sock\"); s.send(b\"allowed\"); print(\"SENT-CONNECTED\")'\n",
         );
         std::thread::sleep(std::time::Duration::from_millis(300));
         let _ = server.kill();
@@ -373,7 +375,11 @@ fn a_datagram_to_a_host_socket_below_a_bind_is_refused() {
             );
             continue;
         }
-        for path in ["host-dgram.sock", &socket.display().to_string(), "link-dgram.sock"] {
+        for path in [
+            "host-dgram.sock",
+            &socket.display().to_string(),
+            "link-dgram.sock",
+        ] {
             for how in ["TO", "MSG"] {
                 assert!(
                     got.contains(&format!("REFUSED-{how} {path} EPERM")),
@@ -382,8 +388,17 @@ fn a_datagram_to_a_host_socket_below_a_bind_is_refused() {
                 );
             }
         }
-        assert!(got.contains(&"OWN-DGRAM own".to_owned()), "{account:?}: {}", both(&out));
-        assert_eq!(lines(&allowed), ["SENT-CONNECTED"], "{account:?}: {}", both(&allowed));
+        assert!(
+            got.contains(&"OWN-DGRAM own".to_owned()),
+            "{account:?}: {}",
+            both(&out)
+        );
+        assert_eq!(
+            lines(&allowed),
+            ["SENT-CONNECTED"],
+            "{account:?}: {}",
+            both(&allowed)
+        );
         assert_eq!(
             connected(marks.path()),
             1,

@@ -105,9 +105,8 @@ fn load() -> Result<OwnedFd, String> {
 /// Attaches the refusal to the sandbox's v2 group (before anything joins
 /// it); `Err` says why the rule is not held.
 pub fn hold(group: Option<&Path>) -> Result<(), String> {
-    let group = group.ok_or(
-        "no cgroup v2 group the server may write (the rule attaches to one)".to_owned(),
-    )?;
+    let group = group
+        .ok_or("no cgroup v2 group the server may write (the rule attaches to one)".to_owned())?;
     let program = program().as_ref().map_err(Clone::clone)?;
     let dir = std::fs::File::open(group)
         .map_err(|e| format!("opening the cgroup {}: {e}", group.display()))?;
