@@ -103,10 +103,12 @@ pub fn run(keys: usize, mib: usize) {
         .send(Message::Binary(format!("{typed}\r").into_bytes().into()))
         .unwrap();
     let mut bytes = 0usize;
+    let mut frames = 0usize;
     let mut tail = Vec::new();
     loop {
         let chunk = read_text(&mut socket);
         bytes += chunk.len();
+        frames += 1;
         tail.extend_from_slice(&chunk);
         let keep = tail.len().saturating_sub(64);
         tail.drain(..keep);
@@ -183,7 +185,10 @@ pub fn run(keys: usize, mib: usize) {
         ms(percentile(&ws, 0.5)) - ms(percentile(&plain, 0.5))
     );
     println!("output, {mib} MiB to one client:");
-    println!("  websocket terminal: {ws_rate:.1} MiB/s");
+    println!(
+        "  websocket terminal: {ws_rate:.1} MiB/s ({frames} frames, {:.1} KiB each on average)",
+        bytes as f64 / frames.max(1) as f64 / 1024.0
+    );
     println!("  plain pty:          {plain_rate:.1} MiB/s");
     println!(
         "  ratio: {:.0} % (goal ≥ 50 %)",
