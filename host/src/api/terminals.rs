@@ -284,6 +284,70 @@ enum Control {
     Signal { signal: i32 },
 }
 
+/// Frames written before one flush at most (each up to the relay's chunk,
+/// 64 KiB).
+const BATCH: usize = 16;
+
+/// What [`send_ready`] left.
+enum Sent {
+    /// Sent; relaying goes on.
+    More,
+    /// The queue was closed (the terminal ended, or the client was
+    /// dropped for not reading).
+    Ended,
+    /// The shell's end was sent and the socket closed, or the socket failed.
+    Done,
+}
+
+/// Writes `first` and whatever else is queued already (up to [`BATCH`]),
+/// then flushes once: output that arrives in a burst leaves in as few
+/// writes as it can, and a lone keystroke's echo leaves at once.
+async fn send_ready(
+    socket: &mut WebSocket,
+    first: Option<Output>,
+    queue: &mut tokio::sync::mpsc::Receiver<Output>,
+) -> Sent {
+    use futures_util::SinkExt;
+    let mut next = first;
+    let mut fed = 0;
+    loop {
+        match next {
+            Some(Output::Bytes(bytes)) => {
+                if socket.feed(Message::Binary(bytes)).await.is_err() {
+                    return Sent::Done;
+                }
+            }
+            Some(Output::Exit { code, signal }) => {
+                let exit = json!({"type": "exit", "code": code, "signal": signal});
+                let _ = socket.feed(Message::Text(exit.to_string().into())).await;
+                let close = CloseFrame {
+                    code: 1000,
+                    reason: "the shell ended".into(),
+                };
+                let _ = socket.send(Message::Close(Some(close))).await;
+                return Sent::Done;
+            }
+            None => {
+                let _ = socket.flush().await;
+                return Sent::Ended;
+            }
+        }
+        fed += 1;
+        if fed == BATCH {
+            break;
+        }
+        next = match queue.try_recv() {
+            Ok(output) => Some(output),
+            Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
+            Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => None,
+        };
+    }
+    if socket.flush().await.is_err() {
+        return Sent::Done;
+    }
+    Sent::More
+}
+
 /// Relays one client until the shell ends, the client leaves, or it is
 /// dropped for not reading.
 async fn serve(mut socket: WebSocket, mut attached: Attached) {
@@ -292,19 +356,14 @@ async fn serve(mut socket: WebSocket, mut attached: Attached) {
     loop {
         tokio::select! {
             out = attached.output.recv() => {
-                let message = match out {
-                    Some(Output::Bytes(bytes)) => Message::Binary(bytes.into()),
-                    Some(Output::Exit { code, signal }) => {
-                        let exit = json!({"type": "exit", "code": code, "signal": signal});
-                        let _ = socket.send(Message::Text(exit.to_string().into())).await;
-                        let _ = socket.send(Message::Close(Some(CloseFrame { code: 1000, reason: "the shell ended".into() }))).await;
-                        return;
-                    }
-                    None => break,
-                };
-                tokio::select! {
-                    sent = socket.send(message) => if sent.is_err() { return },
+                let sent = tokio::select! {
+                    sent = send_ready(&mut socket, out, &mut attached.output) => sent,
                     () = slow.wait() => break,
+                };
+                match sent {
+                    Sent::More => {}
+                    Sent::Ended => break,
+                    Sent::Done => return,
                 }
             }
             incoming = socket.recv() => {
