@@ -377,3 +377,54 @@ fn a_terminal_ends_after_the_grace_period_without_a_client() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// T28, D1: a terminal's WebSocket holds its connection's place under
+/// `[api] max_connections` until it closes — with every place held by a
+/// live terminal, one more connection (a request, another WebSocket) is
+/// refused with the 503 naming the key — and a live terminal is not closed
+/// for idling, however long it is quiet.
+#[test]
+fn terminal_websockets_count_against_max_connections_and_never_idle_out() {
+    let plugins = Plugins::with_none();
+    let config = "[api]\nmax_connections = 4\nauthenticated_reserve = 1\nidle_timeout_secs = 1\n";
+    let server = Server::start_with(CcServer::new(&plugins).config(config));
+    let made = create_terminal(&server, &json!({"cols": 80, "rows": 24}));
+    assert_eq!(made.status, 201, "{}", text(&made.body));
+    let id = made.json()["id"].as_str().unwrap().to_owned();
+    let tickets: Vec<String> = (0..5).map(|_| ticket(&server, &id)).collect();
+    let mut sockets: Vec<Socket> = tickets[..4]
+        .iter()
+        .map(|t| connect(&server, &id, t, None).unwrap())
+        .collect();
+    let refused = http(server.addr, "GET", "/healthz", None, None);
+    assert_eq!(refused.status, 503, "{}", text(&refused.body));
+    assert_eq!(
+        refused.json()["configKey"],
+        "[api] max_connections",
+        "{}",
+        text(&refused.body)
+    );
+    let (status, body) =
+        connect(&server, &id, &tickets[4], None).expect_err("a fifth WebSocket opened");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("max_connections"), "{body}");
+    // Quiet for longer than the idle timeout: still live.
+    std::thread::sleep(Duration::from_secs(3));
+    let mut seen = String::new();
+    typed(&mut sockets[0], "echo sti''ll-here");
+    read_until_output(&mut sockets[0], &mut seen, "still-here");
+    // A WebSocket that closes gives its place back.
+    let mut last = sockets.pop().unwrap();
+    last.close(None).unwrap();
+    while last.read().is_ok() {}
+    drop(last);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while http(server.addr, "GET", "/healthz", None, None).status != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "the closed WebSocket's place was not given back\n{}",
+            server.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

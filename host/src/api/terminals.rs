@@ -18,19 +18,21 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::Json;
 use axum::Router;
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{delete, get, post};
+use axum::{Extension, Json};
 use sandbox_plugin_api::{ExecRequest, PtySize, SandboxBindMount, SandboxSpec};
 use sandbox_terminals::{Attached, Output, Terminal};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::connections::Held;
 use super::extract::{ApiPath, JsonBody, QueryPairs, only_known};
+use super::listener::UpgradeSlot;
 use super::{ApiError, AppState};
 use sandbox_runtime::env;
 use sandbox_runtime::input::parse_strict;
@@ -261,6 +263,7 @@ async fn attach(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
     QueryPairs(query): QueryPairs,
+    slot: Option<Extension<UpgradeSlot>>,
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
     only_known(&query, &["ticket"])?;
@@ -270,7 +273,13 @@ async fn attach(
         error.extra = Some(json!({"rule": "single-use terminal ticket", "configKey": null}));
         error
     })?;
-    Ok(upgrade.on_upgrade(move |socket| serve(socket, attached)))
+    // The socket keeps the connection's place under `[api] max_connections`
+    // until it closes.
+    let held = slot.map(|Extension(UpgradeSlot(slot))| Held::new(&slot));
+    Ok(upgrade.on_upgrade(move |socket| async move {
+        serve(socket, attached).await;
+        drop(held);
+    }))
 }
 
 /// How long the close of a slow client may wait for it to read.
