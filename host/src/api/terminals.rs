@@ -1,12 +1,14 @@
 //! Terminals (SPEC D1–D3), the owner's only:
 //!
-//! - `POST /v1/terminals` `{backend?, workdir?, cols, rows}` — a shell on a
+//! - `POST /v1/terminals` `{backend?, workdir?, network?, cols, rows}` — a shell on a
 //!   terminal in a session of its own: `none` by default (a host shell,
 //!   badged as such); `native` (or a backend's name) only when asked, with
 //!   the D2 profile — `$HOME` and the workdir bound writable, with every
 //!   protection a bind gets (a home's dot-files and git metadata by
 //!   allowlist, secrets masked), and nothing else of the host. A backend
-//!   that cannot run is an error naming why, never a downgrade.
+//!   that cannot run is an error naming why, never a downgrade. `network`
+//!   is `allowlist` unless `open` (D2: everything but the fixed deny list)
+//!   or `off` is asked for; the terminal says which it has.
 //! - `POST /v1/terminals/{id}/tickets` — a single-use ticket to attach.
 //! - `GET /v1/terminals/{id}/ws?ticket=…` — the WebSocket: binary frames
 //!   carry the terminal's bytes both ways; text frames carry JSON control,
@@ -53,6 +55,10 @@ pub fn routes() -> Router<AppState> {
 pub(super) struct CreateCall {
     /// `none` (the default), `native`, or a backend's name.
     backend: Option<String>,
+    /// The terminal's egress: `allowlist` (the default: the server's
+    /// allowlist, as every session), `open` (everything but the fixed deny
+    /// list and non-public addresses, SPEC D2) or `off`.
+    network: Option<String>,
     workdir: Option<PathBuf>,
     cols: u16,
     rows: u16,
@@ -86,7 +92,22 @@ fn terminal_spec(
     id: &str,
     wrapped: bool,
     workdir: Option<PathBuf>,
+    network: Option<&str>,
 ) -> Result<SandboxSpec, ApiError> {
+    let (network_enabled, network_open) = match network {
+        None | Some("allowlist") => (true, false),
+        Some("open") => (true, true),
+        Some("off") => (false, false),
+        Some(other) => {
+            return Err(bad(
+                format!(
+                    "`network` is `{other}`; use `allowlist` (the default), `open` (everything \
+                     but the fixed deny list) or `off`"
+                ),
+                "network",
+            ));
+        }
+    };
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let workdir = match workdir.or_else(|| home.clone()) {
         Some(dir) => dir,
@@ -103,6 +124,8 @@ fn terminal_spec(
     let mut spec = SandboxSpec {
         session_id: id.to_owned(),
         guest_workdir: Some(workdir.clone()),
+        network_enabled,
+        network_open,
         ..SandboxSpec::default()
     };
     if wrapped {
@@ -145,6 +168,7 @@ fn describe(terminal: &Terminal) -> serde_json::Value {
         "backendName": handle.backend_name,
         "note": handle.note,
         "kernelBoundary": handle.kernel_boundary,
+        "network": terminal.session.network_mode(),
         "clients": terminal.clients(),
     })
 }
@@ -179,7 +203,7 @@ async fn create(
         });
     }
     let id = sandbox_terminals::new_id();
-    let spec = terminal_spec(&id, wrapped, call.workdir)?;
+    let spec = terminal_spec(&id, wrapped, call.workdir, call.network.as_deref())?;
     // Named, so never a fallback: a backend that cannot run is an error.
     let session = state.sessions.create(spec, Some(backend)).await?;
     let mut environment = env::api_base();
