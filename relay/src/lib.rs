@@ -363,8 +363,11 @@ impl Relay {
                 match pipe.read(&mut buf) {
                     Ok(0) => break,
                     Ok(n) => {
+                        // More was ready at once: the command outpaces
+                        // the reader, and a pause would only hold it up.
+                        let first = n;
                         let n = gather(&mut pipe, &mut buf, n);
-                        pace.after_read(n == CHUNK);
+                        pace.after_read(n == CHUNK || n > first);
                         relay.delivering.fetch_add(1, Ordering::SeqCst);
                         let total = relay.read_bytes.fetch_add(n as u64, Ordering::SeqCst);
                         // `finishing` first: once it is set, the mark is too.
