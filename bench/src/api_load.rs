@@ -25,6 +25,29 @@ pub(crate) struct Server {
     pub(crate) token: String,
 }
 
+impl Server {
+    /// CPU time the server process has used so far (user + system, every
+    /// thread, the plugins' included: they run in it), from `/proc`.
+    pub(crate) fn cpu_time(&self) -> Duration {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // The fields after the command name, which ends at the last `)`.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        // utime and stime: fields 14 and 15 of proc_pid_stat(5), counted
+        // from the state (field 3) here; in USER_HZ, 100 on Linux.
+        Duration::from_millis((ticks(11) + ticks(12)) * 10)
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -35,6 +35,11 @@ pub struct PolicyConfig {
     /// Resolver overrides, name → address (`--resolve HOST:ADDR`): used
     /// instead of the system resolver for those names (tests, mirrors).
     pub resolve: Vec<(String, IpAddr)>,
+    /// Network open (SPEC D2, a terminal's): every name and public address
+    /// counts as allowed. The fixed deny list and the non-public rule still
+    /// hold (with `allow_private`'s opt-ins as ever): what the deny list
+    /// guards — metadata, the host's own and private networks — stays shut.
+    pub open: bool,
 }
 
 /// A pattern the policy cannot accept, naming it and why.
@@ -682,6 +687,8 @@ pub struct Policy {
     private_ok: AllowSet,
     /// Canonical name → addresses, in the order given.
     overrides: HashMap<Box<str>, Vec<IpAddr>>,
+    /// `config.open`.
+    open: bool,
     warnings: Vec<String>,
     resolver: Resolver,
 }
@@ -732,6 +739,7 @@ impl Policy {
             extra,
             private_ok,
             overrides,
+            open: config.open,
             warnings,
             resolver: Resolver::System,
         })
@@ -811,6 +819,7 @@ impl Policy {
         }
         let grant = either(self.shipped.allow.ip(ip), self.extra.ip(ip));
         let private = grant == Some(true) || self.private_ok.ip(ip).is_some();
+        let grant = grant.or(self.open.then_some(false));
         if is_non_public(ip) && !private {
             return Err(refuse(
                 addr.to_string(),
@@ -838,8 +847,8 @@ impl Policy {
                 tag::DENYLIST,
             ));
         }
-        let Some(shipped_private) = either(self.shipped.allow.name(name), self.extra.name(name))
-        else {
+        let listed = either(self.shipped.allow.name(name), self.extra.name(name));
+        let Some(shipped_private) = listed.or(self.open.then_some(false)) else {
             return Err(refuse(
                 shown(),
                 "not on the allowlist".into(),

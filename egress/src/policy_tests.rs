@@ -1120,3 +1120,61 @@ fn shipped_lists_parse_from_text() {
             .is_err()
     );
 }
+
+/// D2: network open lets any name and public address through, and keeps
+/// the fixed deny list and the non-public rule; a closed policy refuses
+/// the same name as not on the allowlist.
+#[test]
+fn network_open_allows_anything_but_the_deny_list_and_non_public_addresses() {
+    let resolve = overrides(&[
+        ("anywhere.example", "93.184.216.34"),
+        ("inside.example", "10.1.2.3"),
+        ("opted.example", "127.0.0.1"),
+        ("metadata.google.internal", "93.184.216.34"),
+    ]);
+    let open = policy(PolicyConfig {
+        open: true,
+        allow_private: strings(&["opted.example"]),
+        resolve: resolve.clone(),
+        ..on()
+    });
+    assert_eq!(
+        decide(&open, "anywhere.example", 443).unwrap(),
+        addrs(&["93.184.216.34:443"])
+    );
+    assert_eq!(
+        decide(&open, "93.184.216.34", 80).unwrap(),
+        addrs(&["93.184.216.34:80"])
+    );
+    assert_eq!(
+        decide(&open, "opted.example", 80).unwrap(),
+        addrs(&["127.0.0.1:80"])
+    );
+    assert_eq!(
+        refused(&open, "metadata.google.internal", 80).tag,
+        tag::DENYLIST
+    );
+    assert_eq!(refused(&open, "169.254.169.254", 80).tag, tag::DENYLIST);
+    assert_eq!(refused(&open, "inside.example", 80).tag, tag::NON_PUBLIC);
+    assert_eq!(refused(&open, "127.0.0.1", 80).tag, tag::NON_PUBLIC);
+    assert_eq!(refused(&open, "192.168.1.1", 80).tag, tag::NON_PUBLIC);
+    let closed = policy(PolicyConfig {
+        allow_private: strings(&["opted.example"]),
+        resolve,
+        ..on()
+    });
+    assert_eq!(
+        refused(&closed, "anywhere.example", 443).tag,
+        tag::ALLOWLIST
+    );
+    assert_eq!(refused(&closed, "opted.example", 80).tag, tag::ALLOWLIST);
+    let off = policy(PolicyConfig {
+        network_enabled: false,
+        open: true,
+        ..PolicyConfig::default()
+    });
+    assert_eq!(
+        refused(&off, "anywhere.example", 443).tag,
+        tag::NETWORK_DISABLED
+    );
+}

@@ -49,6 +49,7 @@ pub(crate) fn policy_for(entries: &[&str]) -> Arc<Policy> {
             .filter(|n| n.parse::<IpAddr>().is_err())
             .map(|n| (n.to_string(), IpAddr::V4(Ipv4Addr::LOCALHOST)))
             .collect(),
+        open: false,
     };
     Arc::new(Policy::new(config).unwrap())
 }

@@ -276,9 +276,11 @@ pub struct SandboxFlags {
     /// chat (writable binds), review, plan or orchestrate (read-only).
     #[arg(long, value_name = "MODE")]
     pub mode: Option<SandboxMode>,
-    /// Whether the command may reach the network (through the egress proxies).
-    #[arg(long, value_name = "on|off")]
-    pub network: Option<OnOff>,
+    /// Whether the command may reach the network (through the egress
+    /// proxies): `on` (the allowlist), `off`, or `open` (everything but the
+    /// fixed deny list and non-public addresses; never the default).
+    #[arg(long, value_name = "on|off|open")]
+    pub network: Option<Network>,
     /// Allow this domain pattern on top of the baseline (`x.com`,
     /// `*.x.com`, `a.*.x.com`). Repeatable.
     #[arg(long = "allow-domain", value_name = "PATTERN")]
@@ -404,9 +406,18 @@ pub struct SandboxdArgs {
     pub max_file_bytes: usize,
 }
 
-/// `on` or `off`.
+/// `--network`: `on`, `off` or `open`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OnOff {
+pub enum Network {
     On,
     Off,
+    Open,
+}
+
+impl Network {
+    /// Sets the spec's network fields to this choice.
+    pub fn apply(self, spec: &mut sandbox_plugin_api::SandboxSpec) {
+        spec.network_enabled = self != Self::Off;
+        spec.network_open = self == Self::Open;
+    }
 }

@@ -35,6 +35,11 @@ pub struct SandboxSpec {
     /// Whether outbound connections may be made at all (SPEC E5).
     #[serde(default = "default_true")]
     pub network_enabled: bool,
+    /// Network open (SPEC D2): the session's proxies let through every
+    /// destination except the fixed deny list and non-public addresses,
+    /// instead of the allowlist. Never the default; needs `networkEnabled`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub network_open: bool,
     /// Extra domain patterns allowed on top of the baseline (SPEC E4).
     pub egress_allowlist: Vec<String>,
     /// Working directory inside the sandbox; each exec may override it.
@@ -145,6 +150,7 @@ impl Default for SandboxSpec {
             conversation_id: None,
             bind_mounts: Vec::new(),
             network_enabled: true,
+            network_open: false,
             egress_allowlist: Vec::new(),
             guest_workdir: None,
             mode: SandboxMode::Chat,

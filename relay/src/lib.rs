@@ -4,7 +4,9 @@
 //! 64 KiB chunks; a slow host slows the reader, and through the pipe the
 //! command: memory stays bounded); while a command streams, a reader
 //! pauses briefly between reads ([`pace`]), so one read takes what several
-//! writes left instead of a wake-up per write. When the backend learns how
+//! writes left instead of a wake-up per write, and tops each read up with
+//! what is ready at once (a terminal's master yields a few KiB per read).
+//! When the backend learns how
 //! the command ended it calls [`Relay::finish`], which lets the readers
 //! drain, then marks the exec ended and emits the terminal event under the
 //! same lock the readers emit under — so `exit`/`killed` is always the
@@ -361,7 +363,11 @@ impl Relay {
                 match pipe.read(&mut buf) {
                     Ok(0) => break,
                     Ok(n) => {
-                        pace.after_read(n == CHUNK);
+                        // More was ready at once: the command outpaces
+                        // the reader, and a pause would only hold it up.
+                        let first = n;
+                        let n = gather(&mut pipe, &mut buf, n);
+                        pace.after_read(n == CHUNK || n > first);
                         relay.delivering.fetch_add(1, Ordering::SeqCst);
                         let total = relay.read_bytes.fetch_add(n as u64, Ordering::SeqCst);
                         // `finishing` first: once it is set, the mark is too.
@@ -425,6 +431,25 @@ impl Relay {
             }
         }
     }
+}
+
+/// Tops `buf[..n]` up with what is ready now, up to its size, without
+/// waiting: one event then carries what several reads return. A terminal's
+/// master yields at most a few KiB per read (its line discipline's buffer),
+/// refilled while it is being read, so at speed this turns a wake-up and an
+/// event per few KiB into one per [`CHUNK`]; when nothing more is ready it
+/// costs one `poll` and adds no latency. An end of file or an error is
+/// left to the next read, which sees it again.
+fn gather(pipe: &mut (impl Read + AsFd), buf: &mut [u8], mut n: usize) -> usize {
+    while n < buf.len() && pipe::readable_now(pipe.as_fd()) {
+        match pipe.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(more) => n += more,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    n
 }
 
 enum Stream {
@@ -494,6 +519,50 @@ mod tests {
         fn as_fd(&self) -> BorrowedFd<'_> {
             self.pipe.as_fd()
         }
+    }
+
+    /// A terminal's master as a reader sees it: a few bytes per read,
+    /// whatever is waiting.
+    struct Dribble(PipeReader);
+
+    impl Read for Dribble {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let most = buf.len().min(10);
+            self.0.read(&mut buf[..most])
+        }
+    }
+
+    impl AsFd for Dribble {
+        fn as_fd(&self) -> BorrowedFd<'_> {
+            self.0.as_fd()
+        }
+    }
+
+    /// What is ready is taken in one go, up to the buffer's size; with
+    /// nothing more ready, gathering returns at once (the writer is still
+    /// open: a wait would hang).
+    #[test]
+    fn a_read_is_topped_up_with_what_is_ready_and_never_waits() {
+        let (out_r, mut out_w) = std::io::pipe().unwrap();
+        let mut dribble = Dribble(out_r);
+        out_w.write_all(&[b'x'; 95]).unwrap();
+        let mut buf = vec![0u8; 64];
+        let first = dribble.read(&mut buf).unwrap();
+        assert_eq!(first, 10);
+        assert_eq!(
+            gather(&mut dribble, &mut buf, first),
+            64,
+            "up to the buffer"
+        );
+        let first = dribble.read(&mut buf).unwrap();
+        assert_eq!(gather(&mut dribble, &mut buf, first), 31, "what was left");
+        out_w.write_all(b"y").unwrap();
+        let first = dribble.read(&mut buf).unwrap();
+        assert_eq!(
+            gather(&mut dribble, &mut buf, first),
+            1,
+            "nothing more ready"
+        );
     }
 
     const EXIT: EventBody = EventBody::Exit {

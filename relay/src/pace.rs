@@ -8,7 +8,9 @@
 //! the reader pauses briefly before it reads again, so one read moves what
 //! several writes put in the pipe. The first read after a quiet spell is
 //! never delayed, so interactive output keeps its latency; a read that
-//! filled its buffer is followed at once (more is waiting); and the pause
+//! filled its buffer, or was topped up with more that was ready at once
+//! (a terminal's master, a few KiB a read), is followed at once (more is
+//! waiting); and the pause
 //! is short enough that a 1 MiB pipe does not fill behind it below 10 GB/s,
 //! so the command never waits for it. A pipe whose writers have all
 //! closed is read at once: its end is never delayed.

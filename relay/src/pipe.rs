@@ -101,6 +101,19 @@ pub fn hung_up(read_end: BorrowedFd<'_>) -> bool {
     rc >= 0 && fd.revents & libc::POLLHUP != 0
 }
 
+/// Whether a read of `read_end` would return at once (bytes, end of
+/// file, or an error), without waiting.
+pub fn readable_now(read_end: BorrowedFd<'_>) -> bool {
+    let mut fd = libc::pollfd {
+        fd: read_end.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll of one pollfd we own, without waiting.
+    let rc = unsafe { libc::poll(&raw mut fd, 1, 0) };
+    rc > 0 && fd.revents != 0
+}
+
 /// What [`wait`] saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ready {

@@ -84,6 +84,7 @@ impl EgressSettings {
             allow,
             allow_private: self.allow_private.clone(),
             resolve: self.resolve.clone(),
+            open: spec.network_open,
         })
     }
 }

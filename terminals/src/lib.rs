@@ -52,8 +52,9 @@ impl Default for Settings {
 /// What a client receives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Output {
-    /// The terminal's bytes.
-    Bytes(Vec<u8>),
+    /// The terminal's bytes, shared by every client's queue (a clone is a
+    /// reference, never a copy).
+    Bytes(bytes::Bytes),
     /// The shell ended: its exit code, or the signal that ended it.
     Exit { code: i32, signal: Option<i32> },
 }
@@ -340,7 +341,7 @@ impl Terminal {
 async fn pump(terminals: Arc<Terminals>, terminal: Arc<Terminal>, mut stream: ExecStream) {
     while let Some(event) = stream.next().await {
         let output = match event.body {
-            EventBody::Stdout(bytes) | EventBody::Stderr(bytes) => Output::Bytes(bytes),
+            EventBody::Stdout(bytes) | EventBody::Stderr(bytes) => Output::Bytes(bytes.into()),
             EventBody::Exit { code, signal } => Output::Exit { code, signal },
             EventBody::Killed { signal, .. } => Output::Exit {
                 code: 128 + signal.unwrap_or(9),

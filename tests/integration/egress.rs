@@ -608,3 +608,50 @@ fn destroying_a_session_ends_its_handed_off_tunnels() {
         let _ = exec.join();
     });
 }
+
+/// D2 for `run`: `--network open` lets a name on no allowlist through (here
+/// pointed at a loopback server and opted in to loopback, as every test
+/// target here is), while the fixed deny list and the non-public rule still
+/// hold; without it the same name is refused.
+#[test]
+fn network_open_lets_any_name_through_but_not_the_deny_list() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let work = tempfile::tempdir().unwrap();
+    let bulk = BulkServer::start(10);
+    let canary = Canary::start();
+    let (p, c) = (bulk.port(), canary.port());
+    let script = format!(
+        "curl -s -o /dev/null -w 'open=%{{http_code}}\\n' http://open.test:{p}/\n\
+         curl -s -o /dev/null -w 'metadata=%{{http_code}}\\n' http://metadata.google.internal:{c}/\n\
+         curl -s -o /dev/null -w 'loopback=%{{http_code}}\\n' --noproxy '' http://127.0.0.1:{c}/\n"
+    );
+    let flags = |network: &'static str| {
+        vec![
+            "--network",
+            network,
+            "--allow-private",
+            "open.test",
+            "--resolve",
+            "open.test:127.0.0.1",
+            "--resolve",
+            "metadata.google.internal:127.0.0.1",
+        ]
+    };
+    let open = run_sh(&plugins, work.path(), None, &flags("open"), &script);
+    for line in ["open=200", "metadata=403", "loopback=403"] {
+        assert!(
+            text(&open.stdout).lines().any(|l| l == line),
+            "expected {line}\n{}",
+            both(&open)
+        );
+    }
+    let closed = run_sh(&plugins, work.path(), None, &flags("on"), &script);
+    assert!(
+        text(&closed.stdout).lines().any(|l| l == "open=403"),
+        "{}",
+        both(&closed)
+    );
+    assert_eq!(bulk.requests(), 1, "only the open run's request arrived");
+    assert_eq!(canary.connections(), 0, "a refused connection arrived");
+}

@@ -12,6 +12,7 @@ use tungstenite::client::IntoClientRequest;
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::{Message, WebSocket};
 
+use crate::net::{BulkServer, Canary};
 use crate::util::*;
 
 type Socket = WebSocket<TcpStream>;
@@ -376,4 +377,136 @@ fn a_terminal_ends_after_the_grace_period_without_a_client() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// T28, D1: a terminal's WebSocket holds its connection's place under
+/// `[api] max_connections` until it closes — with every place held by a
+/// live terminal, one more connection (a request, another WebSocket) is
+/// refused with the 503 naming the key — and a live terminal is not closed
+/// for idling, however long it is quiet.
+#[test]
+fn terminal_websockets_count_against_max_connections_and_never_idle_out() {
+    let plugins = Plugins::with_none();
+    let config = "[api]\nmax_connections = 4\nauthenticated_reserve = 1\nidle_timeout_secs = 1\n";
+    let server = Server::start_with(CcServer::new(&plugins).config(config));
+    let made = create_terminal(&server, &json!({"cols": 80, "rows": 24}));
+    assert_eq!(made.status, 201, "{}", text(&made.body));
+    let id = made.json()["id"].as_str().unwrap().to_owned();
+    let tickets: Vec<String> = (0..5).map(|_| ticket(&server, &id)).collect();
+    let mut sockets: Vec<Socket> = tickets[..4]
+        .iter()
+        .map(|t| connect(&server, &id, t, None).unwrap())
+        .collect();
+    let refused = http(server.addr, "GET", "/healthz", None, None);
+    assert_eq!(refused.status, 503, "{}", text(&refused.body));
+    assert_eq!(
+        refused.json()["configKey"],
+        "[api] max_connections",
+        "{}",
+        text(&refused.body)
+    );
+    let (status, body) =
+        connect(&server, &id, &tickets[4], None).expect_err("a fifth WebSocket opened");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("max_connections"), "{body}");
+    // Quiet for longer than the idle timeout: still live.
+    std::thread::sleep(Duration::from_secs(3));
+    let mut seen = String::new();
+    typed(&mut sockets[0], "echo sti''ll-here");
+    read_until_output(&mut sockets[0], &mut seen, "still-here");
+    // A WebSocket that closes gives its place back.
+    let mut last = sockets.pop().unwrap();
+    last.close(None).unwrap();
+    while last.read().is_ok() {}
+    drop(last);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while http(server.addr, "GET", "/healthz", None, None).status != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "the closed WebSocket's place was not given back\n{}",
+            server.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// D2: a native terminal asked for `"network": "open"` reaches a name on
+/// no allowlist (pointed at a loopback server by the resolver override,
+/// and opted in to loopback as every egress test's target is), which a
+/// terminal of the default mode is refused; in open mode the fixed deny
+/// list and the non-public rule still hold (a metadata name, an address on
+/// loopback, the link-local metadata address), and nothing refused arrives.
+#[test]
+fn a_network_open_terminal_reaches_any_name_but_not_the_deny_list() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let bulk = BulkServer::start(10);
+    let canary = Canary::start();
+    let (p, c) = (bulk.port(), canary.port());
+    let config = "[egress]\nallow_private = [\"open.test\"]\n\
+                  resolve = [\"open.test:127.0.0.1\", \"metadata.google.internal:127.0.0.1\"]\n";
+    let home = tempfile::tempdir().unwrap();
+    let work = home.path().join("project");
+    std::fs::create_dir_all(&work).unwrap();
+    let server = Server::start_with(
+        CcServer::new(&plugins)
+            .env("HOME", home.path())
+            .config(config),
+    );
+    let fetch = |name: &str, url: String| {
+        format!("curl -s --noproxy '' -o /dev/null -w '{name}=%{{http_code}}\\n' {url}; ")
+    };
+    let script = [
+        fetch("open", format!("http://open.test:{p}/")),
+        fetch("metadata", format!("http://metadata.google.internal:{c}/")),
+        fetch("loopback", format!("http://127.0.0.1:{c}/")),
+        fetch("linklocal", "http://169.254.169.254/".to_owned()),
+        "echo do''ne".to_owned(),
+    ]
+    .concat();
+    let mut outputs = Vec::new();
+    for network in [Some("open"), None] {
+        let mut body = json!({"backend": "native", "workdir": work, "cols": 200, "rows": 24});
+        if let Some(network) = network {
+            body["network"] = network.into();
+        }
+        let made = create_terminal(&server, &body);
+        assert_eq!(made.status, 201, "{}\n{}", text(&made.body), server.log());
+        let terminal = made.json();
+        assert_eq!(
+            terminal["network"],
+            network.unwrap_or("allowlist"),
+            "{terminal}"
+        );
+        let id = terminal["id"].as_str().unwrap();
+        let mut socket = connect(&server, id, &ticket(&server, id), None).unwrap();
+        typed(&mut socket, &script);
+        let mut seen = String::new();
+        read_until_output(&mut socket, &mut seen, "done");
+        typed(&mut socket, "exit");
+        read_exit(&mut socket);
+        outputs.push(seen);
+    }
+    // A line's end: bash's bracketed-paste switch may come before the first.
+    let has = |seen: &str, line: &str| seen.lines().any(|l| l.trim_end().ends_with(line));
+    for line in ["open=200", "metadata=403", "loopback=403", "linklocal=403"] {
+        assert!(
+            has(&outputs[0], line),
+            "open mode: no {line} in {}",
+            outputs[0]
+        );
+    }
+    assert!(
+        has(&outputs[1], "open=403"),
+        "the default mode let a name on no allowlist through: {}",
+        outputs[1]
+    );
+    assert_eq!(bulk.requests(), 1, "only open mode's request arrived");
+    assert_eq!(canary.connections(), 0, "a refused connection arrived");
+    let bad = create_terminal(
+        &server,
+        &json!({"backend": "native", "workdir": work, "network": "wide", "cols": 80, "rows": 24}),
+    );
+    assert_eq!(bad.status, 400, "{}", text(&bad.body));
+    assert!(text(&bad.body).contains("`open`"), "{}", text(&bad.body));
 }

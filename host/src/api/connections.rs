@@ -331,6 +331,28 @@ impl Drop for Ticket {
     }
 }
 
+/// A connection a WebSocket took over (a terminal's), kept in the count
+/// and busy — never evicted as idle, never past `[api] max_connections` —
+/// until dropped with the socket.
+#[derive(Debug)]
+pub struct Held {
+    _busy: InFlight,
+    _slot: Arc<Ticket>,
+}
+
+impl Held {
+    /// Holds `slot` for an upgraded connection; its request carried a
+    /// credential the route checked (a terminal ticket), so it counts as
+    /// authenticated from now on.
+    pub fn new(slot: &Arc<Ticket>) -> Self {
+        slot.state.authenticated();
+        Self {
+            _busy: slot.state.request_started(),
+            _slot: Arc::clone(slot),
+        }
+    }
+}
+
 impl Connections {
     pub fn new(limits: ConnectionSettings) -> Arc<Self> {
         Arc::new(Self {
@@ -608,5 +630,20 @@ mod tests {
         assert_eq!(second.state.phase().served, 1);
         drop(third);
         assert_eq!(connections.open(), 1);
+    }
+
+    /// An upgraded connection stays counted and busy while it is held,
+    /// after its own task has let its ticket go.
+    #[test]
+    fn a_held_upgrade_keeps_its_place_until_dropped() {
+        let connections = Connections::new(limits(1, 0));
+        let slot = Arc::new(connections.admit().unwrap());
+        let held = Held::new(&slot);
+        drop(slot);
+        assert_eq!(connections.open(), 1);
+        assert!(matches!(connections.admit(), Err(Refusal::Full { max: 1 })));
+        drop(held);
+        assert_eq!(connections.open(), 0);
+        assert!(connections.admit().is_ok());
     }
 }

@@ -48,6 +48,12 @@ const KEEPALIVE_PROBES: i32 = 3;
 #[derive(Clone)]
 pub struct OnConnection(pub Arc<ConnState>);
 
+/// A connection's place in [`Connections`], for a route that takes the
+/// connection over (a WebSocket) to hold beyond this task's end
+/// ([`connections::Held`]).
+#[derive(Clone)]
+pub struct UpgradeSlot(pub Arc<Ticket>);
+
 /// The running accept loop and its connections.
 pub struct Listener {
     stop: watch::Sender<bool>,
@@ -260,6 +266,7 @@ async fn serve_connection(
     mut stop: watch::Receiver<bool>,
 ) {
     let state = Arc::clone(&ticket.state);
+    let ticket = Arc::new(ticket);
     // Valid while `connection` owns the stream: the whole loop below.
     let fd = stream.as_raw_fd();
     let io = TokioIo::new(Watched {
@@ -274,6 +281,9 @@ async fn serve_connection(
         request
             .extensions_mut()
             .insert(OnConnection(Arc::clone(&service_state)));
+        request
+            .extensions_mut()
+            .insert(UpgradeSlot(Arc::clone(&ticket)));
         let response = hyper::service::Service::call(&tower, request);
         async move {
             let response = response.await?;
@@ -289,7 +299,8 @@ async fn serve_connection(
     });
     // With upgrades: a terminal's WebSocket takes the connection over, and
     // lives on without this task's deadlines (a live terminal is never
-    // closed for idling, as a live stream is not).
+    // closed for idling, as a live stream is not), holding the connection's
+    // place in the count ([`UpgradeSlot`]) until it closes.
     let mut connection = hyper::server::conn::http1::Builder::new()
         .serve_connection(io, service)
         .with_upgrades();

@@ -25,7 +25,8 @@ use super::extract::{
     ApiPath, QueryPairs, announces_body, content_type_is, only_known, unsupported_type,
 };
 use super::{ApiError, AppState, ExecPath};
-use sandbox_runtime::sessions::Session;
+use sandbox_plugin_api::ErrorCode;
+use sandbox_runtime::sessions::{Session, SessionError};
 
 /// The execs whose stdin is streamed, by session id and exec id.
 #[derive(Default)]
@@ -218,7 +219,14 @@ pub(super) async fn upload(
         Upload::Released
     };
     if close {
-        session.close_stdin(exec).await?;
+        match session.close_stdin(exec).await {
+            Ok(()) => {}
+            // Every byte was written, and the command ended before its
+            // stdin was closed (a terminal's `read line; exit`): nothing is
+            // left to close.
+            Err(SessionError::Backend(e)) if e.code == ErrorCode::NOT_FOUND => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,12 +1,14 @@
 //! Terminals (SPEC D1–D3), the owner's only:
 //!
-//! - `POST /v1/terminals` `{backend?, workdir?, cols, rows}` — a shell on a
+//! - `POST /v1/terminals` `{backend?, workdir?, network?, cols, rows}` — a shell on a
 //!   terminal in a session of its own: `none` by default (a host shell,
 //!   badged as such); `native` (or a backend's name) only when asked, with
 //!   the D2 profile — `$HOME` and the workdir bound writable, with every
 //!   protection a bind gets (a home's dot-files and git metadata by
 //!   allowlist, secrets masked), and nothing else of the host. A backend
-//!   that cannot run is an error naming why, never a downgrade.
+//!   that cannot run is an error naming why, never a downgrade. `network`
+//!   is `allowlist` unless `open` (D2: everything but the fixed deny list)
+//!   or `off` is asked for; the terminal says which it has.
 //! - `POST /v1/terminals/{id}/tickets` — a single-use ticket to attach.
 //! - `GET /v1/terminals/{id}/ws?ticket=…` — the WebSocket: binary frames
 //!   carry the terminal's bytes both ways; text frames carry JSON control,
@@ -18,19 +20,21 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::Json;
 use axum::Router;
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{delete, get, post};
+use axum::{Extension, Json};
 use sandbox_plugin_api::{ExecRequest, PtySize, SandboxBindMount, SandboxSpec};
 use sandbox_terminals::{Attached, Output, Terminal};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::connections::Held;
 use super::extract::{ApiPath, JsonBody, QueryPairs, only_known};
+use super::listener::UpgradeSlot;
 use super::{ApiError, AppState};
 use sandbox_runtime::env;
 use sandbox_runtime::input::parse_strict;
@@ -51,6 +55,10 @@ pub fn routes() -> Router<AppState> {
 pub(super) struct CreateCall {
     /// `none` (the default), `native`, or a backend's name.
     backend: Option<String>,
+    /// The terminal's egress: `allowlist` (the default: the server's
+    /// allowlist, as every session), `open` (everything but the fixed deny
+    /// list and non-public addresses, SPEC D2) or `off`.
+    network: Option<String>,
     workdir: Option<PathBuf>,
     cols: u16,
     rows: u16,
@@ -84,7 +92,22 @@ fn terminal_spec(
     id: &str,
     wrapped: bool,
     workdir: Option<PathBuf>,
+    network: Option<&str>,
 ) -> Result<SandboxSpec, ApiError> {
+    let (network_enabled, network_open) = match network {
+        None | Some("allowlist") => (true, false),
+        Some("open") => (true, true),
+        Some("off") => (false, false),
+        Some(other) => {
+            return Err(bad(
+                format!(
+                    "`network` is `{other}`; use `allowlist` (the default), `open` (everything \
+                     but the fixed deny list) or `off`"
+                ),
+                "network",
+            ));
+        }
+    };
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let workdir = match workdir.or_else(|| home.clone()) {
         Some(dir) => dir,
@@ -101,6 +124,8 @@ fn terminal_spec(
     let mut spec = SandboxSpec {
         session_id: id.to_owned(),
         guest_workdir: Some(workdir.clone()),
+        network_enabled,
+        network_open,
         ..SandboxSpec::default()
     };
     if wrapped {
@@ -143,6 +168,7 @@ fn describe(terminal: &Terminal) -> serde_json::Value {
         "backendName": handle.backend_name,
         "note": handle.note,
         "kernelBoundary": handle.kernel_boundary,
+        "network": terminal.session.network_mode(),
         "clients": terminal.clients(),
     })
 }
@@ -177,7 +203,7 @@ async fn create(
         });
     }
     let id = sandbox_terminals::new_id();
-    let spec = terminal_spec(&id, wrapped, call.workdir)?;
+    let spec = terminal_spec(&id, wrapped, call.workdir, call.network.as_deref())?;
     // Named, so never a fallback: a backend that cannot run is an error.
     let session = state.sessions.create(spec, Some(backend)).await?;
     let mut environment = env::api_base();
@@ -261,6 +287,7 @@ async fn attach(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
     QueryPairs(query): QueryPairs,
+    slot: Option<Extension<UpgradeSlot>>,
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
     only_known(&query, &["ticket"])?;
@@ -270,7 +297,13 @@ async fn attach(
         error.extra = Some(json!({"rule": "single-use terminal ticket", "configKey": null}));
         error
     })?;
-    Ok(upgrade.on_upgrade(move |socket| serve(socket, attached)))
+    // The socket keeps the connection's place under `[api] max_connections`
+    // until it closes.
+    let held = slot.map(|Extension(UpgradeSlot(slot))| Held::new(&slot));
+    Ok(upgrade.on_upgrade(move |socket| async move {
+        serve(socket, attached).await;
+        drop(held);
+    }))
 }
 
 /// How long the close of a slow client may wait for it to read.
@@ -284,6 +317,70 @@ enum Control {
     Signal { signal: i32 },
 }
 
+/// Frames written before one flush at most (each up to the relay's chunk,
+/// 64 KiB).
+const BATCH: usize = 16;
+
+/// What [`send_ready`] left.
+enum Sent {
+    /// Sent; relaying goes on.
+    More,
+    /// The queue was closed (the terminal ended, or the client was
+    /// dropped for not reading).
+    Ended,
+    /// The shell's end was sent and the socket closed, or the socket failed.
+    Done,
+}
+
+/// Writes `first` and whatever else is queued already (up to [`BATCH`]),
+/// then flushes once: output that arrives in a burst leaves in as few
+/// writes as it can, and a lone keystroke's echo leaves at once.
+async fn send_ready(
+    socket: &mut WebSocket,
+    first: Option<Output>,
+    queue: &mut tokio::sync::mpsc::Receiver<Output>,
+) -> Sent {
+    use futures_util::SinkExt;
+    let mut next = first;
+    let mut fed = 0;
+    loop {
+        match next {
+            Some(Output::Bytes(bytes)) => {
+                if socket.feed(Message::Binary(bytes)).await.is_err() {
+                    return Sent::Done;
+                }
+            }
+            Some(Output::Exit { code, signal }) => {
+                let exit = json!({"type": "exit", "code": code, "signal": signal});
+                let _ = socket.feed(Message::Text(exit.to_string().into())).await;
+                let close = CloseFrame {
+                    code: 1000,
+                    reason: "the shell ended".into(),
+                };
+                let _ = socket.send(Message::Close(Some(close))).await;
+                return Sent::Done;
+            }
+            None => {
+                let _ = socket.flush().await;
+                return Sent::Ended;
+            }
+        }
+        fed += 1;
+        if fed == BATCH {
+            break;
+        }
+        next = match queue.try_recv() {
+            Ok(output) => Some(output),
+            Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
+            Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => None,
+        };
+    }
+    if socket.flush().await.is_err() {
+        return Sent::Done;
+    }
+    Sent::More
+}
+
 /// Relays one client until the shell ends, the client leaves, or it is
 /// dropped for not reading.
 async fn serve(mut socket: WebSocket, mut attached: Attached) {
@@ -292,19 +389,14 @@ async fn serve(mut socket: WebSocket, mut attached: Attached) {
     loop {
         tokio::select! {
             out = attached.output.recv() => {
-                let message = match out {
-                    Some(Output::Bytes(bytes)) => Message::Binary(bytes.into()),
-                    Some(Output::Exit { code, signal }) => {
-                        let exit = json!({"type": "exit", "code": code, "signal": signal});
-                        let _ = socket.send(Message::Text(exit.to_string().into())).await;
-                        let _ = socket.send(Message::Close(Some(CloseFrame { code: 1000, reason: "the shell ended".into() }))).await;
-                        return;
-                    }
-                    None => break,
-                };
-                tokio::select! {
-                    sent = socket.send(message) => if sent.is_err() { return },
+                let sent = tokio::select! {
+                    sent = send_ready(&mut socket, out, &mut attached.output) => sent,
                     () = slow.wait() => break,
+                };
+                match sent {
+                    Sent::More => {}
+                    Sent::Ended => break,
+                    Sent::Done => return,
                 }
             }
             incoming = socket.recv() => {

@@ -19,7 +19,7 @@ use sandbox_plugin_api::{
 };
 use tokio::io::AsyncReadExt;
 
-use crate::cli::{OnOff, RunArgs, SandboxFlags};
+use crate::cli::{RunArgs, SandboxFlags};
 use crate::commands::ask::Terminal;
 use crate::config::Settings;
 use crate::{EXIT_FAILURE, wire};
@@ -132,7 +132,7 @@ fn run_spec(args: &RunArgs, cwd: &Path) -> anyhow::Result<SandboxSpec> {
         spec.mode = mode;
     }
     if let Some(network) = flags.network {
-        spec.network_enabled = network == OnOff::On;
+        network.apply(&mut spec);
     }
     for path in &flags.protect {
         spec.protected_paths.push(cwd.join(path));
@@ -172,7 +172,7 @@ pub fn build_spec(args: &SandboxFlags, cwd: &Path) -> anyhow::Result<SandboxSpec
         spec.mode = mode;
     }
     if let Some(network) = args.network {
-        spec.network_enabled = network == OnOff::On;
+        network.apply(&mut spec);
     }
     for bind in &args.binds {
         spec.bind_mounts.push(parse_bind(bind, cwd)?);
@@ -493,6 +493,11 @@ mod tests {
         assert_eq!(spec.protected_paths, vec![dir.path().join("secret")]);
         assert_eq!(spec.unix_sockets, vec![dir.path().join("data/agent.sock")]);
         assert_eq!(spec.guest_workdir, Some(dir.path().join("data")));
+        let open = build_spec(&args(&["--network", "open", "--", "true"]), dir.path()).unwrap();
+        assert!(
+            open.network_enabled && open.network_open,
+            "D2: network open"
+        );
     }
 
     /// F5: `run` grants its workdir and the private tmpfs mounts, unless

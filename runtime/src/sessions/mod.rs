@@ -22,6 +22,7 @@ use sandbox_registry::Registry;
 use sandbox_registry::select::{SelectError, Selection};
 
 use self::budget::Charge;
+use self::plan::new_session_id;
 pub use self::plan::{EgressPlan, LaunchPlan, LaunchSettings, plan_launch};
 use self::router::{Delivery, Router};
 use crate::channel::{self, Channel};
@@ -606,6 +607,8 @@ impl Session {
                     .insert("mode".into(), self.mode.as_str().into());
                 info.details
                     .insert("networkEnabled".into(), self.network_enabled.into());
+                info.details
+                    .insert("network".into(), self.network_mode().into());
                 info.details.insert(
                     "commandPolicy".into(),
                     if self.commands.enforce { "on" } else { "off" }.into(),
@@ -631,6 +634,11 @@ impl Session {
             error,
             details,
         }
+    }
+
+    /// Its egress: `open` (SPEC D2), `allowlist` or `off`.
+    pub fn network_mode(&self) -> &'static str {
+        plan::network_mode(&self.launched)
     }
 
     fn check_capabilities(&self, request: &ExecRequest) -> Result<(), SessionError> {
@@ -988,12 +996,6 @@ async fn blocking<T: Send + 'static>(
 fn same_secret(expected: &str, given: &str) -> bool {
     let (a, b) = (expected.as_bytes(), given.as_bytes());
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-fn new_session_id() -> Result<String, SessionError> {
-    crate::random::hex(8)
-        .map(|hex| format!("s-{hex}"))
-        .map_err(SessionError::Random)
 }
 
 #[cfg(test)]

@@ -115,6 +115,14 @@ pub fn plan_launch(
     settings.dispatch.apply(&mut spec);
     // SPEC E5: the "Access the network" rule, read once, at launch.
     let network_rule = settings.commands.network_denied(spec.mode);
+    if spec.network_open && !spec.network_enabled {
+        return Err(SessionError::InvalidSpec {
+            field: "networkOpen",
+            message: "network open needs the network on; leave out `networkEnabled: false`, \
+                      or `networkOpen`"
+                .into(),
+        });
+    }
     let network_turned_off = network_rule.is_some() && spec.network_enabled;
     if network_rule.is_some() {
         spec.network_enabled = false;
@@ -135,6 +143,20 @@ pub fn plan_launch(
         return Err(SessionError::BadId(spec.session_id));
     }
     let proxy_only = offer.report.has(capability::NET_PROXY_ONLY);
+    if spec.network_open
+        && spec.network_enabled
+        && !(proxy_only || offer.report.kind == SandboxBackend::None)
+    {
+        return Err(SessionError::InvalidSpec {
+            field: "networkOpen",
+            message: format!(
+                "network open is a mode of the server's egress proxies, and `{}` does not route \
+                 its sandboxes through them; choose a backend that does (bwrap, none), or \
+                 leave `networkOpen` out",
+                offer.name
+            ),
+        });
+    }
     let egress = if proxy_only || offer.report.kind == SandboxBackend::None {
         let policy = settings
             .egress
@@ -158,6 +180,23 @@ pub fn plan_launch(
         egress,
         bind_notices,
     })
+}
+
+/// A fresh session id, for a spec that names none.
+pub(super) fn new_session_id() -> Result<String, SessionError> {
+    crate::random::hex(8)
+        .map(|hex| format!("s-{hex}"))
+        .map_err(SessionError::Random)
+}
+
+/// Which egress a launched spec has: `open` (everything but the fixed deny
+/// list, SPEC D2), `allowlist` (the default), or `off`.
+pub fn network_mode(spec: &SandboxSpec) -> &'static str {
+    match (spec.network_enabled, spec.network_open) {
+        (false, _) => "off",
+        (true, true) => "open",
+        (true, false) => "allowlist",
+    }
 }
 
 /// Session ids name directories and URL segments.

@@ -272,6 +272,48 @@ fn a_backend_without_proxies_gets_no_egress() {
     })
     .unwrap();
     assert!(plan.egress.is_none());
+    let open = SandboxSpec {
+        network_open: true,
+        ..spec("s")
+    };
+    let refused = plan_launch(open, Some("plain"), &on, &offers, &facts(), || {
+        Ok("unused".into())
+    });
+    assert_eq!(
+        refusal(refused),
+        "invalid networkOpen",
+        "no proxies to open"
+    );
+}
+
+/// D2: network open is a mode of a session with the network on; the
+/// spec is passed on as asked, and says so (`network_mode`).
+#[test]
+fn network_open_needs_the_network_on() {
+    let on = settings(SandboxSwitch::On);
+    let open = SandboxSpec {
+        network_open: true,
+        ..spec("s")
+    };
+    let planned = plan(open.clone(), None, &on).unwrap();
+    assert!(planned.spec.network_open);
+    assert_eq!(super::network_mode(&planned.spec), "open");
+    assert_eq!(super::network_mode(&spec("s")), "allowlist");
+    let contradictory = SandboxSpec {
+        network_enabled: false,
+        ..open.clone()
+    };
+    assert_eq!(
+        refusal(plan(contradictory, None, &on)),
+        "invalid networkOpen"
+    );
+    // The command policy's network rule turns it off, and off wins.
+    let review = SandboxSpec {
+        mode: SandboxMode::Review,
+        ..open
+    };
+    let review = plan(review, None, &on).unwrap();
+    assert_eq!(super::network_mode(&review.spec), "off");
 }
 
 fn binding(path: &str, read_only: bool) -> SandboxSpec {
