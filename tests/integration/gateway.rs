@@ -7,7 +7,7 @@
 //! never sees.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::net::{GitHttpServer, bare_repo, git};
@@ -839,16 +839,18 @@ fn on_none_pushes_meet_the_gateway_through_the_credentialed_proxy() {
     assert!(refs.contains("refs/heads/agent/none"), "{refs}");
 }
 
-/// SPEC H8: a force push is told apart from a fast-forward by ancestry in
-/// the server's own mirror (never in the agent's clone) and judged as its
-/// own class: here the rules allow `agent/*`, the force push asks the
-/// owner, and with none it is refused.
-#[test]
-fn a_force_push_is_found_in_the_mirror_and_judged_as_its_class() {
-    require_bwrap!();
-    let plugins = Plugins::with_bwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("forge");
+/// A stand-in forge over plain HTTP that logs every request, a clone of
+/// its `o/r.git`, and a config whose guardrails are [`RULES`].
+struct LoggedForge {
+    _forge: GitHttpServer,
+    bare: PathBuf,
+    clone: PathBuf,
+    config: String,
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+fn logged_forge(dir: &Path) -> LoggedForge {
+    let root = dir.join("forge");
     std::fs::create_dir_all(root.join("o")).unwrap();
     let bare = bare_repo(&root, "o/r.git");
     let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -861,9 +863,8 @@ fn a_force_push_is_found_in_the_mirror_and_judged_as_its_class() {
     let port = forge.port();
     let header = format!("http.extraHeader=Authorization: {AUTHORIZATION}");
     let url = format!("http://127.0.0.1:{port}/o/r.git");
-    git(tmp.path(), &["-c", &header, "clone", "-q", &url, "clone"]);
-    let clone = tmp.path().join("clone");
-    let (rules, token) = (tmp.path().join("rules.toml"), tmp.path().join("token"));
+    git(dir, &["-c", &header, "clone", "-q", &url, "clone"]);
+    let (rules, token) = (dir.join("rules.toml"), dir.join("token"));
     std::fs::write(&rules, RULES).unwrap();
     std::fs::write(&token, TOKEN).unwrap();
     std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -873,6 +874,31 @@ fn a_force_push_is_found_in_the_mirror_and_judged_as_its_class() {
         rules.display(),
         token.display()
     );
+    LoggedForge {
+        _forge: forge,
+        bare,
+        clone: dir.join("clone"),
+        config,
+        log,
+    }
+}
+
+/// SPEC H8: a force push is told apart from a fast-forward by ancestry in
+/// the server's own mirror (never in the agent's clone) and judged as its
+/// own class: here the rules allow `agent/*`, the force push asks the
+/// owner, and with none it is refused.
+#[test]
+fn a_force_push_is_found_in_the_mirror_and_judged_as_its_class() {
+    require_bwrap!();
+    let plugins = Plugins::with_bwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let LoggedForge {
+        _forge,
+        bare,
+        clone,
+        config,
+        log,
+    } = logged_forge(tmp.path());
     let gw = "http://cc-server.internal/git/o/r.git";
     let commit = "git -c user.name=a -c user.email=a@example.com commit -q --allow-empty";
     // `agent/k` is moved twice to commits the forge has (the pack is
@@ -924,31 +950,13 @@ fn a_push_over_the_post_buffer_arrives_and_its_update_needs_no_fetch() {
     require_bwrap!();
     let plugins = Plugins::with_bwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("forge");
-    std::fs::create_dir_all(root.join("o")).unwrap();
-    let bare = bare_repo(&root, "o/r.git");
-    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let scopes = crate::net::Scopes {
-        write: Some(AUTHORIZATION.to_owned()),
-        log: Some(log.clone()),
-        ..crate::net::Scopes::default()
-    };
-    let forge = GitHttpServer::start_with_scopes(&root, scopes);
-    let port = forge.port();
-    let header = format!("http.extraHeader=Authorization: {AUTHORIZATION}");
-    let url = format!("http://127.0.0.1:{port}/o/r.git");
-    git(tmp.path(), &["-c", &header, "clone", "-q", &url, "clone"]);
-    let clone = tmp.path().join("clone");
-    let (rules, token) = (tmp.path().join("rules.toml"), tmp.path().join("token"));
-    std::fs::write(&rules, RULES).unwrap();
-    std::fs::write(&token, TOKEN).unwrap();
-    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let config = format!(
-        "[policy]\nguardrails = \"{}\"\n\n[gateway]\nupstream = \"http://127.0.0.1:{port}\"\n\
-         repositories = [\"o/r.git\"]\ntoken_file = \"{}\"\n",
-        rules.display(),
-        token.display()
-    );
+    let LoggedForge {
+        _forge,
+        bare,
+        clone,
+        config,
+        log,
+    } = logged_forge(tmp.path());
     log.lock().unwrap().clear();
     let gw = "http://cc-server.internal/git/o/r.git";
     let commit = "git -c user.name=a -c user.email=a@example.com commit -q";

@@ -79,8 +79,14 @@ os.unlink("full.sock"); os.unlink("written-meanwhile")
 
 /// The host's server on `path`, ready.
 fn host_server(path: &Path, marks: &Path) -> Child {
+    host_service(HOST_SERVER, path, marks)
+}
+
+/// The host's service `script` (a stream or datagram server) on `path`,
+/// marking what it gets in `marks`, ready.
+fn host_service(script: &str, path: &Path, marks: &Path) -> Child {
     let mut child = Command::new("python3")
-        .args(["-c", HOST_SERVER])
+        .args(["-c", script])
         .arg(path)
         .arg(marks)
         .stdout(Stdio::piped())
@@ -330,22 +336,7 @@ fn a_datagram_to_a_host_socket_below_a_bind_is_refused() {
         let w = work.path();
         let marks = owned_dir(&account);
         let socket = w.join("host-dgram.sock");
-        let mut server = Command::new("python3")
-            .args(["-c", HOST_DGRAM_SERVER])
-            .arg(&socket)
-            .arg(marks.path())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(server.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(
-            line.trim(),
-            "ready",
-            "the host's datagram server did not start"
-        );
+        let mut server = host_service(HOST_DGRAM_SERVER, &socket, marks.path());
         let script = format!(
             "ln -s host-dgram.sock link-dgram.sock\n\
              python3 -c '{DGRAM_CLIENT}' host-dgram.sock {} link-dgram.sock\n",

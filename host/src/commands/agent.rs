@@ -339,25 +339,30 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_plan_starts_claude_without_its_own_prompts_and_with_the_hook() {
-        let dir = tempfile::tempdir().unwrap();
-        let claude = dir.path().join("claude");
+    /// `agent claude --claude DIR/claude ARGS`, parsed (the program an
+    /// empty file in `dir`).
+    fn claude_args(dir: &std::path::Path, args: &[&str]) -> crate::cli::AgentClaudeArgs {
+        let claude = dir.join("claude");
         std::fs::write(&claude, "").unwrap();
-        let cli = crate::cli::Cli::try_parse_from([
+        let mut argv = vec![
             "cc_server",
             "agent",
             "claude",
             "--claude",
             claude.to_str().unwrap(),
-            "--",
-            "-p",
-            "hello",
-        ])
-        .unwrap();
+        ];
+        argv.extend_from_slice(args);
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
         let crate::cli::Command::Agent(crate::cli::AgentCommand::Claude(args)) = cli.command else {
             panic!("not agent claude");
         };
+        args
+    }
+
+    #[test]
+    fn the_plan_starts_claude_without_its_own_prompts_and_with_the_hook() {
+        let dir = tempfile::tempdir().unwrap();
+        let args = claude_args(dir.path(), &["--", "-p", "hello"]);
         let run = plan_claude(args, Some("http://127.0.0.1:1"), None, None).unwrap();
         assert!(run.brokered.is_none() && run.removed_env.is_empty());
         assert_eq!(run.command[1], "--dangerously-skip-permissions");
@@ -384,19 +389,7 @@ mod tests {
     #[test]
     fn a_brokered_key_leaves_only_a_placeholder_and_no_egress_for_the_api() {
         let dir = tempfile::tempdir().unwrap();
-        let claude = dir.path().join("claude");
-        std::fs::write(&claude, "").unwrap();
-        let cli = crate::cli::Cli::try_parse_from([
-            "cc_server",
-            "agent",
-            "claude",
-            "--claude",
-            claude.to_str().unwrap(),
-        ])
-        .unwrap();
-        let crate::cli::Command::Agent(crate::cli::AgentCommand::Claude(args)) = cli.command else {
-            panic!("not agent claude");
-        };
+        let args = claude_args(dir.path(), &[]);
         let brokered = key_broker::ClaudeSettings::default().brokered(
             Some("sk-ant-real".into()),
             None,
