@@ -15,8 +15,10 @@
 //!
 //! Loading and attaching a cgroup program takes `CAP_BPF` and
 //! `CAP_NET_ADMIN` (a root server) and a cgroup v2 group the server may
-//! write; where either is missing the sandbox runs and its handle says the
-//! rule is not held and why (`unixDatagrams`).
+//! write. Where either is missing, no unix datagram socket can be made in
+//! the sandbox at all (`socket`/`socketpair` refused by the commands'
+//! seccomp filter, `sandbox_init::seccomp`): without one there is no such
+//! send. The handle's `unixDatagrams` says which holds, and why.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
@@ -31,6 +33,13 @@ const BPF_PROG_ATTACH: libc::c_long = 8;
 
 /// What the handle says when the rule holds.
 pub const HELD: &str = "refused when sent by address (cgroup sendmsg_unix program); connect first";
+
+/// What the handle says when it does not, and sockets are refused instead.
+pub fn refused_altogether(why: &str) -> String {
+    format!(
+        "no unix datagram socket can be made (seccomp), as datagrams sent by address cannot be refused here: {why}"
+    )
+}
 
 /// `r0 = 0` (refuse); `exit`.
 const PROGRAM: [u64; 2] = [0x0000_0000_0000_00b7, 0x0000_0000_0000_0095];
@@ -100,6 +109,20 @@ fn load() -> Result<OwnedFd, String> {
     }
     // SAFETY: a descriptor bpf(2) just returned to us alone.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Attaches the refusal to the sandbox `name`'s v2 group, made here if
+/// it is not there yet (the execs' groups are made below it,
+/// `crate::exec_groups`); `Err` says why the rule is not held.
+pub fn hold_for(name: &str) -> Result<(), String> {
+    let base = sandbox_exec_group::Hierarchy::find()?;
+    let group = base.base().join(name);
+    match std::fs::create_dir(&group) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("creating the cgroup {}: {e}", group.display())),
+    }
+    hold(Some(&group))
 }
 
 /// Attaches the refusal to the sandbox's v2 group (before anything joins

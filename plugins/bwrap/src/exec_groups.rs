@@ -17,9 +17,7 @@ pub(crate) struct ExecGroups {
     sandbox: Option<Group>,
     /// The handle's `processTracking`.
     pub(crate) tracking: String,
-    /// The handle's `unixDatagrams`: whether datagrams sent by address to
-    /// unix sockets are refused in the group (`crate::datagrams`).
-    pub(crate) datagrams: String,
+
     /// The next exec's group, made ahead of it once the last exec's end is
     /// out ([`ExecGroups::make_spare`]): the `mkdir` in the cgroup
     /// filesystem and the two opens are then not on an exec's way in.
@@ -37,19 +35,6 @@ struct Spare {
     removed: bool,
 }
 
-/// The datagram rule held on the sandbox's group, or why not (logged).
-fn datagrams(group: Option<&std::path::Path>) -> String {
-    match crate::datagrams::hold(group) {
-        Ok(()) => crate::datagrams::HELD.to_owned(),
-        Err(why) => {
-            tracing::warn!(
-                "bwrap: a datagram sent by address reaches any unix socket a bind shows: {why}"
-            );
-            format!("not refused: {why}")
-        }
-    }
-}
-
 impl ExecGroups {
     pub(crate) fn new(name: &str) -> Self {
         let found = sandbox_exec_group::Hierarchy::find().and_then(|h| {
@@ -63,7 +48,6 @@ impl ExecGroups {
         match found {
             Ok(group) => Self {
                 tracking: format!("cgroup v2 {}", group.path().display()),
-                datagrams: datagrams(Some(group.path())),
                 sandbox: Some(group),
                 spare: Mutex::default(),
                 spares: AtomicU64::new(0),
@@ -73,7 +57,6 @@ impl ExecGroups {
                     "bwrap: an exec's timeout and kill reach its process group only; `setsid` escapes them until destroy: {why}"
                 );
                 Self {
-                    datagrams: datagrams(None),
                     sandbox: None,
                     spare: Mutex::default(),
                     spares: AtomicU64::new(0),

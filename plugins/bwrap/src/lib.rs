@@ -511,6 +511,20 @@ impl BackendImpl for BwrapBackend {
             plan.args.push("--counter".into());
             plan.args.push(arg.into());
         }
+        // Datagrams sent by address refused on the sandbox's cgroup, or no
+        // unix datagram socket at all (`datagrams`).
+        let mut limits = limits;
+        limits.datagrams = match datagrams::hold_for(&limits.name) {
+            Ok(()) => datagrams::HELD.to_owned(),
+            Err(why) => {
+                tracing::warn!(
+                    "bwrap: no unix datagram socket can be made in this sandbox: datagrams sent by address cannot be refused here: {why}"
+                );
+                plan.args.push("--unix-datagram-sockets".into());
+                plan.args.push("refused".into());
+                datagrams::refused_altogether(&why)
+            }
+        };
         events.starting();
         let sandbox = BwrapSandbox::launch(&tools, plan, limits, share, events.clone())
             .map_err(|e| self.recheck(&tools, guard, e))?;
@@ -627,6 +641,7 @@ impl BwrapBackend {
             plan,
             groups,
             name,
+            datagrams: String::new(),
         })
     }
 }

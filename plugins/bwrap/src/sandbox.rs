@@ -262,6 +262,8 @@ pub struct BwrapSandbox {
     pub(crate) exec_groups: Arc<ExecGroups>,
     /// Its share of the per-uid counters' budget, given back with it.
     _counters: crate::counters::Share,
+    /// The handle's `unixDatagrams`.
+    datagrams: String,
 }
 
 /// A sandbox's limits: its groups (created, empty) and how each is held.
@@ -272,6 +274,8 @@ pub struct Limits {
     /// The name of the sandbox's groups (`cc_server-<pid>-<n>`); its execs'
     /// groups are made below the v2 one.
     pub name: String,
+    /// The handle's `unixDatagrams` (`crate::datagrams`).
+    pub datagrams: String,
 }
 
 impl BwrapSandbox {
@@ -364,6 +368,7 @@ impl BwrapSandbox {
         drop(joins);
         Ok(Self {
             exec_groups,
+            datagrams: limits.datagrams,
             limits: limits.details,
             usage_groups: limits.plan.remove.clone(),
             groups: Mutex::new(limits.groups),
@@ -662,10 +667,7 @@ impl SandboxImpl for BwrapSandbox {
             "processTracking".into(),
             self.exec_groups.tracking.clone().into(),
         );
-        details.insert(
-            "unixDatagrams".into(),
-            self.exec_groups.datagrams.clone().into(),
-        );
+        details.insert("unixDatagrams".into(), self.datagrams.clone().into());
         SandboxInfo {
             state,
             error,

@@ -37,6 +37,9 @@ pub struct Args {
     pub masks: Masks,
     /// `--counter NAME=VALUE` (`crate::counters`).
     pub counters: Counters,
+    /// `--unix-datagram-sockets refused`: commands may make none
+    /// (`crate::seccomp::NO_UNIX_DATAGRAMS`).
+    pub no_unix_datagrams: bool,
 }
 
 /// Parses the arguments after the program name.
@@ -50,6 +53,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
     let mut caches = CacheOverlays::default();
     let mut masks = Masks::default();
     let mut counters = Counters::default();
+    let mut no_unix_datagrams = false;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -90,6 +94,15 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
             "--mask-dir" => masks.dirs.push(value.clone()),
             "--protected" => masks.protected.push(value.clone()),
             "--counter" => counters.parse_one(value)?,
+            "--unix-datagram-sockets" => match value.as_str() {
+                "refused" => no_unix_datagrams = true,
+                "allowed" => no_unix_datagrams = false,
+                other => {
+                    return Err(format!(
+                        "--unix-datagram-sockets {other}: use `refused` or `allowed`"
+                    ));
+                }
+            },
             "--caches" => {
                 caches = serde_json::from_str::<CacheOverlays>(value)
                     .map_err(|e| format!("--caches: {e}"))?
@@ -98,7 +111,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         }
     }
     let control = control
-        .ok_or("usage: sandbox-init --control-fd N [--guard JSON] [--forward PORT=SOCKET]... [--egress-channel N] [--exec-from PATH]... [--exec-grant DIR]... [--caches JSON] [--mask-file PATH]... [--mask-dir PATH]... [--protected PATH]... [--counter NAME=VALUE]...")?;
+        .ok_or("usage: sandbox-init --control-fd N [--guard JSON] [--forward PORT=SOCKET]... [--egress-channel N] [--exec-from PATH]... [--exec-grant DIR]... [--caches JSON] [--mask-file PATH]... [--mask-dir PATH]... [--protected PATH]... [--counter NAME=VALUE]... [--unix-datagram-sockets refused|allowed]")?;
     if channel == Some(control) {
         return Err(format!(
             "--egress-channel {control} is the control descriptor; pass another"
@@ -114,6 +127,7 @@ pub fn parse(args: &[String]) -> Result<Args, String> {
         caches,
         masks,
         counters,
+        no_unix_datagrams,
     })
 }
 

@@ -69,6 +69,11 @@ pub fn main() -> ExitCode {
             return ExitCode::from(125);
         }
     };
+    // Before the fork thread that attaches the commands' filter starts.
+    crate::seccomp::NO_UNIX_DATAGRAMS.store(
+        parsed.no_unix_datagrams,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let args::Args {
         guard: guard_config,
         forwards,

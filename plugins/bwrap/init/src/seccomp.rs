@@ -97,6 +97,8 @@ const BPF_JEQ: u16 = 0x10;
 const BPF_JGE: u16 = 0x30;
 const BPF_JSET: u16 = 0x40;
 const BPF_K: u16 = 0x00;
+const BPF_ALU: u16 = 0x04;
+const BPF_AND: u16 = 0x50;
 
 /// `BPF_MAXINSNS`: the kernel rejects longer programs.
 pub const MAX_INSTRUCTIONS: usize = 4096;
@@ -197,6 +199,17 @@ pub enum Rule {
         /// Action taken when a bit of `mask` is set and none of `except`.
         action: Action,
     },
+    /// Take `action` if the low 32 bits of `args[arg]` equal `value` and
+    /// those of `args[masked_arg]`, masked by `mask`, equal `masked_value`
+    /// (allow otherwise).
+    IfArgEqualAndMasked {
+        arg: u8,
+        value: u32,
+        masked_arg: u8,
+        mask: u32,
+        masked_value: u32,
+        action: Action,
+    },
     /// Take `action` unless the low 32 bits of `args[arg]` have a bit of
     /// `mask` set (then allow).
     UnlessArgBits {
@@ -263,6 +276,11 @@ impl Program {
         self.push(BPF_JMP | BPF_JSET | BPF_K, jt, jf, k)
     }
 
+    /// `A &= k`.
+    pub fn and(&mut self, k: u32) -> &mut Self {
+        self.push(BPF_ALU | BPF_AND | BPF_K, 0, 0, k)
+    }
+
     /// `return action`.
     pub fn ret(&mut self, action: Action) -> &mut Self {
         self.push(BPF_RET | BPF_K, 0, 0, action.ret_value())
@@ -307,6 +325,25 @@ impl Program {
                     .load_word(arg_low_offset(arg))
                     .jump_if_any_set(except, 2, 0)
                     .jump_if_any_set(mask, 0, 1)
+                    .ret(action)
+                    .ret(Action::Allow)
+            }
+            Rule::IfArgEqualAndMasked {
+                arg,
+                value,
+                masked_arg,
+                mask,
+                masked_value,
+                action,
+            } => {
+                // jeq nr,+0,+7 ; ld arg ; jeq value,+0,+4 ; ld masked_arg ;
+                // and mask ; jeq masked_value,+0,+1 ; ret action ; ret allow
+                self.jump_if_equal(entry.nr, 0, 7)
+                    .load_word(arg_low_offset(arg))
+                    .jump_if_equal(value, 0, 4)
+                    .load_word(arg_low_offset(masked_arg))
+                    .and(mask)
+                    .jump_if_equal(masked_value, 0, 1)
                     .ret(action)
                     .ret(Action::Allow)
             }
@@ -479,6 +516,30 @@ mod table {
 
     /// Added for commands when the commands' namespace could not be given
     /// `vm.memfd_noexec = 2` (see `crate::forker`).
+    /// Unix datagram sockets (`socket`, `socketpair`), for a sandbox whose
+    /// cgroup cannot refuse datagrams sent by address (`bwrap/src/datagrams.rs`):
+    /// without a socket there is no such send. The type's low four bits are
+    /// the kind; the rest are `SOCK_NONBLOCK`/`SOCK_CLOEXEC`.
+    const fn no_unix_datagram(nr: libc::c_long, name: &'static str) -> Entry {
+        Entry {
+            name,
+            nr: nr as u32,
+            rule: Rule::IfArgEqualAndMasked {
+                arg: 0,
+                value: libc::AF_UNIX as u32,
+                masked_arg: 1,
+                mask: 0xf,
+                masked_value: libc::SOCK_DGRAM as u32,
+                action: Action::Errno(EPERM),
+            },
+            reason: "a unix datagram sent by address reaches any socket a bind shows, and nothing else refuses it here",
+        }
+    }
+    pub(super) const NO_UNIX_DATAGRAMS: [Entry; 2] = [
+        no_unix_datagram(libc::SYS_socket, "SYS_socket"),
+        no_unix_datagram(libc::SYS_socketpair, "SYS_socketpair"),
+    ];
+
     pub(super) const SEALED_MEMFDS_ONLY: Entry = entry!(
         SYS_memfd_create,
         Rule::UnlessArgBits {
@@ -543,6 +604,9 @@ pub fn fork_thread_filter(sealed_memfds: bool) -> Vec<SockFilter> {
         if sealed_memfds {
             entries.push(table::SEALED_MEMFDS_ONLY);
         }
+        if NO_UNIX_DATAGRAMS.load(std::sync::atomic::Ordering::Relaxed) {
+            entries.extend(table::NO_UNIX_DATAGRAMS);
+        }
         compile(&entries).into_instructions()
     }
     #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
@@ -551,6 +615,12 @@ pub fn fork_thread_filter(sealed_memfds: bool) -> Vec<SockFilter> {
         Vec::new()
     }
 }
+
+/// Whether commands may make no unix datagram socket (`--no-unix-datagrams`:
+/// the backend could not refuse datagrams sent by address on the sandbox's
+/// cgroup). Set by PID 1 from its arguments before the fork thread starts.
+pub static NO_UNIX_DATAGRAMS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 /// The part of the hardening a command adds to [`fork_thread_filter`]:
 /// `clone3` gets ENOSYS (its flags sit behind a pointer; glibc falls back
@@ -1027,6 +1097,10 @@ mod tests {
                         let off = if a >= insn.k { insn.jt } else { insn.jf };
                         pc = next + off as usize;
                     }
+                    c if c == BPF_ALU | BPF_AND | BPF_K => {
+                        a &= insn.k;
+                        pc = next;
+                    }
                     c if c == BPF_RET | BPF_K => return insn.k,
                     other => panic!("unsupported opcode {other:#06x} at {pc}"),
                 }
@@ -1035,6 +1109,36 @@ mod tests {
 
         fn decide(data: &Data) -> u32 {
             run(&hardening_filter(), data)
+        }
+
+        /// With the datagram rule, `socket` and `socketpair` of a unix
+        /// datagram kind are refused, flags or not; every other family and
+        /// kind is allowed; without it, all are.
+        #[test]
+        fn unix_datagram_sockets_are_refused_only_with_the_rule() {
+            let mut entries = policy().to_vec();
+            entries.extend(table::NO_UNIX_DATAGRAMS);
+            let with = compile(&entries).into_instructions();
+            let without = hardening_filter();
+            let unix = libc::AF_UNIX as u64;
+            let dgram = libc::SOCK_DGRAM as u64;
+            let flags = (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u64;
+            for nr in [libc::SYS_socket, libc::SYS_socketpair] {
+                let call = |domain: u64, kind: u64| Data::native(nr, [domain, kind, 0, 0, 0, 0]);
+                let refused = Action::Errno(libc::EPERM as u16).ret_value();
+                let allowed = Action::Allow.ret_value();
+                assert_eq!(run(&with, &call(unix, dgram)), refused);
+                assert_eq!(run(&with, &call(unix, dgram | flags)), refused);
+                assert_eq!(run(&without, &call(unix, dgram)), allowed);
+                for (domain, kind) in [
+                    (unix, libc::SOCK_STREAM as u64),
+                    (unix, libc::SOCK_SEQPACKET as u64 | flags),
+                    (libc::AF_INET as u64, dgram),
+                    (libc::AF_INET6 as u64, dgram),
+                ] {
+                    assert_eq!(run(&with, &call(domain, kind)), allowed, "{domain} {kind}");
+                }
+            }
         }
 
         /// `policy` tested in order, one block after another: the shape the
