@@ -39,6 +39,21 @@ fn run_in(plugins: &Plugins, dir: &Path, config: &str, script: &str) -> Output {
         .output()
 }
 
+/// A GitHub App's private key (RSA 2048, 0600) at `dir/app.pem`: PKCS#1
+/// (`-----BEGIN RSA PRIVATE KEY-----`) when `traditional`, else PKCS#8.
+fn app_key(dir: &Path, traditional: bool) -> PathBuf {
+    let key = dir.join("app.pem");
+    let mut openssl = std::process::Command::new("openssl");
+    openssl.arg("genrsa");
+    if traditional {
+        openssl.arg("-traditional");
+    }
+    let made = openssl.arg("-out").arg(&key).arg("2048").output().unwrap();
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    key
+}
+
 fn branches(bare: &Path) -> String {
     text(&git(bare, &["for-each-ref", "--format=%(refname)"]).stdout)
 }
@@ -294,15 +309,7 @@ fn app_tokens_are_minted_scoped_and_all_revoked() {
     let clone = tmp.path().join("clone");
     let inside = format!("http://forge.test:{port}/o/r.git");
     git(&clone, &["remote", "set-url", "origin", &inside]);
-    let key = tmp.path().join("app.pem");
-    let made = std::process::Command::new("openssl")
-        .args(["genrsa", "-out"])
-        .arg(&key)
-        .arg("2048")
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "{}", text(&made.stderr));
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let key = app_key(tmp.path(), false);
     let rules = tmp.path().join("rules.toml");
     std::fs::write(&rules, RULES).unwrap();
     let config = format!(
@@ -405,15 +412,7 @@ fn a_restarted_server_revokes_the_tokens_a_killed_one_left() {
     let clone = tmp.path().join("clone");
     let inside = format!("http://forge.test:{port}/o/r.git");
     git(&clone, &["remote", "set-url", "origin", &inside]);
-    let key = tmp.path().join("app.pem");
-    let made = std::process::Command::new("openssl")
-        .args(["genrsa", "-traditional", "-out"])
-        .arg(&key)
-        .arg("2048")
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "{}", text(&made.stderr));
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let key = app_key(tmp.path(), true);
     let state = tmp.path().join("state");
     let config = format!(
         "[workspaces]\nstate_dir = \"{}\"\n\n[gateway]\nupstream = \"http://127.0.0.1:{port}\"\n\
@@ -521,15 +520,7 @@ fn tokens_come_from_each_owners_installation_and_are_minted_again_before_expiry(
     let inside = format!("https://forge.test:{port}/o/r.git");
     git(&clone, &["remote", "set-url", "origin", &inside]);
     std::fs::copy(&ca, clone.join("ca.pem")).unwrap();
-    let key = tmp.path().join("app.pem");
-    let made = std::process::Command::new("openssl")
-        .args(["genrsa", "-out"])
-        .arg(&key)
-        .arg("2048")
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "{}", text(&made.stderr));
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let key = app_key(tmp.path(), false);
     let rules = tmp.path().join("rules.toml");
     std::fs::write(&rules, RULES).unwrap();
     let config = format!(
