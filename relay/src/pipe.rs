@@ -91,19 +91,18 @@ pub fn duplicate_host_fds(
 /// (`POLLHUP`, which a pipe reports with data still in it). `false` when
 /// that cannot be told: then the graces apply, as before.
 pub fn hung_up(read_end: BorrowedFd<'_>) -> bool {
-    let mut fd = libc::pollfd {
-        fd: read_end.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: poll of one pollfd we own, without waiting.
-    let rc = unsafe { libc::poll(&raw mut fd, 1, 0) };
-    rc >= 0 && fd.revents & libc::POLLHUP != 0
+    poll_now(read_end).is_some_and(|revents| revents & libc::POLLHUP != 0)
 }
 
 /// Whether a read of `read_end` would return at once (bytes, end of
 /// file, or an error), without waiting.
 pub fn readable_now(read_end: BorrowedFd<'_>) -> bool {
+    poll_now(read_end).is_some_and(|revents| revents != 0)
+}
+
+/// `revents` of a poll of `read_end` for input that does not wait; `None`
+/// when the poll fails.
+fn poll_now(read_end: BorrowedFd<'_>) -> Option<libc::c_short> {
     let mut fd = libc::pollfd {
         fd: read_end.as_raw_fd(),
         events: libc::POLLIN,
@@ -111,7 +110,7 @@ pub fn readable_now(read_end: BorrowedFd<'_>) -> bool {
     };
     // SAFETY: poll of one pollfd we own, without waiting.
     let rc = unsafe { libc::poll(&raw mut fd, 1, 0) };
-    rc > 0 && fd.revents != 0
+    (rc >= 0).then_some(fd.revents)
 }
 
 /// What [`wait`] saw.
