@@ -143,10 +143,9 @@ pub fn plan_launch(
         return Err(SessionError::BadId(spec.session_id));
     }
     let proxy_only = offer.report.has(capability::NET_PROXY_ONLY);
-    if spec.network_open
-        && spec.network_enabled
-        && !(proxy_only || offer.report.kind == SandboxBackend::None)
-    {
+    // Whether the sandbox's egress goes through the session's proxies.
+    let proxied = proxy_only || offer.report.kind == SandboxBackend::None;
+    if spec.network_open && spec.network_enabled && !proxied {
         return Err(SessionError::InvalidSpec {
             field: "networkOpen",
             message: format!(
@@ -157,7 +156,7 @@ pub fn plan_launch(
             ),
         });
     }
-    let egress = if proxy_only || offer.report.kind == SandboxBackend::None {
+    let egress = if proxied {
         let policy = settings
             .egress
             .policy(&spec)
