@@ -294,7 +294,7 @@ fn host_port(
 /// (credentials for this proxy must never reach the origin). The framing
 /// headers are left to hyper, which re-encodes the body, even when
 /// `Connection` names them.
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let listed: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()

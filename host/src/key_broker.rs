@@ -17,6 +17,7 @@ use std::sync::{Arc, RwLock};
 use http_body_util::BodyExt as _;
 use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Request, Response, StatusCode};
+use sandbox_egress::http::strip_hop_by_hop;
 use sandbox_egress::local::{self, LocalBody};
 use sandbox_gateway::target::Target;
 use sandbox_runtime::channel::{Caller, HttpHandler};
@@ -209,30 +210,10 @@ pub struct KeyBroker {
     allowed: RwLock<BTreeSet<String>>,
 }
 
-/// Headers never forwarded upstream: the connection's own, and any
-/// credential the sandbox sent.
-const DROPPED_REQUEST: &[&str] = &[
-    "host",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "x-api-key",
-    "authorization",
-];
-
-/// Headers of the upstream's answer that belong to its connection.
-const DROPPED_RESPONSE: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
-];
+/// Credentials the sandbox may have sent, never forwarded upstream (the
+/// connection's own headers go as the egress proxy drops them,
+/// `sandbox_egress::http::strip_hop_by_hop`).
+const DROPPED_CREDENTIALS: &[&str] = &["x-api-key", "authorization"];
 
 impl KeyBroker {
     /// The broker of `brokered`, sending to `upstream` (its URL checked and
@@ -304,11 +285,12 @@ impl KeyBroker {
             Ok(uri) => uri,
             Err(e) => return local::text(StatusCode::BAD_REQUEST, &format!("the path: {e}")),
         };
-        for (name, value) in &parts.headers {
-            if !DROPPED_REQUEST.contains(&name.as_str()) {
-                upstream.headers_mut().append(name.clone(), value.clone());
-            }
+        let mut forwarded = parts.headers;
+        strip_hop_by_hop(&mut forwarded);
+        for name in DROPPED_CREDENTIALS {
+            forwarded.remove(*name);
         }
+        *upstream.headers_mut() = forwarded;
         let headers = upstream.headers_mut();
         let (name, value) = match self.brokered.bearer {
             true => (
@@ -349,9 +331,7 @@ impl KeyBroker {
         match answer {
             Ok(answer) => {
                 let (mut parts, body) = answer.into_parts();
-                for name in DROPPED_RESPONSE {
-                    parts.headers.remove(*name);
-                }
+                strip_hop_by_hop(&mut parts.headers);
                 Response::from_parts(parts, body.boxed())
             }
             Err(e) => local::text(
